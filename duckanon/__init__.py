@@ -1,0 +1,31 @@
+"""duckanon: DuckDB as an anonymization engine.
+
+Hierarchies are DuckDB tables, generalizations compile to SQL, privacy models are GROUP BY queries, and a release is a
+separate database file that the DuckDB shell and BI tools open.
+"""
+
+from .anonymizer import Anonymizer, EncodedSource, Release, connect
+from .checks import CheckReport, RiskReport
+from .errors import AnonymizationError, HierarchyError, PolicyError, PolicyNotSatisfied
+from .hierarchy import Hierarchy, IntervalHierarchy
+from .models import (
+    AlphaKAnonymity,
+    AlphaLDiversityKAnonymity,
+    DistinctLDiversity,
+    EntropyLDiversity,
+    KAnonymity,
+    PrivacyModel,
+    PSensitiveKAnonymity,
+    RecursiveCLDiversity,
+    TCloseness,
+)
+from .policy import Policy
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AlphaKAnonymity", "AlphaLDiversityKAnonymity", "AnonymizationError", "Anonymizer", "CheckReport",
+    "DistinctLDiversity", "EncodedSource", "EntropyLDiversity", "Hierarchy", "HierarchyError", "IntervalHierarchy",
+    "KAnonymity", "Policy", "PolicyError", "PolicyNotSatisfied", "PrivacyModel", "PSensitiveKAnonymity",
+    "RecursiveCLDiversity", "Release", "RiskReport", "TCloseness", "connect",
+]

@@ -1,0 +1,405 @@
+"""The anonymizer: a DuckDB connection that knows hierarchies and policies, checks them, and publishes releases.
+
+    import duckdb, duckanon
+    con = duckdb.connect("people.duckdb")
+    anon = duckanon.connect(con)
+    policy = duckanon.Policy(quasi_identifiers={"age": age_hierarchy, "zip": "zip"}, identifiers=["name"],
+                             models=[duckanon.KAnonymity(5), duckanon.DistinctLDiversity("disease", 2)])
+    anon.check("patients", policy, levels={"age": 2, "zip": 3}).summary()
+    anon.publish("patients", policy, levels={"age": 2, "zip": 3}, path="release.duckdb")
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import itertools
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+from sqlglot import exp
+
+from . import sqlbuild as sb
+from .checks import CheckReport, RiskReport, check, class_verdicts, risk
+from .classes import SIZE, VIOLATED, Classes
+from .encoding import Encoding
+from .errors import AnonymizationError, PolicyError, PolicyNotSatisfied
+from .generalization import BoundHierarchy, generalize, require_coverage
+from .hierarchy import SCHEMA, Hierarchy
+from .models import DataFacts
+from .policy import SUPPRESSED, Policy
+from .release import ReleaseContent, write_release
+
+FILE_READERS = {".csv": "read_csv_auto", ".tsv": "read_csv_auto", ".gz": "read_csv_auto", ".parquet": "read_parquet",
+                ".json": "read_json_auto"}
+POLICY_TABLES = {
+    "policies": ("name", "suppression", "suppression_limit", "others", "created"),
+    "policy_columns": ("policy", "column_name", "role", "hierarchy_table"),
+    "policy_models": ("policy", "position", "model", "sensitive", "params"),
+}
+_temporaries = itertools.count()
+
+
+def connect(database: duckdb.DuckDBPyConnection | str | os.PathLike | None = None) -> Anonymizer:
+    """An anonymizer over a DuckDB connection, or over a database file opened for it (in memory without one)."""
+    if isinstance(database, duckdb.DuckDBPyConnection):
+        return Anonymizer(database)
+    return Anonymizer(duckdb.connect(str(database) if database is not None else ":memory:"))
+
+
+def hierarchy_table_name(name: str) -> str:
+    return f"hierarchy_{name}"
+
+
+@dataclass
+class Release:
+    """What a publish wrote."""
+
+    path: Path
+    table: str
+    records_in: int
+    records_out: int
+    suppressed: int
+    check: CheckReport
+
+    def summary(self) -> str:
+        return (f"released {self.records_out} of {self.records_in} records to {self.path} (table {self.table!r}); "
+                f"{self.suppressed} suppressed")
+
+
+@dataclass
+class _Bound:
+    """A policy bound to one source: its relation, released columns, hierarchy tables and data facts."""
+
+    source: exp.Expression
+    policy: Policy
+    columns: list[str]
+    hierarchies: dict[str, BoundHierarchy]
+    facts: DataFacts
+
+    @property
+    def quasi_identifiers(self) -> list[str]:
+        return self.policy.quasi_identifier_names
+
+    def levels(self, levels: Mapping[str, int]) -> dict[str, int]:
+        unknown = [a for a in levels if a not in self.hierarchies]
+        if unknown:
+            raise PolicyError(f"levels given for columns that are not quasi-identifiers: {unknown}")
+        missing = [a for a in self.hierarchies if a not in levels]
+        if missing:
+            raise PolicyError(f"no level given for quasi-identifiers {missing}")
+        for attribute, level in levels.items():
+            self.hierarchies[attribute].hierarchy.check_level(level, attribute)
+        return dict(levels)
+
+
+class EncodedSource:
+    """A source encoded once for a policy: checking a vector of levels is one GROUP BY over a frequency table."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, bound: _Bound):
+        self.con, self.bound = con, bound
+        self.encoding = Encoding(con, bound.source, bound.hierarchies, bound.policy.sensitive)
+
+    def check(self, levels: Mapping[str, int]) -> CheckReport:
+        classes = self.encoding.classes(self.bound.levels(levels))
+        return check(self.con, classes, self.bound.policy.models, key_names=self.bound.quasi_identifiers,
+                     suppression_limit=self.bound.policy.suppression_limit)
+
+    def risk(self, levels: Mapping[str, int], threshold: int = 5) -> RiskReport:
+        return risk(self.con, self.encoding.classes(self.bound.levels(levels)), threshold=threshold)
+
+    def close(self) -> None:
+        self.encoding.close()
+
+    def __enter__(self) -> EncodedSource:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class Anonymizer:
+    def __init__(self, con: duckdb.DuckDBPyConnection):
+        self.con = con
+        sb.run(con, exp.Create(this=sb.ident(SCHEMA), kind="SCHEMA", exists=True))
+        for name, columns in POLICY_TABLES.items():
+            sb.run(con, exp.Create(this=exp.Schema(this=sb.table(name, SCHEMA), expressions=[
+                exp.ColumnDef(this=sb.ident(c), kind=exp.DataType.build("VARCHAR")) for c in columns]),
+                kind="TABLE", exists=True))
+
+    # ------------------------------------------------------------ hierarchies
+    def add_hierarchy(self, name: str, hierarchy: Hierarchy) -> str:
+        """Store ``hierarchy`` as table ``anon.hierarchy_<name>`` (replacing one of that name); returns the name."""
+        hierarchy.store(self.con, hierarchy_table_name(name))
+        return name
+
+    def hierarchy(self, name: str) -> Hierarchy:
+        if not self._exists(sb.table(hierarchy_table_name(name), SCHEMA)):
+            raise AnonymizationError(f"no hierarchy named {name!r} (table anon.{hierarchy_table_name(name)})")
+        return Hierarchy.from_table(self.con, hierarchy_table_name(name), name=name)
+
+    def add_arx_hierarchies(self, directory: str | os.PathLike, names: Sequence[str] | None = None) -> list[str]:
+        """Store every ``<name>.csv`` (ARX format) of a folder as hierarchy ``<name>``."""
+        files = sorted(Path(directory).glob("*.csv"))
+        chosen = [f for f in files if names is None or f.stem in names]
+        return [self.add_hierarchy(f.stem, Hierarchy.from_arx_csv(f, name=f.stem)) for f in chosen]
+
+    def _hierarchy_for(self, column: str, given: Hierarchy | str) -> BoundHierarchy:
+        if isinstance(given, str):
+            hierarchy = self.hierarchy(given)
+            return BoundHierarchy(column, hierarchy, sb.table(hierarchy_table_name(given), SCHEMA))
+        if not isinstance(given, Hierarchy):
+            raise PolicyError(f"the hierarchy of {column!r} must be a Hierarchy or a stored hierarchy's name, "
+                              f"got {type(given).__name__}")
+        # An inline hierarchy gets the column's name unless another hierarchy already holds it.
+        name = column
+        table = sb.table(hierarchy_table_name(name), SCHEMA)
+        if self._exists(table) and Hierarchy.from_table(self.con, hierarchy_table_name(name)) != given:
+            digest = hashlib.sha1(json.dumps(given.rows).encode()).hexdigest()[:10]
+            name = f"{column}_{digest}"
+            table = sb.table(hierarchy_table_name(name), SCHEMA)
+        self.add_hierarchy(name, given)
+        return BoundHierarchy(column, given, table)
+
+    # --------------------------------------------------------------- policies
+    def save_policy(self, name: str, policy: Policy) -> None:
+        """Store a policy as rows of anon.policies, anon.policy_columns and anon.policy_models."""
+        bound = {c: self._hierarchy_for(c, h) for c, h in policy.quasi_identifiers.items()}
+        columns, models, settings = policy.to_rows({c: b.table.name for c, b in bound.items()})
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            self._delete_policy(name)
+            self._insert("policies", [(name, settings["suppression"], str(settings["suppression_limit"]),
+                                       settings["others"], dt.datetime.now(dt.timezone.utc).isoformat())])
+            self._insert("policy_columns", [(name, *row) for row in columns])
+            self._insert("policy_models", [(name, str(i), model, sensitive, params)
+                                           for i, model, sensitive, params in models])
+            self.con.execute("COMMIT")
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            raise
+
+    def policy(self, name: str) -> Policy:
+        settings = self._rows("policies", name)
+        if not settings:
+            raise AnonymizationError(f"no policy named {name!r}")
+        _, suppression, limit, others, _created = settings[0]
+        columns = [row[1:] for row in self._rows("policy_columns", name)]
+        models = [(int(row[1]), *row[2:]) for row in self._rows("policy_models", name)]
+        hierarchies = {c: Hierarchy.from_table(self.con, table, name=c) for c, role, table in columns
+                       if role == "quasi-identifier"}
+        return Policy.from_rows(columns, models, {"suppression": suppression, "suppression_limit": limit,
+                                                  "others": others}, hierarchies)
+
+    def policies(self) -> pd.DataFrame:
+        return sb.fetch_df(self.con, exp.select(exp.Star()).from_(sb.table("policies", SCHEMA)).order_by("name"))
+
+    def _rows(self, table: str, policy: str) -> list[tuple]:
+        column = "name" if table == "policies" else "policy"
+        return sb.fetch_rows(self.con, exp.select(*[sb.col(c) for c in POLICY_TABLES[table]])
+                             .from_(sb.table(table, SCHEMA)).where(sb.col(column).eq(sb.lit(policy))))
+
+    def _insert(self, table: str, rows: list[tuple]) -> None:
+        if rows:
+            width = len(POLICY_TABLES[table])
+            statement = exp.insert(exp.values([tuple(exp.Placeholder() for _ in range(width))]),
+                                   sb.table(table, SCHEMA), columns=list(POLICY_TABLES[table]))
+            self.con.executemany(sb.to_sql(statement), [list(r) for r in rows])
+
+    def _delete_policy(self, name: str) -> None:
+        for table in POLICY_TABLES:
+            column = "name" if table == "policies" else "policy"
+            sb.run(self.con, exp.delete(sb.table(table, SCHEMA), where=sb.col(column).eq(sb.lit(name))))
+
+    # ------------------------------------------------------------------ source
+    def _relation(self, source: str | os.PathLike | exp.Expression) -> exp.Expression:
+        if isinstance(source, exp.Expression):
+            return source
+        path = Path(source)
+        reader = FILE_READERS.get(path.suffix.lower())
+        if reader and (isinstance(source, os.PathLike) or path.is_file()):
+            if not path.is_file():
+                raise AnonymizationError(f"no such file: {str(path)!r}")
+            return exp.Table(this=exp.Anonymous(this=reader, expressions=[sb.lit(str(path))]))
+        relation = sb.table(str(source))
+        if not self._exists(relation):
+            raise AnonymizationError(f"no table named {str(source)!r}")
+        return relation
+
+    def _exists(self, relation: exp.Expression) -> bool:
+        try:
+            sb.column_names(self.con, relation)
+            return True
+        except duckdb.CatalogException:
+            return False
+
+    def _bind(self, source, policy: Policy | str) -> _Bound:
+        policy = self.policy(policy) if isinstance(policy, str) else policy
+        relation = self._relation(source)
+        columns = policy.bind(sb.column_names(self.con, relation))
+        records = sb.fetch_rows(self.con, exp.select(exp.func("COUNT", exp.Star())).from_(relation))[0][0]
+        if records == 0:
+            raise AnonymizationError(f"the source {sb.to_sql(relation)} is empty: there is nothing to anonymize")
+        value_counts = {}
+        for attribute in policy.sensitive:
+            query = (exp.select(sb.col(attribute), exp.func("COUNT", exp.Star())).from_(relation)
+                     .group_by(sb.col(attribute)))
+            value_counts[attribute] = dict(sb.fetch_rows(self.con, query))
+        facts = DataFacts(records=records, value_counts=value_counts)
+        for model in policy.models:
+            model.check_data(facts)
+        hierarchies = {c: self._hierarchy_for(c, h) for c, h in policy.quasi_identifiers.items()}
+        require_coverage(self.con, relation, hierarchies)
+        return _Bound(relation, policy, columns, hierarchies, facts)
+
+    # -------------------------------------------------------------------- work
+    def encode(self, source, policy: Policy | str) -> EncodedSource:
+        """Read ``source`` once into a frequency table with every level's codes, for many fast checks."""
+        return EncodedSource(self.con, self._bind(source, policy))
+
+    def check(self, source, policy: Policy | str, levels: Mapping[str, int]) -> CheckReport:
+        """Whether generalizing ``source`` to ``levels`` satisfies ``policy``, and what would be suppressed."""
+        with self.encode(source, policy) as encoded:
+            return encoded.check(levels)
+
+    def risk(self, source, policy: Policy | str, levels: Mapping[str, int], threshold: int = 5) -> RiskReport:
+        with self.encode(source, policy) as encoded:
+            return encoded.risk(levels, threshold)
+
+    def publish(self, source, policy: Policy | str, levels: Mapping[str, int], path: str | os.PathLike, *,
+                table: str = "release") -> Release:
+        """Generalize ``source`` to ``levels``, suppress what violates the policy, and write the release file."""
+        bound = self._bind(source, policy)
+        levels = bound.levels(levels)
+        temporaries = _Temporaries(self.con)
+        try:
+            generalized = temporaries.create(generalize(bound.source, bound.columns, bound.hierarchies, levels))
+            report, final, suppressed = self._suppress(bound, generalized, temporaries)
+            quasi = bound.quasi_identifiers
+            classes_view = (exp.select(*[sb.col(q) for q in quasi], exp.func("COUNT", exp.Star()).as_("records"))
+                            .from_(sb.table(table)).group_by(*[sb.col(q) for q in quasi]))
+            info = [("policy", bound.policy.describe()), ("levels", json.dumps(levels)),
+                    ("suppression", bound.policy.suppression), ("suppressed_records", str(suppressed)),
+                    ("records", str(bound.facts.records)),
+                    ("created", dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))]
+            content = ReleaseContent(table, final, {f"{table}_classes": classes_view}, info)
+            dropped = suppressed if bound.policy.suppression == "drop" else 0
+            expected = bound.facts.records - dropped
+            path = write_release(self.con, path, content,
+                                 lambda reader: verify_release(reader, table, bound, levels, expected))
+            return Release(path, table, bound.facts.records, expected, suppressed, report)
+        finally:
+            temporaries.drop_all()
+
+    def _suppress(self, bound: _Bound, generalized: exp.Table, temporaries: _Temporaries
+                  ) -> tuple[CheckReport, exp.Select, int]:
+        """The policy's check of the generalized records and the final query with violating classes suppressed.
+
+        Replaced records form one class of their own (every quasi-identifier ``*``), which must satisfy the policy too:
+        while it does not, the smallest kept classes join it.
+        """
+        policy, quasi = bound.policy, bound.quasi_identifiers
+        models = policy.models
+        classes = Classes.of(generalized, quasi)
+        report = check(self.con, classes, models, key_names=quasi, suppression_limit=policy.suppression_limit)
+        if not report.within_limit:
+            raise PolicyNotSatisfied(report.summary(), report)
+        verdicts = temporaries.create(class_verdicts(classes, models))
+        suppressed_keys = temporaries.create(
+            exp.select(*classes.keys_of(), sb.col(SIZE)).from_(verdicts).where(sb.col(VIOLATED)))
+        absorbed = 0
+        while True:
+            final = _suppressed_query(generalized, bound.columns, quasi, suppressed_keys, policy.suppression)
+            suppressed = sb.fetch_rows(self.con, exp.select(exp.func("COALESCE", exp.func("SUM", sb.col(SIZE)),
+                                                                     sb.lit(0))).from_(suppressed_keys))[0][0]
+            if suppressed == 0 or policy.suppression == "drop":
+                break
+            star = check(self.con, Classes.of(final.subquery("final"), quasi), models, key_names=quasi,
+                         suppression_limit=policy.suppression_limit)
+            if star.satisfied:
+                break
+            remaining = sb.fetch_rows(self.con, exp.select(exp.func("COUNT", exp.Star())).from_(verdicts)
+                                      .where(sb.col(VIOLATED).not_()))[0][0]
+            if remaining == 0:
+                raise PolicyNotSatisfied(
+                    "the suppressed records, all quasi-identifiers replaced by '*', still violate the policy with every "
+                    "class suppressed: the table as a whole does not satisfy it", report)
+            absorbed = max(1, absorbed * 2)
+            smallest = (exp.select(*classes.keys_of(), sb.col(SIZE)).from_(verdicts).where(sb.col(VIOLATED).not_())
+                        .order_by(sb.col(SIZE), *classes.keys_of()).limit(absorbed))
+            sb.run(self.con, exp.insert(smallest, suppressed_keys))
+            sb.run(self.con, exp.update(verdicts, {VIOLATED: exp.true()}, where=exp.Exists(
+                this=exp.select(sb.lit(1)).from_(exp.alias_(suppressed_keys, "s", quoted=True))
+                .where(sb.null_safe_join("s", verdicts.name, classes.key_columns)))))
+        if suppressed > policy.suppression_limit * bound.facts.records:
+            raise PolicyNotSatisfied(
+                f"{report.summary()}; keeping the suppressed records' own class safe needs {suppressed} suppressed "
+                f"records, above the limit", report)
+        return report, final, int(suppressed)
+
+
+def _suppressed_query(generalized: exp.Table, columns: Sequence[str], quasi: Sequence[str], suppressed: exp.Table,
+                      mode: str) -> exp.Select:
+    keys = Classes.of(generalized, quasi).key_columns
+    marked = exp.select(*[sb.col(k) for k in keys], exp.true().as_("__suppressed", quoted=True)).from_(suppressed)
+    on = sb.and_all(exp.NullSafeEQ(this=sb.col(q, "g"), expression=sb.col(k, "s")) for q, k in zip(quasi, keys))
+    flag = sb.col("__suppressed", "s")
+    query = exp.select().from_(exp.alias_(generalized, "g", quoted=True)).join(
+        marked.subquery("s"), on=on, join_type="LEFT")
+    for column in columns:
+        value = sb.col(column, "g")
+        if column in quasi and mode == "replace":
+            value = exp.Case().when(flag.is_(exp.Null()).not_(), sb.lit(SUPPRESSED)).else_(value).as_(column, quoted=True)
+        query = query.select(value)
+    return query.where(flag.is_(exp.Null())) if mode == "drop" else query
+
+
+class _Temporaries:
+    """Temporary tables of one operation, dropped when it ends."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection):
+        self.con, self.tables = con, []
+
+    def create(self, query: exp.Expression) -> exp.Table:
+        table = sb.table(f"__duckanon_tmp_{next(_temporaries)}")
+        sb.run(self.con, sb.create_table_as(table, query, temporary=True))
+        self.tables.append(table)
+        return table
+
+    def drop_all(self) -> None:
+        for table in self.tables:
+            sb.run(self.con, sb.drop("TABLE", table))
+        self.tables.clear()
+
+
+def verify_release(reader: duckdb.DuckDBPyConnection, table: str, bound: _Bound, levels: Mapping[str, int],
+                   expected_records: int) -> None:
+    """Re-check a written release on its own: columns, record count, the policy, and that no raw value shows."""
+    released = sb.table(table)
+    columns = sb.column_names(reader, released)
+    if columns != bound.columns:
+        raise AnonymizationError(f"release check: columns {columns} differ from the expected {bound.columns}")
+    records = sb.fetch_rows(reader, exp.select(exp.func("COUNT", exp.Star())).from_(released))[0][0]
+    if records != expected_records:
+        raise AnonymizationError(f"release check: {records} records written, {expected_records} expected")
+    report = check(reader, Classes.of(released, bound.quasi_identifiers), bound.policy.models,
+                   key_names=bound.quasi_identifiers, suppression_limit=0.0)
+    if not report.satisfied:
+        raise AnonymizationError(f"release check: the written table violates the policy: {report.summary()}")
+    for attribute, level in levels.items():
+        if level == 0:
+            continue
+        shown = {r[0] for r in sb.fetch_rows(reader, exp.select(sb.col(attribute)).from_(released).distinct())}
+        leaked = shown - bound.hierarchies[attribute].allowed_values(level)
+        if leaked:
+            raise AnonymizationError(
+                f"release check: {attribute!r} shows values that are not level-{level} generalizations: "
+                f"{sorted(leaked, key=str)[:10]}")
+    views = [r[0] for r in reader.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()]
+    for view in views:
+        sb.fetch_rows(reader, exp.select(exp.Star()).from_(sb.table(view)).limit(1))

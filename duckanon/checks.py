@@ -1,0 +1,157 @@
+"""Evaluating privacy models over equivalence classes, and the prosecutor risk of a set of classes.
+
+:func:`class_verdicts` is the one query every check runs: per class its size, whether each model is violated, and
+whether any is.  Size-only models fold into the size aggregation; every other model adds one UNION ALL branch, and a
+single GROUP BY merges the branches, so no join is needed however many models a policy has.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import duckdb
+import pandas as pd
+from sqlglot import exp
+
+from . import sqlbuild as sb
+from .classes import SIZE, VIOLATED, WEIGHT, Classes
+from .models import PrivacyModel
+
+
+def verdict_column(i: int) -> str:
+    return f"__v{i}"
+
+
+def class_verdicts(classes: Classes, models: Sequence[PrivacyModel]) -> exp.Select:
+    """``__k…, __size, __v0 … __vm, __violated``: one row per class."""
+    size_type, flag_type = exp.DataType.build("BIGINT"), exp.DataType.build("BOOLEAN")
+    null_flag = exp.cast(exp.Null(), flag_type)
+
+    def flags(values: dict[int, exp.Expression]) -> list[exp.Expression]:
+        return [values.get(i, null_flag).as_(verdict_column(i), quoted=True) for i in range(len(models))]
+
+    size = exp.func("SUM", sb.col(WEIGHT))
+    size_flags = {i: p for i, m in enumerate(models) if (p := m.size_violation(size)) is not None}
+    branches: list[exp.Select] = [
+        exp.select(*classes.keys_of(), exp.cast(size, size_type).as_(SIZE, quoted=True), *flags(size_flags))
+        .from_(classes.normalized().subquery("records")).group_by(*classes.keys_of())
+    ]
+    for i, model in enumerate(models):
+        verdicts = model.class_violations(classes)
+        if verdicts is not None:
+            branches.append(exp.select(*classes.keys_of("m"), exp.cast(exp.Null(), size_type).as_(SIZE, quoted=True),
+                                       *flags({i: sb.col(VIOLATED, "m")}))
+                            .from_(verdicts.subquery("m")))
+    union = branches[0]
+    for branch in branches[1:]:
+        union = exp.union(union, branch, distinct=False)
+    merged_flags = [exp.func("COALESCE", exp.func("BOOL_OR", sb.col(verdict_column(i))), exp.false())
+                    for i in range(len(models))]
+    return (exp.select(*classes.keys_of(), exp.func("MAX", sb.col(SIZE)).as_(SIZE, quoted=True),
+                       *[f.as_(verdict_column(i), quoted=True) for i, f in enumerate(merged_flags)],
+                       sb.or_all(merged_flags).as_(VIOLATED, quoted=True))
+            .from_(union.subquery("branches")).group_by(*classes.keys_of()))
+
+
+@dataclass
+class CheckReport:
+    """How a set of classes fares under a policy's models."""
+
+    records: int
+    classes: int
+    smallest_class: int
+    violating_classes: int
+    violating_records: int
+    suppression_limit: float
+    per_model: pd.DataFrame
+    violations: pd.DataFrame
+
+    @property
+    def satisfied(self) -> bool:
+        """True when no class violates the policy."""
+        return self.violating_classes == 0
+
+    @property
+    def within_limit(self) -> bool:
+        """True when suppressing every violating class stays within the suppression limit."""
+        return self.violating_records <= self.suppression_limit * self.records
+
+    def summary(self) -> str:
+        verdict = "holds" if self.satisfied else (
+            f"holds after suppressing {self.violating_records} records in {self.violating_classes} classes "
+            f"({self.violating_records / self.records:.2%})" if self.within_limit else
+            f"fails: {self.violating_records} records in {self.violating_classes} classes violate it "
+            f"({self.violating_records / self.records:.2%} > suppression limit {self.suppression_limit:.2%})")
+        return f"{self.records} records in {self.classes} classes (smallest {self.smallest_class}); the policy {verdict}"
+
+
+def check(con: duckdb.DuckDBPyConnection, classes: Classes, models: Sequence[PrivacyModel], *,
+          key_names: Sequence[str], suppression_limit: float, most_violations: int = 1000) -> CheckReport:
+    verdicts = class_verdicts(classes, models).subquery("verdicts")
+    size, violated = sb.col(SIZE), sb.col(VIOLATED)
+
+    def records_where(condition: exp.Expression) -> exp.Expression:
+        return exp.func("COALESCE", exp.func("SUM", exp.Case().when(condition, size)), sb.lit(0))
+
+    totals = exp.select(
+        exp.func("COALESCE", exp.func("SUM", size), sb.lit(0)), exp.func("COUNT", exp.Star()),
+        exp.func("COALESCE", exp.func("MIN", size), sb.lit(0)),
+        exp.func("COUNT", exp.Case().when(violated, sb.lit(1))), records_where(violated),
+        *[records_where(sb.col(verdict_column(i))) for i in range(len(models))],
+        *[exp.func("COUNT", exp.Case().when(sb.col(verdict_column(i)), sb.lit(1))) for i in range(len(models))],
+    ).from_(verdicts)
+    row = sb.fetch_rows(con, totals)[0]
+    records, n_classes, smallest, bad_classes, bad_records = (int(v) for v in row[:5])
+    m = len(models)
+    per_model = pd.DataFrame({
+        "model": [model.describe() for model in models],
+        "violating_classes": [int(v) for v in row[5 + m:5 + 2 * m]],
+        "violating_records": [int(v) for v in row[5:5 + m]],
+    })
+    keys = [sb.col(k).as_(name, quoted=True) for k, name in zip(classes.key_columns, key_names)]
+    listing = (exp.select(*keys, size.as_("size"),
+                          *[sb.col(verdict_column(i)).as_(model.describe(), quoted=True) for i, model in enumerate(models)])
+               .from_(verdicts).where(violated).order_by(size, *[sb.col(k) for k in classes.key_columns])
+               .limit(most_violations))
+    return CheckReport(records=records, classes=n_classes, smallest_class=smallest, violating_classes=bad_classes,
+                       violating_records=bad_records, suppression_limit=suppression_limit, per_model=per_model,
+                       violations=sb.fetch_df(con, listing))
+
+
+@dataclass
+class RiskReport:
+    """Prosecutor re-identification risk: an attacker who knows a target is in the data picks among its class."""
+
+    records: int
+    classes: int
+    highest_risk: float
+    average_risk: float
+    threshold: int
+    records_below_threshold: int
+    histogram: pd.DataFrame
+
+    @property
+    def share_below_threshold(self) -> float:
+        return self.records_below_threshold / self.records if self.records else 0.0
+
+
+def risk(con: duckdb.DuckDBPyConnection, classes: Classes, *, threshold: int = 5) -> RiskReport:
+    sizes = classes.sizes().subquery("sizes")
+    size = sb.col(SIZE)
+    totals = exp.select(
+        exp.func("SUM", size), exp.func("COUNT", exp.Star()), exp.func("MIN", size),
+        exp.func("COALESCE", exp.func("SUM", exp.Case().when(size < sb.lit(threshold), size)), sb.lit(0)),
+    ).from_(sizes)
+    records, n_classes, smallest, below = sb.fetch_rows(con, totals)[0]
+    histogram = (exp.select(size.as_("class_size"), exp.func("COUNT", exp.Star()).as_("classes"),
+                            exp.func("SUM", size).as_("records"))
+                 .from_(sizes).group_by(size).order_by(size))
+    records = int(records or 0)
+    return RiskReport(
+        records=records, classes=int(n_classes), threshold=threshold, records_below_threshold=int(below),
+        # A record in a class of size s is re-identified with probability 1/s; averaged over records that is
+        # classes/records.
+        highest_risk=1.0 / smallest if smallest else 0.0,
+        average_risk=n_classes / records if records else 0.0,
+        histogram=sb.fetch_df(con, histogram))

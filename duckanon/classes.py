@@ -1,0 +1,71 @@
+"""Equivalence classes as a relation that privacy models and risk measures query.
+
+A :class:`Classes` is any relation whose rows are records (or counts of records) and a list of key columns that group
+them into equivalence classes: the frequency table of a transformation's level codes, a generalized table, or a
+published release.  Models never see which: they read the normalized projection :meth:`Classes.normalized`, whose
+columns are named by us (``__k0`` …, ``__value``, ``__n``) so a user's column name can never collide with ours.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from . import sqlbuild as sb
+
+WEIGHT = "__n"
+VALUE = "__value"
+SIZE = "__size"
+VIOLATED = "__violated"
+
+
+def key_name(i: int) -> str:
+    return f"__k{i}"
+
+
+@dataclass(frozen=True)
+class Classes:
+    relation: exp.Expression
+    keys: tuple[str, ...]
+    weight: str | None = None
+
+    @classmethod
+    def of(cls, relation: exp.Expression, keys: Sequence[str], weight: str | None = None) -> Classes:
+        return cls(relation, tuple(keys), weight)
+
+    @property
+    def key_columns(self) -> list[str]:
+        return [key_name(i) for i in range(len(self.keys))]
+
+    def keys_of(self, alias: str | None = None) -> list[exp.Column]:
+        return [sb.col(k, alias) for k in self.key_columns]
+
+    def normalized(self, sensitive: str | None = None) -> exp.Select:
+        """``__k0 … , [__value,] __n``: one row per input row."""
+        weight = sb.col(self.weight) if self.weight else sb.lit(1)
+        columns = [sb.col(k).as_(key_name(i), quoted=True) for i, k in enumerate(self.keys)]
+        if sensitive is not None:
+            columns.append(sb.col(sensitive).as_(VALUE, quoted=True))
+        columns.append(weight.as_(WEIGHT, quoted=True))
+        return exp.select(*columns).from_(_as_source(self.relation, "src"))
+
+    def sizes(self) -> exp.Select:
+        """``__k… , __size``: one row per class."""
+        size = exp.cast(exp.func("SUM", sb.col(WEIGHT)), exp.DataType.build("BIGINT"))
+        return (exp.select(*self.keys_of(), size.as_(SIZE, quoted=True))
+                .from_(self.normalized().subquery("records"))
+                .group_by(*self.keys_of()))
+
+    def cells(self, sensitive: str) -> exp.Select:
+        """``__k… , __value, __n``: records per class and sensitive value."""
+        return (exp.select(*self.keys_of(), sb.col(VALUE), exp.func("SUM", sb.col(WEIGHT)).as_(WEIGHT, quoted=True))
+                .from_(self.normalized(sensitive).subquery("records"))
+                .group_by(*self.keys_of(), sb.col(VALUE)))
+
+
+def _as_source(relation: exp.Expression, alias: str) -> exp.Expression:
+    if isinstance(relation, exp.Query):
+        return relation.subquery(alias)
+    return relation

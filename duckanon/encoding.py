@@ -1,0 +1,78 @@
+"""Encode once, check many times.
+
+The source is read once into a frequency table: one row per distinct combination of quasi-identifier and sensitive
+values with its record count, and for every quasi-identifier and every level of its hierarchy an integer code (equal
+codes ⇔ equal generalized values).  Checking a transformation is then one GROUP BY over the chosen level columns of
+that small table, with no join to any hierarchy.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+
+import duckdb
+from sqlglot import exp
+
+from . import sqlbuild as sb
+from .classes import Classes
+from .generalization import BoundHierarchy, level_expressions
+
+COUNT = "__count"
+_serial = itertools.count()
+
+
+def code_column(attribute_index: int, level: int) -> str:
+    return f"__q{attribute_index}_l{level}"
+
+
+class Encoding:
+    """A temporary frequency table of the source with per-level codes of each quasi-identifier."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, source: exp.Expression,
+                 bound: Mapping[str, BoundHierarchy], sensitive: Sequence[str]):
+        self.con = con
+        self.attributes = list(bound)
+        self.bound = dict(bound)
+        self.sensitive = list(sensitive)
+        self.table = sb.table(f"__duckanon_frequencies_{next(_serial)}")
+        self._build(source)
+
+    def _build(self, source: exp.Expression) -> None:
+        raw = [sb.col(a) for a in self.attributes] + [sb.col(s) for s in self.sensitive]
+        grouped = (exp.select(*raw, exp.func("COUNT", exp.Star()).as_(COUNT, quoted=True))
+                   .from_(source).group_by(*raw))
+        query = exp.select(*[sb.col(s, "f") for s in self.sensitive], sb.col(COUNT, "f")).from_(grouped.subquery("f"))
+        for i, attribute in enumerate(self.attributes):
+            codes = self._codes(source, i, attribute)
+            on = exp.NullSafeEQ(this=sb.col(attribute, "f"), expression=sb.col(attribute, f"c{i}"))
+            query = query.join(codes.subquery(f"c{i}"), on=on, join_type="LEFT")
+            query = query.select(*[sb.col(code_column(i, level), f"c{i}")
+                                   for level in range(self.bound[attribute].hierarchy.levels)])
+        sb.run(self.con, sb.create_table_as(self.table, query, temporary=True, replace=True))
+
+    def _codes(self, source: exp.Expression, index: int, attribute: str) -> exp.Select:
+        """Distinct values of one attribute with a dense integer code for each level's generalized value."""
+        bound = self.bound[attribute]
+        levels = list(range(bound.hierarchy.levels))
+        distinct = exp.select(sb.col(attribute)).from_(source).distinct().subquery("v")
+        generalized, join = level_expressions(bound, levels, "v", "h")
+        values = exp.select(sb.col(attribute, "v"), *[g.as_(f"__g{level}", quoted=True)
+                                                      for level, g in zip(levels, generalized)]).from_(distinct)
+        if join is not None:
+            values = values.join(join)
+        rank = lambda level: exp.Window(  # noqa: E731
+            this=exp.func("DENSE_RANK"), order=exp.Order(expressions=[exp.Ordered(this=sb.col(f"__g{level}"))]))
+        return exp.select(sb.col(attribute), *[rank(level).as_(code_column(index, level), quoted=True)
+                                               for level in levels]).from_(values.subquery("g"))
+
+    def classes(self, levels: Mapping[str, int]) -> Classes:
+        """The equivalence classes of the full-domain generalization to ``levels``."""
+        keys = []
+        for i, attribute in enumerate(self.attributes):
+            self.bound[attribute].hierarchy.check_level(levels[attribute], attribute)
+            keys.append(code_column(i, levels[attribute]))
+        return Classes.of(self.table, keys, weight=COUNT)
+
+    def close(self) -> None:
+        sb.run(self.con, sb.drop("TABLE", self.table))

@@ -1,0 +1,117 @@
+"""A privacy policy: which columns play which role, and the privacy models the release must satisfy.
+
+Roles: identifiers are dropped; quasi-identifiers are generalized along their hierarchy; sensitive attributes are
+protected by the models that name them and released as they are; insensitive attributes are released as they are.
+Every column of the source must have a role, unless ``others`` says what to do with the rest: a column nobody
+classified is the commonest way personal data leaks.
+
+Policies are data: :meth:`Policy.to_rows` and :meth:`Policy.from_rows` give the rows the anonymizer stores in
+``anon.policy_columns`` and ``anon.policy_models``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from .errors import PolicyError
+from .hierarchy import Hierarchy
+from .models import PrivacyModel, model_from_params, sensitive_attributes
+
+SUPPRESSION_MODES = ("replace", "drop")
+OTHERS = ("error", "drop", "insensitive")
+SUPPRESSED = "*"
+
+
+@dataclass
+class Policy:
+    quasi_identifiers: Mapping[str, Hierarchy | str]
+    models: Sequence[PrivacyModel]
+    identifiers: Sequence[str] = ()
+    sensitive: Sequence[str] = ()
+    insensitive: Sequence[str] = ()
+    suppression: str = "replace"
+    suppression_limit: float = 0.0
+    others: str = "error"
+    _roles: dict[str, str] = field(init=False, repr=False)
+
+    def __post_init__(self):
+        self.quasi_identifiers = dict(self.quasi_identifiers)
+        self.models = list(self.models)
+        self.identifiers, self.insensitive = list(self.identifiers), list(self.insensitive)
+        self.sensitive = list(self.sensitive) + [s for s in sensitive_attributes(self.models) if s not in self.sensitive]
+        if not self.quasi_identifiers:
+            raise PolicyError("a policy needs at least one quasi-identifier")
+        if not self.models:
+            raise PolicyError("a policy needs at least one privacy model (e.g. KAnonymity(5))")
+        bad = [m for m in self.models if not isinstance(m, PrivacyModel)]
+        if bad:
+            raise PolicyError(f"not privacy models: {bad!r}")
+        if self.suppression not in SUPPRESSION_MODES:
+            raise PolicyError(f"suppression must be one of {SUPPRESSION_MODES}, got {self.suppression!r}")
+        if self.others not in OTHERS:
+            raise PolicyError(f"others must be one of {OTHERS}, got {self.others!r}")
+        limit = self.suppression_limit
+        if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not 0 <= limit <= 1:
+            raise PolicyError(f"suppression_limit must be a share of records in [0, 1], got {limit!r}")
+        self._roles = {}
+        for role, columns in (("identifier", self.identifiers), ("quasi-identifier", self.quasi_identifiers),
+                              ("sensitive", self.sensitive), ("insensitive", self.insensitive)):
+            for column in columns:
+                if not isinstance(column, str):
+                    raise PolicyError(f"column names must be strings, got {column!r} as {role}")
+                if column in self._roles and not (role == "sensitive" and self._roles[column] == "sensitive"):
+                    raise PolicyError(f"column {column!r} is given two roles: {self._roles[column]} and {role}")
+                self._roles[column] = role
+        for model in self.models:
+            if model.sensitive is not None and self._roles.get(model.sensitive) != "sensitive":
+                raise PolicyError(f"{model.name} protects {model.sensitive!r}, which is a {self._roles[model.sensitive]}")
+
+    @property
+    def quasi_identifier_names(self) -> list[str]:
+        return list(self.quasi_identifiers)
+
+    def role(self, column: str) -> str | None:
+        return self._roles.get(column)
+
+    def bind(self, columns: Sequence[str]) -> list[str]:
+        """Check the policy against the source's columns; return the columns the release keeps, in source order."""
+        unknown = [c for c in self._roles if c not in columns]
+        if unknown:
+            raise PolicyError(f"the policy names columns the source does not have: {unknown}; it has {list(columns)}")
+        unassigned = [c for c in columns if c not in self._roles]
+        if unassigned and self.others == "error":
+            raise PolicyError(
+                f"columns without a role: {unassigned}; classify them (identifiers, quasi_identifiers, sensitive, "
+                f"insensitive) or set others='drop' or others='insensitive'")
+        kept_roles = {"quasi-identifier", "sensitive", "insensitive"}
+        return [c for c in columns
+                if self._roles.get(c) in kept_roles or (c not in self._roles and self.others == "insensitive")]
+
+    # ------------------------------------------------------------ stored as data
+    def to_rows(self, hierarchy_tables: Mapping[str, str]) -> tuple[list[tuple], list[tuple], dict]:
+        """(column rows, model rows, settings) with hierarchies referred to by their table names."""
+        columns = [(c, self._roles[c], hierarchy_tables.get(c)) for c in self._roles]
+        models = [(i, m.name, m.sensitive, json.dumps(m.params(), default=str)) for i, m in enumerate(self.models)]
+        settings = {"suppression": self.suppression, "suppression_limit": self.suppression_limit, "others": self.others}
+        return columns, models, settings
+
+    @classmethod
+    def from_rows(cls, columns: Iterable[tuple], models: Iterable[tuple], settings: Mapping,
+                  hierarchies: Mapping[str, Hierarchy]) -> Policy:
+        by_role: dict[str, list[str]] = {}
+        quasi: dict[str, Hierarchy] = {}
+        for column, role, _table in columns:
+            if role == "quasi-identifier":
+                quasi[column] = hierarchies[column]
+            else:
+                by_role.setdefault(role, []).append(column)
+        rebuilt = [model_from_params(name, json.loads(params)) for _i, name, _s, params in sorted(models)]
+        return cls(quasi_identifiers=quasi, models=rebuilt, identifiers=by_role.get("identifier", []),
+                   sensitive=by_role.get("sensitive", []), insensitive=by_role.get("insensitive", []),
+                   suppression=settings["suppression"], suppression_limit=float(settings["suppression_limit"]),
+                   others=settings["others"])
+
+    def describe(self) -> str:
+        return "; ".join(m.describe() for m in self.models)

@@ -1,0 +1,101 @@
+"""Small builders over sqlglot expression trees.
+
+Every statement duckanon runs is built here as a tree: identifiers are quoted by sqlglot and values become literals,
+so a column called ``a"; DROP TABLE x`` is a name, never SQL.  The same trees transpile to Spark SQL and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import duckdb
+from sqlglot import exp
+
+DIALECT = "duckdb"
+PORTABLE_DIALECTS = ("spark", "postgres")
+
+
+def ident(name: str) -> exp.Identifier:
+    return exp.to_identifier(name, quoted=True)
+
+
+def col(name: str, table: str | None = None) -> exp.Column:
+    return exp.Column(this=ident(name), table=ident(table) if table else None)
+
+
+def table(name: str, schema: str | None = None, catalog: str | None = None) -> exp.Table:
+    return exp.Table(
+        this=ident(name),
+        db=ident(schema) if schema else None,
+        catalog=ident(catalog) if catalog else None,
+    )
+
+
+def lit(value: object) -> exp.Expression:
+    """A literal for a Python value (NULL for None)."""
+    if value is None:
+        return exp.Null()
+    if isinstance(value, bool):
+        return exp.Boolean(this=value)
+    if isinstance(value, (int, float)):
+        return exp.Literal.number(value)
+    return exp.Literal.string(str(value))
+
+
+def and_all(conditions: Iterable[exp.Expression]) -> exp.Expression:
+    conditions = list(conditions)
+    return exp.and_(*conditions) if conditions else exp.true()
+
+
+def or_all(conditions: Iterable[exp.Expression]) -> exp.Expression:
+    conditions = list(conditions)
+    return exp.or_(*conditions) if conditions else exp.false()
+
+
+def null_safe_join(left: str, right: str, keys: Sequence[str]) -> exp.Expression:
+    """Join condition that treats NULL keys as equal, as GROUP BY does."""
+    return and_all(exp.NullSafeEQ(this=col(k, left), expression=col(k, right)) for k in keys)
+
+
+def as_text(expression: exp.Expression) -> exp.Expression:
+    return exp.cast(expression, exp.DataType.build("VARCHAR"))
+
+
+def as_double(expression: exp.Expression) -> exp.Expression:
+    return exp.cast(expression, exp.DataType.build("DOUBLE"))
+
+
+def create_table_as(target: exp.Table, query: exp.Expression, *, temporary: bool = False,
+                    replace: bool = False) -> exp.Create:
+    properties = exp.Properties(expressions=[exp.TemporaryProperty()]) if temporary else None
+    return exp.Create(this=target, kind="TABLE", expression=query, replace=replace, properties=properties)
+
+
+def create_view_as(target: exp.Table, query: exp.Expression) -> exp.Create:
+    return exp.Create(this=target, kind="VIEW", expression=query)
+
+
+def drop(kind: str, target: exp.Table) -> exp.Drop:
+    return exp.Drop(tables=[target], kind=kind, exists=True)
+
+
+def to_sql(statement: exp.Expression, dialect: str = DIALECT) -> str:
+    return statement.sql(dialect=dialect)
+
+
+def run(con: duckdb.DuckDBPyConnection, statement: exp.Expression) -> duckdb.DuckDBPyConnection:
+    return con.execute(to_sql(statement))
+
+
+def fetch_df(con: duckdb.DuckDBPyConnection, statement: exp.Expression):
+    return con.execute(to_sql(statement)).df()
+
+
+def fetch_rows(con: duckdb.DuckDBPyConnection, statement: exp.Expression) -> list[tuple]:
+    return con.execute(to_sql(statement)).fetchall()
+
+
+def column_names(con: duckdb.DuckDBPyConnection, relation: exp.Expression) -> list[str]:
+    """Column names of a table or query, without reading its rows."""
+    query = relation if isinstance(relation, exp.Query) else exp.select(exp.Star()).from_(relation)
+    return [d[0] for d in con.execute(to_sql(query.limit(0))).description]
