@@ -138,8 +138,11 @@ class Anonymizer:
         hierarchy.store(self.con, hierarchy_table_name(name))
         return name
 
+    def has_hierarchy(self, name: str) -> bool:
+        return self._exists(sb.table(hierarchy_table_name(name), SCHEMA))
+
     def hierarchy(self, name: str) -> Hierarchy:
-        if not self._exists(sb.table(hierarchy_table_name(name), SCHEMA)):
+        if not self.has_hierarchy(name):
             raise AnonymizationError(f"no hierarchy named {name!r} (table anon.{hierarchy_table_name(name)})")
         return Hierarchy.from_table(self.con, hierarchy_table_name(name), name=name)
 
