@@ -38,7 +38,7 @@ def level_column(level: int) -> str:
 
 
 def _text(value: object) -> str | None:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+    if value is None or value is pd.NA or value is pd.NaT or (isinstance(value, float) and math.isnan(value)):
         return None
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
@@ -213,7 +213,7 @@ class Hierarchy:
             keep = max(len(text) - level, 0)
             return text[:keep] + mask * (len(text) - keep)
 
-        return cls([[redact(t, level) for level in range(depth)] + [TOP] for t in texts], name=name)
+        return cls([[redact(t, level) for level in range(depth + 1)] + [TOP] for t in texts], name=name)
 
     @classmethod
     def dates(cls, values: Iterable[object], *, name: str = "hierarchy") -> Hierarchy:
@@ -274,6 +274,8 @@ class IntervalHierarchy(Hierarchy):
             raise HierarchyError(f"hierarchy {name!r}: give either widths or cuts")
         if widths is not None:
             cuts = self._cuts_from_widths(numbers, widths, origin, name)
+        if not cuts:
+            raise HierarchyError(f"hierarchy {name!r}: give at least one level of intervals (widths or cuts)")
         self.cuts = [sorted(float(c) for c in level) for level in cuts]
         self._check_cuts(numbers, name)
         rows = [[_format_number(v)] + [self._label(level, v) for level in range(len(self.cuts))] + [TOP]
@@ -289,13 +291,13 @@ class IntervalHierarchy(Hierarchy):
                 raise HierarchyError(
                     f"hierarchy {name!r}: widths must nest (each a multiple of the one before); {coarser} is not a "
                     f"multiple of {finer}")
-        low, high = numbers[0], numbers[-1]
-        levels = []
-        for width in widths:
-            first = origin + math.floor((low - origin) / width) * width
-            last = origin + (math.floor((high - origin) / width) + 1) * width
-            levels.append([first + i * width for i in range(int(round((last - first) / width)) + 1)])
-        return levels
+        if not widths:
+            return []
+        # Every level spans the coarsest level's range, so each coarser level's cut points are also finer ones'.
+        low, high, widest = numbers[0], numbers[-1], widths[-1]
+        first = origin + math.floor((low - origin) / widest) * widest
+        last = origin + (math.floor((high - origin) / widest) + 1) * widest
+        return [[first + i * width for i in range(int(round((last - first) / width)) + 1)] for width in widths]
 
     def _check_cuts(self, numbers: list[float], name: str) -> None:
         for level, points in enumerate(self.cuts, start=1):
@@ -332,10 +334,10 @@ class IntervalHierarchy(Hierarchy):
         if level > len(self.cuts):
             return exp.Case(ifs=[exp.If(this=value.is_(exp.Null()).not_(), true=sb.lit(TOP))])
         points = self.cuts[level - 1]
-        case = exp.Case()
-        for lo, hi in zip(points, points[1:]):
-            case = case.when(exp.and_(value >= sb.lit(lo), value < sb.lit(hi)), sb.lit(self._interval(lo, hi)))
-        return case
+        # One Case built at once: Case.when copies the expression each call, quadratic in the number of intervals.
+        return exp.Case(ifs=[exp.If(this=exp.and_(value >= sb.lit(lo), value < sb.lit(hi)),
+                                    true=sb.lit(self._interval(lo, hi)))
+                             for lo, hi in zip(points, points[1:])])
 
     @staticmethod
     def _interval(lo: float, hi: float) -> str:
