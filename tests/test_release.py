@@ -1,0 +1,214 @@
+"""Releases: what a publish writes, checked from outside duckanon (pandas, the duckdb shell, SQLAlchemy)."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import shutil
+import subprocess
+
+import duckdb
+import pandas as pd
+import pytest
+import sqlglot
+
+import duckanon
+from duckanon import DistinctLDiversity, Hierarchy, KAnonymity, Policy, PolicyNotSatisfied
+from duckanon.datasets import adult_hierarchy_dir, load_adult
+from duckanon.generalization import generalize
+
+QUASI = ["sex", "age", "race", "marital-status", "education", "native-country", "workclass", "occupation"]
+LEVELS = {"sex": 0, "age": 2, "race": 1, "marital-status": 1, "education": 2, "native-country": 2,
+          "workclass": 1, "occupation": 1}
+
+
+def arx_map(attribute: str, level: int) -> dict[str, str]:
+    """The hierarchy file read with plain csv: value -> its level-``level`` generalization."""
+    with open(adult_hierarchy_dir() / f"{attribute}.csv", newline="") as handle:
+        return {row[0]: row[level] for row in csv.reader(handle, delimiter=";")}
+
+
+@pytest.fixture(scope="module")
+def adult_con():
+    con = duckdb.connect()
+    load_adult(con, "adult")
+    return con
+
+
+@pytest.fixture(scope="module")
+def adult_policy():
+    return Policy(quasi_identifiers={q: Hierarchy.from_arx_csv(adult_hierarchy_dir() / f"{q}.csv") for q in QUASI},
+                  models=[KAnonymity(5)], sensitive=["salary-class"], others="drop", suppression_limit=0.05)
+
+
+@pytest.fixture(scope="module")
+def adult_release(adult_con, adult_policy, tmp_path_factory):
+    path = tmp_path_factory.mktemp("release") / "adult_k5.duckdb"
+    release = duckanon.connect(adult_con).publish("adult", adult_policy, LEVELS, path, table="adult")
+    return path, release
+
+
+def read_release(path, table="adult") -> pd.DataFrame:
+    with duckdb.connect(str(path), read_only=True) as con:
+        return con.execute(f'SELECT * FROM "{table}"').df()
+
+
+def test_adult_k5_release_every_class_has_five_records(adult_release, adult_con):
+    path, release = adult_release
+    released = read_release(path)
+    assert len(released) == 30162 == release.records_out
+    sizes = released.groupby(QUASI, dropna=False).size()
+    assert sizes.min() >= 5
+    assert (released[QUASI] == "*").all(axis=1).sum() == release.suppressed > 0
+
+
+def test_adult_release_shows_no_raw_value(adult_release, adult_con):
+    path, _ = adult_release
+    released = read_release(path)
+    raw = adult_con.execute("SELECT * FROM adult").df()
+    kept = ~(released[QUASI] == "*").all(axis=1)
+    assert list(released.columns) == QUASI_ORDER(raw.columns)
+    for attribute, level in LEVELS.items():
+        expected = raw[attribute].astype(str).map(arx_map(attribute, level))
+        # Released rows are in source order: the generalized value is exactly the hierarchy's, row by row.
+        assert (released.loc[kept, attribute].to_numpy() == expected[kept.to_numpy()].to_numpy()).all(), attribute
+        if level > 0:
+            leaked = set(released[attribute]) & set(raw[attribute].astype(str)) - set(arx_map(attribute, level).values())
+            assert not leaked, attribute
+    assert (released["salary-class"] == raw["salary-class"]).all()
+
+
+def QUASI_ORDER(columns) -> list[str]:
+    return [c for c in columns if c in QUASI or c == "salary-class"]
+
+
+def test_release_file_has_only_the_table_views_and_info(adult_release):
+    path, _ = adult_release
+    with duckdb.connect(str(path), read_only=True) as con:
+        tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+        views = {r[0] for r in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
+        info = dict(con.execute("SELECT key, value FROM release_info").fetchall())
+    assert tables == {"adult", "release_info"}
+    assert views == {"adult_classes"}
+    assert json.loads(info["levels"]) == LEVELS
+    assert "fnlwgt" not in read_release(path).columns
+
+
+@pytest.mark.skipif(shutil.which("duckdb") is None, reason="the duckdb shell (PyPI duckdb-cli) is not installed")
+def test_release_opens_in_the_duckdb_shell(adult_release):
+    path, _ = adult_release
+    result = subprocess.run(["duckdb", "-readonly", "-json", str(path), "-c",
+                             "SELECT min(records) AS smallest, CAST(sum(records) AS BIGINT) AS total FROM adult_classes"],
+                            capture_output=True, text=True, check=True)
+    assert json.loads(result.stdout) == [{"smallest": 5, "total": 30162}]
+
+
+def test_release_opens_over_sqlalchemy(adult_release):
+    sqlalchemy = pytest.importorskip("sqlalchemy")
+    pytest.importorskip("duckdb_engine")
+    path, _ = adult_release
+    engine = sqlalchemy.create_engine(f"duckdb:///{path}", connect_args={"read_only": True})
+    with engine.connect() as connection:
+        inspector = sqlalchemy.inspect(connection)
+        assert "adult" in inspector.get_table_names()
+        smallest = connection.execute(sqlalchemy.text("SELECT min(records) FROM adult_classes")).scalar()
+    engine.dispose()
+    assert smallest == 5
+
+
+def test_drop_mode_accounts_for_every_record(adult_con, adult_policy, tmp_path):
+    policy = Policy(**{**vars_of(adult_policy), "suppression": "drop"})
+    report = duckanon.connect(adult_con).check("adult", policy, LEVELS)
+    release = duckanon.connect(adult_con).publish("adult", policy, LEVELS, tmp_path / "d.duckdb", table="adult")
+    released = read_release(tmp_path / "d.duckdb")
+    raw = adult_con.execute("SELECT * FROM adult").df()
+    generalized = pd.DataFrame({a: raw[a].astype(str).map(arx_map(a, lv)) for a, lv in LEVELS.items()})
+    sizes = generalized.groupby(QUASI).size()
+    assert release.suppressed == report.violating_records == int(sizes[sizes < 5].sum())
+    assert len(released) + release.suppressed == len(raw)
+    assert released.groupby(QUASI).size().min() >= 5
+
+
+def vars_of(policy: Policy) -> dict:
+    return {k: getattr(policy, k) for k in ("quasi_identifiers", "models", "identifiers", "sensitive", "insensitive",
+                                            "suppression", "suppression_limit", "others")}
+
+
+def digest(path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_failed_publish_keeps_the_earlier_release_and_leaves_nothing(adult_con, adult_policy, tmp_path):
+    anon = duckanon.connect(adult_con)
+    target = tmp_path / "r.duckdb"
+    anon.publish("adult", adult_policy, LEVELS, target, table="adult")
+    before = digest(target)
+    strict = Policy(**{**vars_of(adult_policy), "suppression_limit": 0.0})
+    with pytest.raises(PolicyNotSatisfied, match="suppression limit"):
+        anon.publish("adult", strict, LEVELS, target, table="adult")
+    assert digest(target) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.duckdb"]
+
+
+def test_failure_while_writing_leaves_no_partial_file(adult_con, adult_policy, tmp_path, monkeypatch):
+    import duckanon.anonymizer as anonymizer
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(anonymizer, "verify_release", broken)
+    with pytest.raises(RuntimeError, match="disk on fire"):
+        duckanon.connect(adult_con).publish("adult", adult_policy, LEVELS, tmp_path / "x.duckdb", table="adult")
+    assert list(tmp_path.iterdir()) == []
+    assert adult_con.execute("SELECT count(*) FROM adult").fetchone()[0] == 30162
+
+
+def test_replaced_records_form_a_class_that_satisfies_the_policy(tmp_path):
+    # Two unique records violate k=3; suppressed alone they would be a class of 2, so the smallest class (3 records)
+    # must join them.
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t AS SELECT * FROM (VALUES ('a', 'x'), ('a', 'y'), ('a', 'z'), ('b', 'x'), ('b', 'y'), "
+                "('b', 'z'), ('b', 'w'), ('c', 'x'), ('d', 'y')) v(q, s)")
+    policy = Policy(quasi_identifiers={"q": Hierarchy.from_lists([["a", "*"], ["b", "*"], ["c", "*"], ["d", "*"]])},
+                    models=[KAnonymity(3)], sensitive=["s"], suppression_limit=1.0)
+    release = duckanon.connect(con).publish("t", policy, {"q": 0}, tmp_path / "t.duckdb", table="t")
+    released = read_release(tmp_path / "t.duckdb", "t")
+    assert released.groupby("q").size().to_dict() == {"*": 5, "b": 4}
+    assert release.suppressed == 5
+
+
+def test_l_diversity_release_checked_by_pandas(adult_con, tmp_path):
+    quasi = ["sex", "age", "race"]
+    policy = Policy(quasi_identifiers={q: Hierarchy.from_arx_csv(adult_hierarchy_dir() / f"{q}.csv") for q in quasi},
+                    models=[KAnonymity(3), DistinctLDiversity("occupation", 4)], sensitive=["occupation"],
+                    others="drop", suppression="drop", suppression_limit=0.2)
+    levels = {"sex": 0, "age": 1, "race": 0}
+    duckanon.connect(adult_con).publish("adult", policy, levels, tmp_path / "l.duckdb", table="adult")
+    released = read_release(tmp_path / "l.duckdb")
+    classes = released.groupby(quasi)
+    assert classes.size().min() >= 3 and classes["occupation"].nunique().min() >= 4
+
+
+def test_release_sql_transpiles_to_spark_and_postgres(adult_con, adult_policy):
+    anon = duckanon.connect(adult_con)
+    bound = anon._bind("adult", adult_policy)
+    query = generalize(bound.source, bound.columns, bound.hierarchies, LEVELS)
+    for dialect in ("spark", "postgres"):
+        text = query.sql(dialect=dialect)
+        assert sqlglot.parse_one(text, read=dialect).sql(dialect=dialect) == text
+
+
+def test_policy_round_trips_through_the_database(adult_con, adult_policy):
+    anon = duckanon.connect(adult_con)
+    anon.save_policy("adult k5", adult_policy)
+    loaded = anon.policy("adult k5")
+    assert loaded.models == adult_policy.models
+    assert loaded.sensitive == ["salary-class"] and loaded.others == "drop"
+    assert {q: h.rows for q, h in loaded.quasi_identifiers.items()} == \
+        {q: h.rows for q, h in adult_policy.quasi_identifiers.items()}
+    stored = adult_con.execute("SELECT role, count(*) FROM anon.policy_columns WHERE policy = 'adult k5' "
+                               "GROUP BY role ORDER BY role").fetchall()
+    assert stored == [("quasi-identifier", 8), ("sensitive", 1)]
+    assert anon.check("adult", "adult k5", LEVELS).violating_records == \
+        anon.check("adult", adult_policy, LEVELS).violating_records
