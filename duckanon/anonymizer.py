@@ -16,7 +16,7 @@ import hashlib
 import itertools
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,7 +29,7 @@ from .checks import CheckReport, RiskReport, check, class_verdicts, risk
 from .classes import SIZE, VIOLATED, Classes
 from .encoding import Encoding
 from .errors import AnonymizationError, PolicyError, PolicyNotSatisfied
-from .generalization import BoundHierarchy, generalize, require_coverage
+from .generalization import BoundHierarchy, FullDomainGeneralization, Transformation, require_coverage
 from .hierarchy import SCHEMA, Hierarchy
 from .models import DataFacts
 from .policy import SUPPRESSED, Policy
@@ -45,11 +45,12 @@ POLICY_TABLES = {
 _temporaries = itertools.count()
 
 
-def connect(database: duckdb.DuckDBPyConnection | str | os.PathLike | None = None) -> Anonymizer:
+def connect(database: duckdb.DuckDBPyConnection | str | os.PathLike | None = None,
+            progress: Callable[[str], None] | None = None) -> Anonymizer:
     """An anonymizer over a DuckDB connection, or over a database file opened for it (in memory without one)."""
-    if isinstance(database, duckdb.DuckDBPyConnection):
-        return Anonymizer(database)
-    return Anonymizer(duckdb.connect(str(database) if database is not None else ":memory:"))
+    if not isinstance(database, duckdb.DuckDBPyConnection):
+        database = duckdb.connect(str(database) if database is not None else ":memory:")
+    return Anonymizer(database, progress)
 
 
 def hierarchy_table_name(name: str) -> str:
@@ -87,15 +88,7 @@ class _Bound:
         return self.policy.quasi_identifier_names
 
     def levels(self, levels: Mapping[str, int]) -> dict[str, int]:
-        unknown = [a for a in levels if a not in self.hierarchies]
-        if unknown:
-            raise PolicyError(f"levels given for columns that are not quasi-identifiers: {unknown}")
-        missing = [a for a in self.hierarchies if a not in levels]
-        if missing:
-            raise PolicyError(f"no level given for quasi-identifiers {missing}")
-        for attribute, level in levels.items():
-            self.hierarchies[attribute].hierarchy.check_level(level, attribute)
-        return dict(levels)
+        return FullDomainGeneralization(levels).validate(self.hierarchies).levels
 
 
 class EncodedSource:
@@ -124,13 +117,20 @@ class EncodedSource:
 
 
 class Anonymizer:
-    def __init__(self, con: duckdb.DuckDBPyConnection):
+    """``progress``, when given, is called with a short message as each stage of long work starts."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, progress: Callable[[str], None] | None = None):
         self.con = con
+        self.progress = progress
         sb.run(con, exp.Create(this=sb.ident(SCHEMA), kind="SCHEMA", exists=True))
         for name, columns in POLICY_TABLES.items():
             sb.run(con, exp.Create(this=exp.Schema(this=sb.table(name, SCHEMA), expressions=[
                 exp.ColumnDef(this=sb.ident(c), kind=exp.DataType.build("VARCHAR")) for c in columns]),
                 kind="TABLE", exists=True))
+
+    def _progress(self, message: str) -> None:
+        if self.progress is not None:
+            self.progress(message)
 
     # ------------------------------------------------------------ hierarchies
     def add_hierarchy(self, name: str, hierarchy: Hierarchy) -> str:
@@ -243,6 +243,7 @@ class Anonymizer:
 
     def _bind(self, source, policy: Policy | str) -> _Bound:
         policy = self.policy(policy) if isinstance(policy, str) else policy
+        self._progress("reading the source and checking the policy's parameters")
         relation = self._relation(source)
         columns = policy.bind(sb.column_names(self.con, relation))
         records = sb.fetch_rows(self.con, exp.select(exp.func("COUNT", exp.Star())).from_(relation))[0][0]
@@ -263,7 +264,9 @@ class Anonymizer:
     # -------------------------------------------------------------------- work
     def encode(self, source, policy: Policy | str) -> EncodedSource:
         """Read ``source`` once into a frequency table with every level's codes, for many fast checks."""
-        return EncodedSource(self.con, self._bind(source, policy))
+        bound = self._bind(source, policy)
+        self._progress("encoding the source into a frequency table")
+        return EncodedSource(self.con, bound)
 
     def check(self, source, policy: Policy | str, levels: Mapping[str, int]) -> CheckReport:
         """Whether generalizing ``source`` to ``levels`` satisfies ``policy``, and what would be suppressed."""
@@ -274,27 +277,32 @@ class Anonymizer:
         with self.encode(source, policy) as encoded:
             return encoded.risk(levels, threshold)
 
-    def publish(self, source, policy: Policy | str, levels: Mapping[str, int], path: str | os.PathLike, *,
-                table: str = "release") -> Release:
-        """Generalize ``source`` to ``levels``, suppress what violates the policy, and write the release file."""
+    def publish(self, source, policy: Policy | str, transformation: Transformation | Mapping[str, int],
+                path: str | os.PathLike, *, table: str = "release") -> Release:
+        """Recode ``source`` by ``transformation`` (a Transformation, or a level per quasi-identifier), suppress what
+        violates the policy, and write the release file."""
         bound = self._bind(source, policy)
-        levels = bound.levels(levels)
+        if not isinstance(transformation, Transformation):
+            transformation = FullDomainGeneralization(transformation)
         temporaries = _Temporaries(self.con)
         try:
-            generalized = temporaries.create(generalize(bound.source, bound.columns, bound.hierarchies, levels))
+            self._progress("recoding the quasi-identifiers")
+            generalized = temporaries.create(transformation.compile(bound.source, bound.columns, bound.hierarchies))
+            self._progress("checking the policy and suppressing")
             report, final, suppressed = self._suppress(bound, generalized, temporaries)
             quasi = bound.quasi_identifiers
             classes_view = (exp.select(*[sb.col(q) for q in quasi], exp.func("COUNT", exp.Star()).as_("records"))
                             .from_(sb.table(table)).group_by(*[sb.col(q) for q in quasi]))
-            info = [("policy", bound.policy.describe()), ("levels", json.dumps(levels)),
+            info = [("policy", bound.policy.describe()), ("transformation", json.dumps(transformation.describe())),
                     ("suppression", bound.policy.suppression), ("suppressed_records", str(suppressed)),
                     ("records", str(bound.facts.records)),
                     ("created", dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))]
             content = ReleaseContent(table, final, {f"{table}_classes": classes_view}, info)
             dropped = suppressed if bound.policy.suppression == "drop" else 0
             expected = bound.facts.records - dropped
+            self._progress(f"writing and verifying {path}")
             path = write_release(self.con, path, content,
-                                 lambda reader: verify_release(reader, table, bound, levels, expected))
+                                 lambda reader: verify_release(reader, table, bound, transformation, expected))
             return Release(path, table, bound.facts.records, expected, suppressed, report)
         finally:
             temporaries.drop_all()
@@ -380,7 +388,7 @@ class _Temporaries:
         self.tables.clear()
 
 
-def verify_release(reader: duckdb.DuckDBPyConnection, table: str, bound: _Bound, levels: Mapping[str, int],
+def verify_release(reader: duckdb.DuckDBPyConnection, table: str, bound: _Bound, transformation: Transformation,
                    expected_records: int) -> None:
     """Re-check a written release on its own: columns, record count, the policy, and that no raw value shows."""
     released = sb.table(table)
@@ -394,14 +402,15 @@ def verify_release(reader: duckdb.DuckDBPyConnection, table: str, bound: _Bound,
                    key_names=bound.quasi_identifiers, suppression_limit=0.0)
     if not report.satisfied:
         raise AnonymizationError(f"release check: the written table violates the policy: {report.summary()}")
-    for attribute, level in levels.items():
-        if level == 0:
+    for attribute, hierarchy in bound.hierarchies.items():
+        allowed = transformation.allowed_values(attribute, hierarchy)
+        if allowed is None:
             continue
         shown = {r[0] for r in sb.fetch_rows(reader, exp.select(sb.col(attribute)).from_(released).distinct())}
-        leaked = shown - bound.hierarchies[attribute].allowed_values(level)
+        leaked = shown - allowed
         if leaked:
             raise AnonymizationError(
-                f"release check: {attribute!r} shows values that are not level-{level} generalizations: "
+                f"release check: {attribute!r} shows values its transformation does not produce: "
                 f"{sorted(leaked, key=str)[:10]}")
     views = [r[0] for r in reader.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()]
     for view in views:

@@ -175,7 +175,8 @@ def run(argv: Sequence[str] | None = None, out=sys.stdout) -> int:
     if args.source is None:
         _adult_defaults(args)
     con, source = _open_source(args)
-    anon = Anonymizer(con)
+    anon = Anonymizer(con, progress=lambda message: print(
+        f"[{time.perf_counter() - started:7.2f} s] {message}", file=sys.stderr, flush=True))
     quasi = {}
     for item in args.qi:
         column, _, file = item.partition("=")

@@ -7,13 +7,14 @@ hierarchies.  Level 0 is the value's text itself.  Generalized columns are VARCH
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from sqlglot import exp
 
 from . import sqlbuild as sb
-from .errors import HierarchyError
+from .errors import HierarchyError, PolicyError
 from .hierarchy import TOP, Hierarchy, _preview, level_column
 
 SOURCE = "src"
@@ -68,6 +69,56 @@ def generalize(source: exp.Expression, columns: Sequence[str], bound: Mapping[st
         else:
             select = select.select(sb.col(column, SOURCE))
     return select
+
+
+class Transformation(ABC):
+    """How a release recodes the quasi-identifiers: it compiles to a SELECT over the source.
+
+    Full-domain generalization (one level per attribute) is one; per-record partition or cluster maps of the
+    partitioning and clustering algorithms are others.  Suppression, checking and publishing do not care which.
+    """
+
+    @abstractmethod
+    def compile(self, source: exp.Expression, columns: Sequence[str],
+                hierarchies: Mapping[str, BoundHierarchy]) -> exp.Select:
+        """SELECT ``columns`` of ``source``, quasi-identifiers recoded (VARCHAR)."""
+
+    @abstractmethod
+    def allowed_values(self, attribute: str, bound: BoundHierarchy) -> set[str | None] | None:
+        """The values a release may show for ``attribute``, or None when the original values may show."""
+
+    @abstractmethod
+    def describe(self) -> dict:
+        """A JSON-able description for the release's metadata."""
+
+
+class FullDomainGeneralization(Transformation):
+    """Every value of an attribute generalized to the same level of its hierarchy."""
+
+    def __init__(self, levels: Mapping[str, int]):
+        self.levels = dict(levels)
+
+    def validate(self, hierarchies: Mapping[str, BoundHierarchy]) -> FullDomainGeneralization:
+        unknown = [a for a in self.levels if a not in hierarchies]
+        if unknown:
+            raise PolicyError(f"levels given for columns that are not quasi-identifiers: {unknown}")
+        missing = [a for a in hierarchies if a not in self.levels]
+        if missing:
+            raise PolicyError(f"no level given for quasi-identifiers {missing}")
+        for attribute, level in self.levels.items():
+            hierarchies[attribute].hierarchy.check_level(level, attribute)
+        return self
+
+    def compile(self, source, columns, hierarchies):
+        self.validate(hierarchies)
+        return generalize(source, columns, hierarchies, self.levels)
+
+    def allowed_values(self, attribute, bound):
+        level = self.levels[attribute]
+        return None if level == 0 else bound.allowed_values(level)
+
+    def describe(self):
+        return {"full-domain generalization": self.levels}
 
 
 def uncovered_values(con, source: exp.Expression, bound: BoundHierarchy) -> tuple[int, list[object]]:

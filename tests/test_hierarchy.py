@@ -419,7 +419,7 @@ def test_uncovered_value_fails_check_and_publish(anon, con, tmp_path):
     assert "'city'" in message and "'Madrid'" in message and "'Zürich'" in message and "2 of its values" in message
     target = tmp_path / "release.duckdb"
     with pytest.raises(HierarchyError, match="'Madrid'"):
-        anon.publish("people", policy, levels={"city": 1}, path=target)
+        anon.publish("people", policy, {"city": 1}, target)
     assert not target.exists()
     assert os.listdir(tmp_path) == []
     assert con.execute("SELECT * FROM people ORDER BY id").fetchall() == before
@@ -433,7 +433,7 @@ def test_uncovered_number_fails_for_interval_hierarchy(anon, con, tmp_path):
     with pytest.raises(HierarchyError, match=r"'age' does not cover 1 of its values: 25"):
         anon.check("t", policy, levels={"age": 1})
     with pytest.raises(HierarchyError, match="'age'"):
-        anon.publish("t", policy, levels={"age": 1}, path=tmp_path / "r.duckdb")
+        anon.publish("t", policy, {"age": 1}, tmp_path / "r.duckdb")
     assert not (tmp_path / "r.duckdb").exists()
     assert con.execute("SELECT count(*), count(age) FROM t").fetchone() == (4, 3)
 
@@ -483,7 +483,7 @@ def test_null_without_null_row_stays_null_and_forms_its_own_class(anon, con, tmp
         0: (5, 1, 4), 1: (3, 2, 0), 2: (2, 2, 0)}[level]
     if level == 0:
         return
-    release = anon.publish("people", policy, levels={"city": level}, path=tmp_path / "r.duckdb")
+    release = anon.publish("people", policy, {"city": level}, tmp_path / "r.duckdb")
     assert release.suppressed == 0
     mapping = {r[0]: r for r in CITY_ROWS}
     assert_release_equal(read_release(tmp_path / "r.duckdb"), expected_release(mapping, level))
@@ -500,7 +500,7 @@ def test_null_row_generalizes_missing_values(anon, con, tmp_path, source, level)
     policy = Policy({"city": h}, [KAnonymity(2)], insensitive=["id"])
     report = anon.check("people", policy, levels={"city": level})
     assert (report.classes, report.smallest_class) == {1: (3, 2), 2: (1, 6)}[level]
-    anon.publish("people", policy, levels={"city": level}, path=tmp_path / "r.duckdb")
+    anon.publish("people", policy, {"city": level}, tmp_path / "r.duckdb")
     mapping = {r[0]: r for r in CITY_ROWS} | {None: [None, "unknown", "*"]}
     expected = expected_release(mapping, level)
     assert expected["city"].isna().sum() == 0
@@ -558,7 +558,7 @@ def test_interval_generalization_of_unseen_values_via_publish(anon, con, tmp_pat
     con.executemany("INSERT INTO t VALUES (?, ?)", list(enumerate(ages)))
     h = Hierarchy.intervals([10, 40], widths=[5, 10, 20])  # range [0, 60): every age is inside
     policy = Policy({"age": h}, [KAnonymity(2)], insensitive=["id"])
-    anon.publish("t", policy, levels={"age": 1}, path=tmp_path / "r.duckdb")
+    anon.publish("t", policy, {"age": 1}, tmp_path / "r.duckdb")
     reader = duckdb.connect(str(tmp_path / "r.duckdb"), read_only=True)
     got = reader.execute("SELECT id, age FROM release ORDER BY id").fetchall()
     reader.close()
@@ -586,7 +586,7 @@ def test_hostile_hierarchy_and_column_names(anon, con, tmp_path, name):
     policy = Policy({name: name}, [KAnonymity(2)], insensitive=["id"])
     assert anon.check("people", policy, levels={name: 1}).classes == 3
     target = tmp_path / "r.duckdb"
-    anon.publish("people", policy, levels={name: 1}, path=target)
+    anon.publish("people", policy, {name: 1}, target)
     reader = duckdb.connect(str(target), read_only=True)
     got = reader.execute(f"SELECT id, {q(name)} FROM release ORDER BY id").fetchall()
     reader.close()

@@ -91,7 +91,7 @@ def test_release_file_has_only_the_table_views_and_info(adult_release):
         info = dict(con.execute("SELECT key, value FROM release_info").fetchall())
     assert tables == {"adult", "release_info"}
     assert views == {"adult_classes"}
-    assert json.loads(info["levels"]) == LEVELS
+    assert json.loads(info["transformation"]) == {"full-domain generalization": LEVELS}
     assert "fnlwgt" not in read_release(path).columns
 
 
