@@ -45,7 +45,7 @@ def class_verdicts(classes: Classes, models: Sequence[PrivacyModel]) -> exp.Sele
                             .from_(verdicts.subquery("m")))
     union = branches[0]
     for branch in branches[1:]:
-        union = exp.union(union, branch, distinct=False)
+        union = exp.union(union, branch, distinct=False, copy=False)  # branches are fresh: copying is quadratic
     merged_flags = [exp.func("COALESCE", exp.func("BOOL_OR", sb.col(verdict_column(i))), exp.false())
                     for i in range(len(models))]
     return (exp.select(*classes.keys_of(), exp.func("MAX", sb.col(SIZE)).as_(SIZE, quoted=True),

@@ -8,7 +8,8 @@ levels, partitions, clusters) nor who searches; they see :class:`~duckanon.class
 
 All models here are class-local: whether a class violates depends on that class alone (t-closeness compares with the
 distribution of the whole input, which no transformation changes).  Suppressing a violating class therefore never
-makes another class violate.
+makes another class violate -- as long as the suppressed records stay in the table, as replaced ones do: dropping them
+changes the whole table's distribution that t-closeness compares with.
 """
 
 from __future__ import annotations
@@ -88,7 +89,11 @@ class PrivacyModel(ABC):
         return {k: v for k, v in vars(self).items() if not k.startswith("_")}
 
     def describe(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.params().items() if not isinstance(v, (dict, list)))
+        # Level tables and hierarchies are left out (too long); a list of values such as highly_sensitive is kept, so
+        # that models differing only in it describe (and name their columns in a check's listing) differently.
+        shown = {k: v for k, v in self.params().items()
+                 if not isinstance(v, dict) and not (isinstance(v, list) and any(isinstance(x, list) for x in v))}
+        args = ", ".join(f"{k}={v!r}" for k, v in shown.items())
         return f"{self.name}({args})"
 
     def __repr__(self) -> str:
@@ -105,8 +110,8 @@ class PrivacyModel(ABC):
     def _check_distinct(self, facts: DataFacts, needed: int, parameter: str) -> None:
         distinct = facts.distinct(self.sensitive)
         if needed > distinct:
-            raise PolicyError(
-                f"{self.name}: {parameter}={needed} exceeds the {distinct} distinct values of {self.sensitive!r}")
+            raise PolicyError(f"{self.name}: {parameter}={getattr(self, parameter)!r} needs {needed} distinct values "
+                              f"but {self.sensitive!r} has only {distinct}")
 
 
 class KAnonymity(PrivacyModel):
@@ -195,6 +200,10 @@ class AlphaKAnonymity(PrivacyModel):
         self.sensitive = sensitive
         self.alpha = _share(alpha, "alpha", self.name, low_open=True)
         self.k = _count(k, "k", self.name)
+        if highly_sensitive is not None:
+            highly_sensitive = list(highly_sensitive)
+            if any(v is None for v in highly_sensitive):
+                raise PolicyError(f"{self.name}: NULL cannot be a highly sensitive value; replace missing values first")
         self.highly_sensitive = sorted(map(str, highly_sensitive)) if highly_sensitive is not None else None
 
     def size_violation(self, size):
@@ -263,6 +272,12 @@ class TCloseness(PrivacyModel):
             raise PolicyError(f"{self.name}: distance must be one of {', '.join(self.DISTANCES)}, got {distance!r}")
         if (distance == "hierarchical") != (hierarchy is not None):
             raise PolicyError(f"{self.name}: a hierarchy is needed for, and only for, the hierarchical distance")
+        if hierarchy is not None:
+            roots = {row[-1] for row in hierarchy.rows}
+            if hierarchy.height < 1 or len(roots) != 1 or None in roots:
+                raise PolicyError(
+                    f"{self.name}: the hierarchical distance needs a hierarchy of at least two levels ending in one "
+                    f"root (such as '*'); {hierarchy!r} has top values {sorted(map(str, roots))[:5]}")
         self.distance = distance
         self._hierarchy = hierarchy
 
@@ -326,12 +341,17 @@ class TCloseness(PrivacyModel):
         # Li et al.: EMD = sum over inner nodes N of height(N)/H * min(pos_extra(N), neg_extra(N)), where the extra of a
         # child C is P(C) - Q(C).  Children a class does not touch have P = 0: their mass Q is all negative extra, so
         # neg_extra(N) = sum over touched children of max(Q - P, 0) + Q(N) - sum over touched children of Q.
+        # NULL takes the path of the hierarchy's NULL row if it has one; otherwise NULL, like any value the hierarchy
+        # does not cover, is a leaf right under the root (at the largest distance from every other value).
         hierarchy = self._hierarchy
         top = hierarchy.height
+        root = hierarchy.rows[0][top]
+        null_row = next((row for row in hierarchy.rows if row[0] is None), None)
+        null_path = list(null_row) if null_row is not None else [None] * top + [root]
         n = sb.col(WEIGHT)
         ancestors = exp.select(*classes.keys_of(), n, *[
-            exp.Case().when(sb.col(VALUE).is_(exp.Null()), sb.lit(None)).else_(_lookup(hierarchy, sb.col(VALUE), level))
-            .as_(f"__a{level}", quoted=True) for level in range(top + 1)
+            exp.Case().when(sb.col(VALUE).is_(exp.Null()), sb.lit(null_path[level]))
+            .else_(_lookup(hierarchy, sb.col(VALUE), level)).as_(f"__a{level}", quoted=True) for level in range(top + 1)
         ]).from_(classes.cells(self.sensitive).subquery("cells"))
         share = lambda partition: _ratio(exp.Window(this=_sum(n), partition_by=partition),  # noqa: E731
                                          exp.Window(this=_sum(n), partition_by=classes.keys_of()))
@@ -359,7 +379,7 @@ class TCloseness(PrivacyModel):
                          .from_(children.subquery("children")).group_by(*classes.keys_of(), sb.col(node)))
         union = costs[0]
         for more in costs[1:]:
-            union = exp.union(union, more, distinct=False)
+            union = exp.union(union, more, distinct=False, copy=False)
         return (exp.select(*classes.keys_of(), _sum(sb.col("__cost")).as_("__emd", quoted=True))
                 .from_(union.subquery("costs")).group_by(*classes.keys_of()))
 
@@ -378,11 +398,13 @@ def _lookup(hierarchy: Hierarchy, value: exp.Expression, level: int) -> exp.Expr
     """The value's ancestor on ``level`` as a CASE over the (small) sensitive hierarchy."""
     if level == 0:
         return sb.as_text(value)
-    case = exp.Case()
-    for row in hierarchy.rows:
-        if row[0] is not None:
-            case = case.when(sb.as_text(value).eq(sb.lit(row[0])), sb.lit(row[level]))
-    return case
+    # One CASE node built at once: chaining .when() copies the CASE each time, quadratic in the hierarchy's size.
+    text = sb.as_text(value)
+    ifs = [exp.If(this=exp.EQ(this=text.copy(), expression=sb.lit(row[0])), true=sb.lit(row[level]))
+           for row in hierarchy.rows if row[0] is not None]
+    # The single root, for values the hierarchy lacks.
+    default = sb.lit(hierarchy.rows[0][level]) if level == hierarchy.height else None
+    return exp.Case(ifs=ifs, default=default)
 
 
 class AlphaLDiversityKAnonymity(PrivacyModel):
@@ -399,6 +421,8 @@ class AlphaLDiversityKAnonymity(PrivacyModel):
             raise PolicyError(f"{self.name}: l={l} cannot exceed k={k}")
         if not levels:
             raise PolicyError(f"{self.name}: the table of sensitivity levels is empty")
+        if any(v is None for v in levels):
+            raise PolicyError(f"{self.name}: NULL cannot be given a sensitivity level; replace missing values first")
         self.levels = {str(v): _count(s, f"the level of {v!r}", self.name) for v, s in levels.items()}
 
     def size_violation(self, size):
@@ -406,9 +430,9 @@ class AlphaLDiversityKAnonymity(PrivacyModel):
 
     def class_violations(self, classes):
         n = sb.col(WEIGHT)
-        level = exp.Case()
-        for value, sid in sorted(self.levels.items()):
-            level = level.when(sb.as_text(sb.col(VALUE)).eq(sb.lit(value)), sb.lit(sid))
+        # One CASE node built at once (chaining .when() copies it each time: quadratic in the number of values).
+        level = exp.Case(ifs=[exp.If(this=exp.EQ(this=sb.as_text(sb.col(VALUE)), expression=sb.lit(value)),
+                                     true=sb.lit(sid)) for value, sid in sorted(self.levels.items())])
         with_level = (exp.select(*classes.keys_of(), n, level.as_("__sid", quoted=True))
                       .from_(classes.cells(self.sensitive).subquery("cells")))
         per_level = exp.Window(this=_sum(n), partition_by=classes.keys_of() + [sb.col("__sid")])
@@ -422,7 +446,7 @@ class AlphaLDiversityKAnonymity(PrivacyModel):
         self._check_k(facts)
         self._check_distinct(facts, self.l, "l")
         counts = facts.value_counts[self.sensitive]
-        missing = sorted(str(v) for v in counts if str(v) not in self.levels)
+        missing = sorted("NULL" if v is None else str(v) for v in counts if v is None or str(v) not in self.levels)
         if missing:
             raise PolicyError(f"{self.name}: sensitive values of {self.sensitive!r} missing from the level table: "
                               f"{missing[:10]}")
