@@ -99,9 +99,15 @@ class EncodedSource:
         self.encoding = Encoding(con, bound.source, bound.hierarchies, bound.policy.sensitive)
 
     def check(self, levels: Mapping[str, int]) -> CheckReport:
-        classes = self.encoding.classes(self.bound.levels(levels))
-        return check(self.con, classes, self.bound.policy.models, key_names=self.bound.quasi_identifiers,
-                     suppression_limit=self.bound.policy.suppression_limit)
+        levels = self.bound.levels(levels)
+        classes = self.encoding.classes(levels)
+        report = check(self.con, classes, self.bound.policy.models, key_names=self.bound.quasi_identifiers,
+                       suppression_limit=self.bound.policy.suppression_limit)
+        # The listing holds level codes; show the generalized values they stand for.
+        for i, attribute in enumerate(self.bound.quasi_identifiers):
+            report.violations[attribute] = report.violations[attribute].map(
+                self.encoding.labels(i, levels[attribute]))
+        return report
 
     def risk(self, levels: Mapping[str, int], threshold: int = 5) -> RiskReport:
         return risk(self.con, self.encoding.classes(self.bound.levels(levels)), threshold=threshold)
@@ -312,7 +318,8 @@ class Anonymizer:
         """The policy's check of the generalized records and the final query with violating classes suppressed.
 
         Replaced records form one class of their own (every quasi-identifier ``*``), which must satisfy the policy too:
-        while it does not, the smallest kept classes join it.
+        while it does not, the smallest kept classes join it.  Dropped records change the table's distribution, so
+        after dropping, whatever violates against the new distribution is dropped too.
         """
         policy, quasi = bound.policy, bound.quasi_identifiers
         models = policy.models
@@ -328,12 +335,18 @@ class Anonymizer:
             final = _suppressed_query(generalized, bound.columns, quasi, suppressed_keys, policy.suppression)
             suppressed = sb.fetch_rows(self.con, exp.select(exp.func("COALESCE", exp.func("SUM", sb.col(SIZE)),
                                                                      sb.lit(0))).from_(suppressed_keys))[0][0]
-            if suppressed == 0 or policy.suppression == "drop":
+            if suppressed == 0:
                 break
-            star = check(self.con, Classes.of(final.subquery("final"), quasi), models, key_names=quasi,
-                         suppression_limit=policy.suppression_limit)
-            if star.satisfied:
+            after = Classes.of(final.subquery("final"), quasi)
+            if check(self.con, after, models, key_names=quasi, suppression_limit=0.0).satisfied:
                 break
+            if policy.suppression == "drop":
+                # Dropping records changed the table's distribution, which t-closeness compares with: drop what
+                # violates now too.  The kept set only shrinks, so this ends.
+                newly = exp.select(*after.keys_of(), sb.col(SIZE)).from_(class_verdicts(after, models).subquery("v"))
+                sb.run(self.con, exp.insert(newly.where(sb.col(VIOLATED)), suppressed_keys))
+                continue
+            # Replaced records form one all-'*' class that violates: the smallest kept classes join it.
             remaining = sb.fetch_rows(self.con, exp.select(exp.func("COUNT", exp.Star())).from_(verdicts)
                                       .where(sb.col(VIOLATED).not_()))[0][0]
             if remaining == 0:

@@ -43,16 +43,19 @@ class Encoding:
         grouped = (exp.select(*raw, exp.func("COUNT", exp.Star()).as_(COUNT, quoted=True))
                    .from_(source).group_by(*raw))
         query = exp.select(*[sb.col(s, "f") for s in self.sensitive], sb.col(COUNT, "f")).from_(grouped.subquery("f"))
+        self.code_tables = []
         for i, attribute in enumerate(self.attributes):
-            codes = self._codes(source, i, attribute)
+            codes = sb.table(f"{self.table.name}_codes_{i}")
+            sb.run(self.con, sb.create_table_as(codes, self._codes(source, i, attribute), temporary=True, replace=True))
+            self.code_tables.append(codes)
             on = exp.NullSafeEQ(this=sb.col(attribute, "f"), expression=sb.col(attribute, f"c{i}"))
-            query = query.join(codes.subquery(f"c{i}"), on=on, join_type="LEFT")
+            query = query.join(exp.alias_(codes, f"c{i}", quoted=True), on=on, join_type="LEFT")
             query = query.select(*[sb.col(code_column(i, level), f"c{i}")
                                    for level in range(self.bound[attribute].hierarchy.levels)])
         sb.run(self.con, sb.create_table_as(self.table, query, temporary=True, replace=True))
 
     def _codes(self, source: exp.Expression, index: int, attribute: str) -> exp.Select:
-        """Distinct values of one attribute with a dense integer code for each level's generalized value."""
+        """Distinct values of one attribute with each level's generalized value and a dense integer code for it."""
         bound = self.bound[attribute]
         levels = list(range(bound.hierarchy.levels))
         distinct = exp.select(sb.col(attribute)).from_(source).distinct().subquery("v")
@@ -64,7 +67,14 @@ class Encoding:
         rank = lambda level: exp.Window(  # noqa: E731
             this=exp.func("DENSE_RANK"), order=exp.Order(expressions=[exp.Ordered(this=sb.col(f"__g{level}"))]))
         return exp.select(sb.col(attribute), *[rank(level).as_(code_column(index, level), quoted=True)
-                                               for level in levels]).from_(values.subquery("g"))
+                                               for level in levels],
+                          *[sb.col(f"__g{level}") for level in levels]).from_(values.subquery("g"))
+
+    def labels(self, index: int, level: int) -> dict[int, str | None]:
+        """Code → generalized value of one attribute on one level."""
+        query = (exp.select(sb.col(code_column(index, level)), sb.col(f"__g{level}"))
+                 .from_(self.code_tables[index]).distinct())
+        return dict(sb.fetch_rows(self.con, query))
 
     def classes(self, levels: Mapping[str, int]) -> Classes:
         """The equivalence classes of the full-domain generalization to ``levels``."""
@@ -75,4 +85,5 @@ class Encoding:
         return Classes.of(self.table, keys, weight=COUNT)
 
     def close(self) -> None:
-        sb.run(self.con, sb.drop("TABLE", self.table))
+        for table in [self.table, *self.code_tables]:
+            sb.run(self.con, sb.drop("TABLE", table))

@@ -15,6 +15,7 @@ changes the whole table's distribution that t-closeness compares with.
 from __future__ import annotations
 
 import math
+import numbers
 from abc import ABC
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -42,9 +43,9 @@ class DataFacts:
 
 
 def _count(n: object, name: str, model: str, minimum: int = 1) -> int:
-    if isinstance(n, bool) or not isinstance(n, int) or n < minimum:
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < minimum:
         raise PolicyError(f"{model}: {name} must be a whole number of at least {minimum}, got {n!r}")
-    return n
+    return int(n)
 
 
 def _share(x: object, name: str, model: str, *, low_open: bool) -> float:

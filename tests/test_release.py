@@ -212,3 +212,23 @@ def test_policy_round_trips_through_the_database(adult_con, adult_policy):
     assert stored == [("quasi-identifier", 8), ("sensitive", 1)]
     assert anon.check("adult", "adult k5", LEVELS).violating_records == \
         anon.check("adult", adult_policy, LEVELS).violating_records
+
+
+def test_drop_mode_rechecks_t_closeness_against_the_released_distribution(tmp_path):
+    # Classes A={x}, B={x,y}, C={y,y,y,y} at t=0.3: A violates; once A is dropped the table's distribution moves to
+    # y and B (distance 1/3 from it) violates too, so B must go as well.
+    from duckanon import TCloseness
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t AS SELECT * FROM (VALUES ('a', 'x'), ('b', 'x'), ('b', 'y'), ('c', 'y'), ('c', 'y'), "
+                "('c', 'y'), ('c', 'y')) v(q, s)")
+    policy = Policy(quasi_identifiers={"q": Hierarchy.from_lists([["a", "*"], ["b", "*"], ["c", "*"]])},
+                    models=[TCloseness("s", 0.3)], sensitive=["s"], suppression="drop", suppression_limit=0.5)
+    release = duckanon.connect(con).publish("t", policy, {"q": 0}, tmp_path / "t.duckdb", table="t")
+    assert read_release(tmp_path / "t.duckdb", "t")["q"].tolist() == ["c"] * 4
+    assert release.suppressed == 3
+
+
+def test_encoded_check_lists_generalized_values(adult_con, adult_policy):
+    report = duckanon.connect(adult_con).check("adult", adult_policy, LEVELS)
+    ages = set(report.violations["age"])
+    assert ages <= set(arx_map("age", 2).values()) and ages
