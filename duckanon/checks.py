@@ -7,7 +7,7 @@ single GROUP BY merges the branches, so no join is needed however many models a 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import duckdb
@@ -23,32 +23,48 @@ def verdict_column(i: int) -> str:
     return f"__v{i}"
 
 
-def class_verdicts(classes: Classes, models: Sequence[PrivacyModel]) -> exp.Select:
-    """``__k…, __size, __v0 … __vm, __violated``: one row per class."""
-    size_type, flag_type = exp.DataType.build("BIGINT"), exp.DataType.build("BOOLEAN")
+def class_verdicts(classes: Classes, models: Sequence[PrivacyModel],
+                   sums: Mapping[str, exp.Expression] | None = None) -> exp.Select:
+    """``__k…, __size, [sums…,] __v0 … __vm, __violated``: one row per class.
+
+    ``sums`` names expressions over the normalized records (weight ``__n`` and carried columns) to be summed per
+    class alongside the size, e.g. the records' metric costs."""
+    sums = dict(sums or {})
+    size_type, flag_type, sum_type = (exp.DataType.build(t) for t in ("BIGINT", "BOOLEAN", "DOUBLE"))
     null_flag = exp.cast(exp.Null(), flag_type)
 
     def flags(values: dict[int, exp.Expression]) -> list[exp.Expression]:
         return [values.get(i, null_flag).as_(verdict_column(i), quoted=True) for i in range(len(models))]
 
+    def null_sums() -> list[exp.Expression]:
+        return [exp.cast(exp.Null(), sum_type).as_(name, quoted=True) for name in sums]
+
     size = exp.func("SUM", sb.col(WEIGHT))
     size_flags = {i: p for i, m in enumerate(models) if (p := m.size_violation(size)) is not None}
     branches: list[exp.Select] = [
-        exp.select(*classes.keys_of(), exp.cast(size, size_type).as_(SIZE, quoted=True), *flags(size_flags))
+        exp.select(*classes.keys_of(), exp.cast(size, size_type).as_(SIZE, quoted=True),
+                   *[exp.cast(exp.func("SUM", e), sum_type).as_(name, quoted=True) for name, e in sums.items()],
+                   *flags(size_flags))
         .from_(classes.normalized().subquery("records")).group_by(*classes.keys_of())
     ]
     for i, model in enumerate(models):
         verdicts = model.class_violations(classes)
         if verdicts is not None:
             branches.append(exp.select(*classes.keys_of("m"), exp.cast(exp.Null(), size_type).as_(SIZE, quoted=True),
-                                       *flags({i: sb.col(VIOLATED, "m")}))
+                                       *null_sums(), *flags({i: sb.col(VIOLATED, "m")}))
                             .from_(verdicts.subquery("m")))
+    if len(branches) == 1:
+        # Size-only models: the one aggregation already has a row per class.
+        size_only = branches[0]
+        size_only.select(sb.or_all(p.copy() for p in size_flags.values()).as_(VIOLATED, quoted=True), copy=False)
+        return size_only
     union = branches[0]
     for branch in branches[1:]:
         union = exp.union(union, branch, distinct=False, copy=False)  # branches are fresh: copying is quadratic
     merged_flags = [exp.func("COALESCE", exp.func("BOOL_OR", sb.col(verdict_column(i))), exp.false())
                     for i in range(len(models))]
     return (exp.select(*classes.keys_of(), exp.func("MAX", sb.col(SIZE)).as_(SIZE, quoted=True),
+                       *[exp.func("MAX", sb.col(name)).as_(name, quoted=True) for name in sums],
                        *[f.as_(verdict_column(i), quoted=True) for i, f in enumerate(merged_flags)],
                        sb.or_all(merged_flags).as_(VIOLATED, quoted=True))
             .from_(union.subquery("branches")).group_by(*classes.keys_of()))

@@ -30,10 +30,12 @@ class Classes:
     relation: exp.Expression
     keys: tuple[str, ...]
     weight: str | None = None
+    carry: tuple[str, ...] = ()  # further columns passed through the normalized projection under their own names
 
     @classmethod
-    def of(cls, relation: exp.Expression, keys: Sequence[str], weight: str | None = None) -> Classes:
-        return cls(relation, tuple(keys), weight)
+    def of(cls, relation: exp.Expression, keys: Sequence[str], weight: str | None = None,
+           carry: Sequence[str] = ()) -> Classes:
+        return cls(relation, tuple(keys), weight, tuple(carry))
 
     @property
     def key_columns(self) -> list[str]:
@@ -43,12 +45,13 @@ class Classes:
         return [sb.col(k, alias) for k in self.key_columns]
 
     def normalized(self, sensitive: str | None = None) -> exp.Select:
-        """``__k0 … , [__value,] __n``: one row per input row."""
+        """``__k0 … , [__value,] __n[, carried…]``: one row per input row."""
         weight = sb.col(self.weight) if self.weight else sb.lit(1)
         columns = [sb.col(k).as_(key_name(i), quoted=True) for i, k in enumerate(self.keys)]
         if sensitive is not None:
             columns.append(sb.col(sensitive).as_(VALUE, quoted=True))
         columns.append(weight.as_(WEIGHT, quoted=True))
+        columns.extend(sb.col(c) for c in self.carry)
         return exp.select(*columns).from_(_as_source(self.relation, "src"))
 
     def sizes(self) -> exp.Select:

@@ -12,6 +12,7 @@ import itertools
 from collections.abc import Mapping, Sequence
 
 import duckdb
+import pandas as pd
 from sqlglot import exp
 
 from . import sqlbuild as sb
@@ -69,6 +70,13 @@ class Encoding:
         return exp.select(sb.col(attribute), *[rank(level).as_(code_column(index, level), quoted=True)
                                                for level in levels],
                           *[sb.col(f"__g{level}") for level in levels]).from_(values.subquery("g"))
+
+    def level_frame(self, index: int) -> pd.DataFrame:
+        """One attribute's distinct values: ``code_<j>`` and ``label_<j>`` (generalized value) for every level."""
+        levels = range(self.bound[self.attributes[index]].hierarchy.levels)
+        query = exp.select(*[sb.col(code_column(index, j)).as_(f"code_{j}") for j in levels],
+                           *[sb.col(f"__g{j}").as_(f"label_{j}") for j in levels]).from_(self.code_tables[index])
+        return sb.fetch_df(self.con, query)
 
     def labels(self, index: int, level: int) -> dict[int, str | None]:
         """Code → generalized value of one attribute on one level."""

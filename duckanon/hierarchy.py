@@ -339,6 +339,14 @@ class IntervalHierarchy(Hierarchy):
                                     true=sb.lit(self._interval(lo, hi)))
                              for lo, hi in zip(points, points[1:])])
 
+    def interval(self, level: int, label: str) -> tuple[float, float]:
+        """The bounds of a level's interval, from its label."""
+        points = self.cuts[level - 1]
+        for lo, hi in zip(points, points[1:]):
+            if self._interval(lo, hi) == label:
+                return lo, hi
+        raise KeyError(f"{label!r} is not an interval of level {level} of hierarchy {self.name!r}")
+
     @staticmethod
     def _interval(lo: float, hi: float) -> str:
         return f"[{_format_number(lo)}-{_format_number(hi)})"
