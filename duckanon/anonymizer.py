@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import itertools
@@ -27,18 +28,21 @@ from sqlglot import exp
 from . import sqlbuild as sb
 from .checks import CheckReport, RiskReport, check, class_verdicts, risk
 from .classes import SIZE, VIOLATED, Classes
-from .encoding import Encoding
+from .encoding import COUNT, Encoding, count_combinations
 from .errors import AnonymizationError, PolicyError, PolicyNotSatisfied
 from .generalization import BoundHierarchy, FullDomainGeneralization, Transformation, require_coverage
 from .hierarchy import SCHEMA, Hierarchy
+from .metrics import METRICS, WEIGHTED, Loss, Metric, metric_names
 from .models import DataFacts
+from .search import STRATEGIES, NodeEvaluator, SearchResult, solution_space
+from .weights import attribute_weights
 from .policy import SUPPRESSED, Policy
 from .release import ReleaseContent, write_release
 
 FILE_READERS = {".csv": "read_csv_auto", ".tsv": "read_csv_auto", ".gz": "read_csv_auto", ".parquet": "read_parquet",
                 ".json": "read_json_auto"}
 POLICY_TABLES = {
-    "policies": ("name", "suppression", "suppression_limit", "others", "created"),
+    "policies": ("name", "suppression", "suppression_limit", "max_suppressed", "others", "created"),
     "policy_columns": ("policy", "column_name", "role", "hierarchy_table"),
     "policy_models": ("policy", "position", "model", "sensitive", "params"),
 }
@@ -82,10 +86,15 @@ class _Bound:
     columns: list[str]
     hierarchies: dict[str, BoundHierarchy]
     facts: DataFacts
+    counted: exp.Table  # distinct quasi-identifier and sensitive combinations with their COUNT
 
     @property
     def quasi_identifiers(self) -> list[str]:
         return self.policy.quasi_identifier_names
+
+    @property
+    def allowed_suppressed(self) -> int:
+        return self.policy.allowed_suppressed(self.facts.records)
 
     def levels(self, levels: Mapping[str, int]) -> dict[str, int]:
         return FullDomainGeneralization(levels).validate(self.hierarchies).levels
@@ -96,13 +105,13 @@ class EncodedSource:
 
     def __init__(self, con: duckdb.DuckDBPyConnection, bound: _Bound):
         self.con, self.bound = con, bound
-        self.encoding = Encoding(con, bound.source, bound.hierarchies, bound.policy.sensitive)
+        self.encoding = Encoding(con, bound.counted, bound.hierarchies, bound.policy.sensitive)
 
     def check(self, levels: Mapping[str, int]) -> CheckReport:
         levels = self.bound.levels(levels)
         classes = self.encoding.classes(levels)
         report = check(self.con, classes, self.bound.policy.models, key_names=self.bound.quasi_identifiers,
-                       suppression_limit=self.bound.policy.suppression_limit)
+                       allowed_suppressed=self.bound.allowed_suppressed)
         # The listing holds level codes; show the generalized values they stand for.
         for i, attribute in enumerate(self.bound.quasi_identifiers):
             report.violations[attribute] = report.violations[attribute].map(
@@ -165,15 +174,14 @@ class Anonymizer:
         if not isinstance(given, Hierarchy):
             raise PolicyError(f"the hierarchy of {column!r} must be a Hierarchy or a stored hierarchy's name, "
                               f"got {type(given).__name__}")
-        # An inline hierarchy gets the column's name unless another hierarchy already holds it.
+        # An inline hierarchy gets the column's name unless a different hierarchy already holds it; an equal stored
+        # one is reused rather than rewritten.
         name = column
-        table = sb.table(hierarchy_table_name(name), SCHEMA)
-        if self._exists(table) and Hierarchy.from_table(self.con, hierarchy_table_name(name)) != given:
-            digest = hashlib.sha1(json.dumps(given.rows).encode()).hexdigest()[:10]
-            name = f"{column}_{digest}"
-            table = sb.table(hierarchy_table_name(name), SCHEMA)
-        self.add_hierarchy(name, given)
-        return BoundHierarchy(column, given, table)
+        if self.has_hierarchy(name) and self.hierarchy(name) != given:
+            name = f"{column}_{hashlib.sha1(json.dumps(given.rows).encode()).hexdigest()[:10]}"
+        if not (self.has_hierarchy(name) and self.hierarchy(name) == given):
+            self.add_hierarchy(name, given)
+        return BoundHierarchy(column, given, sb.table(hierarchy_table_name(name), SCHEMA))
 
     # --------------------------------------------------------------- policies
     def save_policy(self, name: str, policy: Policy) -> None:
@@ -183,8 +191,10 @@ class Anonymizer:
         self.con.execute("BEGIN TRANSACTION")
         try:
             self._delete_policy(name)
+            maximum = settings["max_suppressed"]
             self._insert("policies", [(name, settings["suppression"], str(settings["suppression_limit"]),
-                                       settings["others"], dt.datetime.now(dt.timezone.utc).isoformat())])
+                                       None if maximum is None else str(maximum), settings["others"],
+                                       dt.datetime.now(dt.timezone.utc).isoformat())])
             self._insert("policy_columns", [(name, *row) for row in columns])
             self._insert("policy_models", [(name, str(i), model, sensitive, params)
                                            for i, model, sensitive, params in models])
@@ -197,12 +207,13 @@ class Anonymizer:
         settings = self._rows("policies", name)
         if not settings:
             raise AnonymizationError(f"no policy named {name!r}")
-        _, suppression, limit, others, _created = settings[0]
+        _, suppression, limit, maximum, others, _created = settings[0]
         columns = [row[1:] for row in self._rows("policy_columns", name)]
         models = [(int(row[1]), *row[2:]) for row in self._rows("policy_models", name)]
         hierarchies = {c: Hierarchy.from_table(self.con, table, name=c) for c, role, table in columns
                        if role == "quasi-identifier"}
         return Policy.from_rows(columns, models, {"suppression": suppression, "suppression_limit": limit,
+                                                  "max_suppressed": None if maximum is None else int(maximum),
                                                   "others": others}, hierarchies)
 
     def policies(self) -> pd.DataFrame:
@@ -247,32 +258,40 @@ class Anonymizer:
         except duckdb.CatalogException:
             return False
 
-    def _bind(self, source, policy: Policy | str) -> _Bound:
+    @contextlib.contextmanager
+    def _bind(self, source, policy: Policy | str):
+        """The policy bound to the source, which is read once: a temporary table of its distinct combinations of
+        quasi-identifier and sensitive values with their counts gives the data facts, the coverage check and the
+        encoding."""
         policy = self.policy(policy) if isinstance(policy, str) else policy
         self._progress("reading the source and checking the policy's parameters")
         relation = self._relation(source)
         columns = policy.bind(sb.column_names(self.con, relation))
-        records = sb.fetch_rows(self.con, exp.select(exp.func("COUNT", exp.Star())).from_(relation))[0][0]
-        if records == 0:
-            raise AnonymizationError(f"the source {sb.to_sql(relation)} is empty: there is nothing to anonymize")
-        value_counts = {}
-        for attribute in policy.sensitive:
-            query = (exp.select(sb.col(attribute), exp.func("COUNT", exp.Star())).from_(relation)
-                     .group_by(sb.col(attribute)))
-            value_counts[attribute] = dict(sb.fetch_rows(self.con, query))
-        facts = DataFacts(records=records, value_counts=value_counts)
-        for model in policy.models:
-            model.check_data(facts)
-        hierarchies = {c: self._hierarchy_for(c, h) for c, h in policy.quasi_identifiers.items()}
-        require_coverage(self.con, relation, hierarchies)
-        return _Bound(relation, policy, columns, hierarchies, facts)
+        counted = count_combinations(self.con, relation, policy.quasi_identifier_names, policy.sensitive)
+        try:
+            total = exp.func("COALESCE", exp.func("SUM", sb.col(COUNT)), sb.lit(0))
+            records = int(sb.fetch_rows(self.con, exp.select(total).from_(counted))[0][0])
+            if records == 0:
+                raise AnonymizationError(f"the source {sb.to_sql(relation)} is empty: there is nothing to anonymize")
+            value_counts = {}
+            for attribute in policy.sensitive:
+                query = exp.select(sb.col(attribute), total).from_(counted).group_by(sb.col(attribute))
+                value_counts[attribute] = {v: int(n) for v, n in sb.fetch_rows(self.con, query)}
+            facts = DataFacts(records=records, value_counts=value_counts)
+            for model in policy.models:
+                model.check_data(facts)
+            hierarchies = {c: self._hierarchy_for(c, h) for c, h in policy.quasi_identifiers.items()}
+            require_coverage(self.con, counted, hierarchies)
+            yield _Bound(relation, policy, columns, hierarchies, facts, counted)
+        finally:
+            sb.run(self.con, sb.drop("TABLE", counted))
 
     # -------------------------------------------------------------------- work
     def encode(self, source, policy: Policy | str) -> EncodedSource:
         """Read ``source`` once into a frequency table with every level's codes, for many fast checks."""
-        bound = self._bind(source, policy)
-        self._progress("encoding the source into a frequency table")
-        return EncodedSource(self.con, bound)
+        with self._bind(source, policy) as bound:
+            self._progress("encoding the source into a frequency table")
+            return EncodedSource(self.con, bound)
 
     def check(self, source, policy: Policy | str, levels: Mapping[str, int]) -> CheckReport:
         """Whether generalizing ``source`` to ``levels`` satisfies ``policy``, and what would be suppressed."""
@@ -283,15 +302,84 @@ class Anonymizer:
         with self.encode(source, policy) as encoded:
             return encoded.risk(levels, threshold)
 
+    # ------------------------------------------------------------------ search
+    def attribute_weights(self, source, attributes: Sequence[str], kind: str, label: str | None = None) -> pd.DataFrame:
+        """Per-attribute weights (uniform, entropy or mutual information with ``label``), computed in SQL."""
+        return attribute_weights(self.con, self._relation(source), attributes, kind=kind, label=label)
+
+    def _metric(self, bound: _Bound, metric: Metric | str, label: str | None) -> Metric:
+        if isinstance(metric, Metric):
+            return metric
+        if metric in WEIGHTED:
+            weights = attribute_weights(self.con, bound.source, bound.quasi_identifiers, kind=WEIGHTED[metric],
+                                        label=label)
+            return Loss(dict(zip(weights["attribute"], weights["weight"])), name=metric)
+        if metric not in METRICS:
+            raise PolicyError(f"unknown metric {metric!r}; known: {', '.join(metric_names())}")
+        return METRICS[metric]()
+
+    @contextlib.contextmanager
+    def _evaluator(self, bound: _Bound, metrics: Sequence[Metric | str], label: str | None):
+        resolved = [self._metric(bound, m, label) for m in metrics]
+        self._progress("encoding the source into a frequency table")
+        encoding = Encoding(self.con, bound.counted, bound.hierarchies, bound.policy.sensitive)
+        evaluator = None
+        try:
+            allowed = bound.allowed_suppressed
+            monotone = allowed == 0 or all(m.monotone_under_suppression for m in bound.policy.models)
+            evaluator = NodeEvaluator(self.con, encoding, [b.hierarchy for b in bound.hierarchies.values()],
+                                      bound.policy.models, resolved, allowed, monotone, self.progress)
+            yield evaluator
+        finally:
+            if evaluator is not None:
+                evaluator.close()
+            encoding.close()
+
+    def search(self, source, policy: Policy | str, *, metric: Metric | str = "loss", strategy: str = "optimal",
+               label: str | None = None) -> SearchResult:
+        """The full-domain generalization that satisfies ``policy`` and minimizes ``metric``.
+
+        ``strategy``: ``optimal`` (exact), ``samarati`` (seed 002) or ``exhaustive``; ``label`` is the class column
+        that ``mi-loss`` weighs attributes by."""
+        if strategy not in STRATEGIES:
+            raise PolicyError(f"unknown search strategy {strategy!r}; known: {', '.join(STRATEGIES)}")
+        with self._bind(source, policy) as bound, self._evaluator(bound, [metric], label) as evaluator:
+            self._progress(f"{strategy} search over {evaluator.lattice.size} transformations")
+            return STRATEGIES[strategy]().search(evaluator)
+
+    def solution_space(self, source, policy: Policy | str, *, metrics: Sequence[Metric | str] = ("loss",),
+                       label: str | None = None, table: str | None = None) -> pd.DataFrame:
+        """Every transformation that satisfies ``policy``, with its suppressed records and each metric's value;
+        stored as table ``anon.<table>`` when ``table`` is given."""
+        with self._bind(source, policy) as bound, self._evaluator(bound, metrics, label) as evaluator:
+            frame = solution_space(evaluator)
+        if table is not None:
+            name = f"__duckanon_space_{next(_temporaries)}"
+            self.con.register(name, frame)
+            try:
+                sb.run(self.con, sb.create_table_as(sb.table(table, SCHEMA), exp.select(exp.Star()).from_(
+                    sb.table(name)), replace=True))
+            finally:
+                self.con.unregister(name)
+        return frame
+
+    def anonymize(self, source, policy: Policy | str, path: str | os.PathLike, *, metric: Metric | str = "loss",
+                  strategy: str = "optimal", label: str | None = None, table: str = "release"
+                  ) -> tuple[SearchResult, Release]:
+        """Search the best transformation and publish it."""
+        result = self.search(source, policy, metric=metric, strategy=strategy, label=label)
+        if not result.found:
+            raise PolicyNotSatisfied(result.summary())
+        return result, self.publish(source, policy, result.levels, path, table=table)
+
     def publish(self, source, policy: Policy | str, transformation: Transformation | Mapping[str, int],
                 path: str | os.PathLike, *, table: str = "release") -> Release:
         """Recode ``source`` by ``transformation`` (a Transformation, or a level per quasi-identifier), suppress what
         violates the policy, and write the release file."""
-        bound = self._bind(source, policy)
         if not isinstance(transformation, Transformation):
             transformation = FullDomainGeneralization(transformation)
         temporaries = _Temporaries(self.con)
-        try:
+        with self._bind(source, policy) as bound, temporaries:
             self._progress("recoding the quasi-identifiers")
             generalized = temporaries.create(transformation.compile(bound.source, bound.columns, bound.hierarchies))
             self._progress("checking the policy and suppressing")
@@ -310,8 +398,6 @@ class Anonymizer:
             path = write_release(self.con, path, content,
                                  lambda reader: verify_release(reader, table, bound, transformation, expected))
             return Release(path, table, bound.facts.records, expected, suppressed, report)
-        finally:
-            temporaries.drop_all()
 
     def _suppress(self, bound: _Bound, generalized: exp.Table, temporaries: _Temporaries
                   ) -> tuple[CheckReport, exp.Select, int]:
@@ -324,7 +410,7 @@ class Anonymizer:
         policy, quasi = bound.policy, bound.quasi_identifiers
         models = policy.models
         classes = Classes.of(generalized, quasi)
-        report = check(self.con, classes, models, key_names=quasi, suppression_limit=policy.suppression_limit)
+        report = check(self.con, classes, models, key_names=quasi, allowed_suppressed=bound.allowed_suppressed)
         if not report.within_limit:
             raise PolicyNotSatisfied(report.summary(), report)
         verdicts = temporaries.create(class_verdicts(classes, models))
@@ -338,7 +424,7 @@ class Anonymizer:
             if suppressed == 0:
                 break
             after = Classes.of(final.subquery("final"), quasi)
-            if check(self.con, after, models, key_names=quasi, suppression_limit=0.0).satisfied:
+            if check(self.con, after, models, key_names=quasi).satisfied:
                 break
             if policy.suppression == "drop":
                 # Dropping records changed the table's distribution, which t-closeness compares with: drop what
@@ -360,7 +446,7 @@ class Anonymizer:
             sb.run(self.con, exp.update(verdicts, {VIOLATED: exp.true()}, where=exp.Exists(
                 this=exp.select(sb.lit(1)).from_(exp.alias_(suppressed_keys, "s", quoted=True))
                 .where(sb.null_safe_join("s", verdicts.name, classes.key_columns)))))
-        if suppressed > policy.suppression_limit * bound.facts.records:
+        if suppressed > bound.allowed_suppressed:
             raise PolicyNotSatisfied(
                 f"{report.summary()}; keeping the suppressed records' own class safe needs {suppressed} suppressed "
                 f"records, above the limit", report)
@@ -395,7 +481,10 @@ class _Temporaries:
         self.tables.append(table)
         return table
 
-    def drop_all(self) -> None:
+    def __enter__(self) -> _Temporaries:
+        return self
+
+    def __exit__(self, *exc) -> None:
         for table in self.tables:
             sb.run(self.con, sb.drop("TABLE", table))
         self.tables.clear()
@@ -412,7 +501,7 @@ def verify_release(reader: duckdb.DuckDBPyConnection, table: str, bound: _Bound,
     if records != expected_records:
         raise AnonymizationError(f"release check: {records} records written, {expected_records} expected")
     report = check(reader, Classes.of(released, bound.quasi_identifiers), bound.policy.models,
-                   key_names=bound.quasi_identifiers, suppression_limit=0.0)
+                   key_names=bound.quasi_identifiers)
     if not report.satisfied:
         raise AnonymizationError(f"release check: the written table violates the policy: {report.summary()}")
     for attribute, hierarchy in bound.hierarchies.items():

@@ -7,6 +7,7 @@ single GROUP BY merges the branches, so no join is needed however many models a 
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -17,6 +18,9 @@ from sqlglot import exp
 from . import sqlbuild as sb
 from .classes import SIZE, VIOLATED, WEIGHT, Classes
 from .models import PrivacyModel
+
+
+_serial = itertools.count()
 
 
 def verdict_column(i: int) -> str:
@@ -79,7 +83,7 @@ class CheckReport:
     smallest_class: int
     violating_classes: int
     violating_records: int
-    suppression_limit: float
+    allowed_suppressed: int
     per_model: pd.DataFrame
     violations: pd.DataFrame
 
@@ -91,20 +95,30 @@ class CheckReport:
     @property
     def within_limit(self) -> bool:
         """True when suppressing every violating class stays within the suppression limit."""
-        return self.violating_records <= self.suppression_limit * self.records
+        return self.violating_records <= self.allowed_suppressed
 
     def summary(self) -> str:
         verdict = "holds" if self.satisfied else (
             f"holds after suppressing {self.violating_records} records in {self.violating_classes} classes "
             f"({self.violating_records / self.records:.2%})" if self.within_limit else
             f"fails: {self.violating_records} records in {self.violating_classes} classes violate it "
-            f"({self.violating_records / self.records:.2%} > suppression limit {self.suppression_limit:.2%})")
+            f"({self.violating_records / self.records:.2%}; at most {self.allowed_suppressed} may be suppressed)")
         return f"{self.records} records in {self.classes} classes (smallest {self.smallest_class}); the policy {verdict}"
 
 
 def check(con: duckdb.DuckDBPyConnection, classes: Classes, models: Sequence[PrivacyModel], *,
-          key_names: Sequence[str], suppression_limit: float, most_violations: int = 1000) -> CheckReport:
-    verdicts = class_verdicts(classes, models).subquery("verdicts")
+          key_names: Sequence[str], allowed_suppressed: int = 0, most_violations: int = 1000) -> CheckReport:
+    # The verdicts feed both the totals and the listing: computed once into a temporary table.
+    verdicts = sb.table(f"__duckanon_verdicts_{next(_serial)}")
+    sb.run(con, sb.create_table_as(verdicts, class_verdicts(classes, models), temporary=True))
+    try:
+        return _report(con, verdicts, classes, models, key_names, allowed_suppressed, most_violations)
+    finally:
+        sb.run(con, sb.drop("TABLE", verdicts))
+
+
+def _report(con: duckdb.DuckDBPyConnection, verdicts: exp.Table, classes: Classes, models: Sequence[PrivacyModel],
+            key_names: Sequence[str], allowed_suppressed: int, most_violations: int) -> CheckReport:
     size, violated = sb.col(SIZE), sb.col(VIOLATED)
 
     def records_where(condition: exp.Expression) -> exp.Expression:
@@ -131,7 +145,7 @@ def check(con: duckdb.DuckDBPyConnection, classes: Classes, models: Sequence[Pri
                .from_(verdicts).where(violated).order_by(size, *[sb.col(k) for k in classes.key_columns])
                .limit(most_violations))
     return CheckReport(records=records, classes=n_classes, smallest_class=smallest, violating_classes=bad_classes,
-                       violating_records=bad_records, suppression_limit=suppression_limit, per_model=per_model,
+                       violating_records=bad_records, allowed_suppressed=allowed_suppressed, per_model=per_model,
                        violations=sb.fetch_df(con, listing))
 
 

@@ -1,7 +1,8 @@
 """``duckanon``: anonymize a DuckDB table or a CSV/Parquet file into a release database file.
 
-With no input it runs on the bundled Adult census data (eight quasi-identifiers with ARX's hierarchies, salary-class
-sensitive, k = 5, up to 5% suppression).
+Without --levels it searches the generalization lattice for the transformation that satisfies the policy and
+minimizes --metric. With no input it runs on the bundled Adult census data (eight quasi-identifiers with ARX's
+hierarchies, salary-class sensitive, k = 5, up to 5% suppression).
 """
 
 from __future__ import annotations
@@ -18,15 +19,13 @@ from sqlglot import exp
 from . import datasets
 from . import sqlbuild as sb
 from .anonymizer import Anonymizer
+from .metrics import metric_names
+from .search import STRATEGIES
 from .errors import AnonymizationError
 from .hierarchy import Hierarchy
 from .models import (AlphaKAnonymity, DistinctLDiversity, EntropyLDiversity, KAnonymity, PrivacyModel,
                      PSensitiveKAnonymity, RecursiveCLDiversity, TCloseness)
 from .policy import Policy
-
-ADULT_LEVELS = {"sex": 0, "age": 2, "race": 1, "marital-status": 1, "education": 2, "native-country": 2,
-                "workclass": 1, "occupation": 1}
-
 
 def _pair(text: str, option: str) -> tuple[str, str]:
     name, sep, value = text.rpartition(":") if option != "levels" else text.partition("=")
@@ -74,7 +73,14 @@ def build_parser() -> argparse.ArgumentParser:
                         help="t-closeness, equal distance unless ':ordered' follows")
     transform = parser.add_argument_group("transformation")
     transform.add_argument("--levels", metavar="COLUMN=LEVEL,…",
-                           help="the generalization level of every quasi-identifier, e.g. age=2,sex=0")
+                           help="the generalization level of every quasi-identifier, e.g. age=2,sex=0; "
+                                "omitted: search for the best")
+    transform.add_argument("--metric", default="loss", choices=metric_names(),
+                           help="what the search minimizes (default %(default)s)")
+    transform.add_argument("--strategy", default="optimal", choices=list(STRATEGIES),
+                           help="search strategy (default %(default)s)")
+    transform.add_argument("--label", help="class column that mi-loss weighs quasi-identifiers by")
+    transform.add_argument("--max-suppressed", type=int, help="largest number of records that may be suppressed")
     transform.add_argument("--suppression", choices=("replace", "drop"), default="replace",
                            help="replace a violating record's quasi-identifiers by '*', or drop it (default %(default)s)")
     transform.add_argument("--suppression-limit", type=float,
@@ -125,9 +131,7 @@ def _hierarchy(anon: Anonymizer, column: str, file: str | None, folder: Path | N
                              f"--hierarchies DIR holding {column}.csv, or store one in the database")
 
 
-def _levels(text: str | None) -> dict[str, int]:
-    if not text:
-        raise AnonymizationError("give --levels for every quasi-identifier, e.g. --levels age=2,sex=0")
+def _levels(text: str) -> dict[str, int]:
     levels = {}
     for item in text.split(","):
         column, value = _pair(item, "levels")
@@ -164,7 +168,8 @@ def _adult_defaults(args: argparse.Namespace) -> None:
         args.others = "drop"
     if args.k is None and not (args.l_diversity or args.entropy_l or args.recursive_l or args.t_closeness):
         args.k = 5
-    args.levels = args.levels or ",".join(f"{c}={v}" for c, v in ADULT_LEVELS.items())
+    if args.label is None and args.metric == "mi-loss":
+        args.label = "salary-class"
     if args.suppression_limit is None:
         args.suppression_limit = 0.05
 
@@ -183,9 +188,18 @@ def run(argv: Sequence[str] | None = None, out=sys.stdout) -> int:
         quasi[column] = _hierarchy(anon, column, file or None, args.hierarchies)
     policy = Policy(quasi_identifiers=quasi, models=_models(args), identifiers=args.identifier,
                     sensitive=args.sensitive, insensitive=args.insensitive, others=args.others,
-                    suppression=args.suppression, suppression_limit=args.suppression_limit or 0.0)
-    levels = _levels(args.levels)
-    print(f"policy: {policy.describe()}; levels: {', '.join(f'{c}={v}' for c, v in levels.items())}", file=out)
+                    suppression=args.suppression, suppression_limit=args.suppression_limit or 0.0,
+                    max_suppressed=args.max_suppressed)
+    print(f"policy: {policy.describe()}", file=out)
+    if args.levels:
+        levels = _levels(args.levels)
+    else:
+        result = anon.search(source, policy, metric=args.metric, strategy=args.strategy, label=args.label)
+        print(result.summary(), file=out)
+        if not result.found:
+            return 1
+        levels = result.levels
+    print(f"levels: {', '.join(f'{c}={v}' for c, v in levels.items())}", file=out)
     report = anon.check(source, policy, levels)
     print(report.summary(), file=out)
     print(report.per_model.to_string(index=False), file=out)

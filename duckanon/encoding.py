@@ -27,27 +27,36 @@ def code_column(attribute_index: int, level: int) -> str:
     return f"__q{attribute_index}_l{level}"
 
 
-class Encoding:
-    """A temporary frequency table of the source with per-level codes of each quasi-identifier."""
+def count_combinations(con: duckdb.DuckDBPyConnection, source: exp.Expression, attributes: Sequence[str],
+                       sensitive: Sequence[str]) -> exp.Table:
+    """One pass over ``source``: a temporary table of each distinct combination of the columns and its ``__count``."""
+    raw = [sb.col(c) for c in [*attributes, *sensitive]]
+    table = sb.table(f"__duckanon_counted_{next(_serial)}")
+    query = exp.select(*raw, exp.func("COUNT", exp.Star()).as_(COUNT, quoted=True)).from_(source).group_by(*raw)
+    sb.run(con, sb.create_table_as(table, query, temporary=True))
+    return table
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, source: exp.Expression,
+
+class Encoding:
+    """A temporary frequency table of the source with per-level codes of each quasi-identifier, built from the
+    source's counted combinations (:func:`count_combinations`)."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, counted: exp.Table,
                  bound: Mapping[str, BoundHierarchy], sensitive: Sequence[str]):
         self.con = con
         self.attributes = list(bound)
         self.bound = dict(bound)
         self.sensitive = list(sensitive)
         self.table = sb.table(f"__duckanon_frequencies_{next(_serial)}")
-        self._build(source)
+        self._build(counted)
 
-    def _build(self, source: exp.Expression) -> None:
-        raw = [sb.col(a) for a in self.attributes] + [sb.col(s) for s in self.sensitive]
-        grouped = (exp.select(*raw, exp.func("COUNT", exp.Star()).as_(COUNT, quoted=True))
-                   .from_(source).group_by(*raw))
-        query = exp.select(*[sb.col(s, "f") for s in self.sensitive], sb.col(COUNT, "f")).from_(grouped.subquery("f"))
+    def _build(self, counted: exp.Table) -> None:
+        query = exp.select(*[sb.col(s, "f") for s in self.sensitive], sb.col(COUNT, "f")).from_(
+            exp.alias_(counted, "f", quoted=True))
         self.code_tables = []
         for i, attribute in enumerate(self.attributes):
             codes = sb.table(f"{self.table.name}_codes_{i}")
-            sb.run(self.con, sb.create_table_as(codes, self._codes(source, i, attribute), temporary=True, replace=True))
+            sb.run(self.con, sb.create_table_as(codes, self._codes(counted, i, attribute), temporary=True, replace=True))
             self.code_tables.append(codes)
             on = exp.NullSafeEQ(this=sb.col(attribute, "f"), expression=sb.col(attribute, f"c{i}"))
             query = query.join(exp.alias_(codes, f"c{i}", quoted=True), on=on, join_type="LEFT")

@@ -177,8 +177,13 @@ class Hierarchy:
         columns = [exp.ColumnDef(this=sb.ident(level_column(i)), kind=exp.DataType.build("VARCHAR"))
                    for i in range(self.levels)]
         sb.run(con, exp.Create(this=exp.Schema(this=target, expressions=columns), kind="TABLE", replace=True))
-        con.executemany(sb.to_sql(exp.insert(
-            exp.values([tuple(exp.Placeholder() for _ in range(self.levels))]), target)), self.rows)
+        # One INSERT … SELECT from the rows as a frame: one statement, so one commit on a database file.
+        frame_name = f"__duckanon_hierarchy_rows_{id(self)}"
+        con.register(frame_name, self.to_frame())
+        try:
+            sb.run(con, exp.insert(exp.select(exp.Star()).from_(sb.table(frame_name)), target))
+        finally:
+            con.unregister(frame_name)
         return target
 
     @classmethod

@@ -74,6 +74,9 @@ class PrivacyModel(ABC):
 
     name: str = ""
     sensitive: str | None = None
+    # Whether a class merged with any class satisfying the model satisfies it: then generalization never grows the
+    # set of records in violating classes, so "at most N suppressed" is monotone and searches may tag by it.
+    monotone_under_suppression: bool = False
 
     def size_violation(self, size: exp.Expression) -> exp.Expression | None:
         """A predicate over the class size that is true when a class violates this model's size bound."""
@@ -119,6 +122,7 @@ class KAnonymity(PrivacyModel):
     """Every class holds at least k records."""
 
     name = "k-anonymity"
+    monotone_under_suppression = True
 
     def __init__(self, k: int):
         self.k = _count(k, "k", self.name)
@@ -134,6 +138,7 @@ class DistinctLDiversity(PrivacyModel):
     """Every class holds at least l distinct values of the sensitive attribute (NULL counts as a value)."""
 
     name = "distinct-l-diversity"
+    monotone_under_suppression = True
 
     def __init__(self, sensitive: str, l: int):  # noqa: E741 - the models' own letter
         self.sensitive, self.l = sensitive, _count(l, "l", self.name)
@@ -241,6 +246,7 @@ class PSensitiveKAnonymity(PrivacyModel):
     """p-sensitive k-anonymity: classes of at least k records with at least p distinct sensitive values."""
 
     name = "p-sensitive-k-anonymity"
+    monotone_under_suppression = True
 
     def __init__(self, sensitive: str, p: int, k: int):
         self.sensitive, self.p, self.k = sensitive, _count(p, "p", self.name), _count(k, "k", self.name)

@@ -34,6 +34,7 @@ class Policy:
     suppression: str = "replace"
     suppression_limit: float = 0.0
     others: str = "error"
+    max_suppressed: int | None = None
     _roles: dict[str, str] = field(init=False, repr=False)
 
     def __post_init__(self):
@@ -55,6 +56,9 @@ class Policy:
         limit = self.suppression_limit
         if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not 0 <= limit <= 1:
             raise PolicyError(f"suppression_limit must be a share of records in [0, 1], got {limit!r}")
+        if self.max_suppressed is not None and (isinstance(self.max_suppressed, bool) or not isinstance(
+                self.max_suppressed, int) or self.max_suppressed < 0):
+            raise PolicyError(f"max_suppressed must be a whole number of records >= 0, got {self.max_suppressed!r}")
         self._roles = {}
         for role, columns in (("identifier", self.identifiers), ("quasi-identifier", self.quasi_identifiers),
                               ("sensitive", self.sensitive), ("insensitive", self.insensitive)):
@@ -67,6 +71,11 @@ class Policy:
         for model in self.models:
             if model.sensitive is not None and self._roles.get(model.sensitive) != "sensitive":
                 raise PolicyError(f"{model.name} protects {model.sensitive!r}, which is a {self._roles[model.sensitive]}")
+
+    def allowed_suppressed(self, records: int) -> int:
+        """How many records may be suppressed: the share limit, capped by ``max_suppressed`` (seed 002's MaxSup)."""
+        allowed = int(self.suppression_limit * records + 1e-9)
+        return allowed if self.max_suppressed is None else min(allowed, self.max_suppressed)
 
     @property
     def quasi_identifier_names(self) -> list[str]:
@@ -94,7 +103,8 @@ class Policy:
         """(column rows, model rows, settings) with hierarchies referred to by their table names."""
         columns = [(c, self._roles[c], hierarchy_tables.get(c)) for c in self._roles]
         models = [(i, m.name, m.sensitive, json.dumps(m.params(), default=str)) for i, m in enumerate(self.models)]
-        settings = {"suppression": self.suppression, "suppression_limit": self.suppression_limit, "others": self.others}
+        settings = {"suppression": self.suppression, "suppression_limit": self.suppression_limit, "others": self.others,
+                    "max_suppressed": self.max_suppressed}
         return columns, models, settings
 
     @classmethod
@@ -111,7 +121,7 @@ class Policy:
         return cls(quasi_identifiers=quasi, models=rebuilt, identifiers=by_role.get("identifier", []),
                    sensitive=by_role.get("sensitive", []), insensitive=by_role.get("insensitive", []),
                    suppression=settings["suppression"], suppression_limit=float(settings["suppression_limit"]),
-                   others=settings["others"])
+                   others=settings["others"], max_suppressed=settings.get("max_suppressed"))
 
     def describe(self) -> str:
         return "; ".join(m.describe() for m in self.models)

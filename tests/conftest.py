@@ -24,7 +24,7 @@ def check_frame(con):
     def run(frame, keys, models, name="t"):
         con.register(name, frame)
         return checks.check(con, Classes.of(sb.table(name), keys), models, key_names=list(keys),
-                            suppression_limit=0.0)
+                            allowed_suppressed=0)
 
     return run
 
