@@ -1,0 +1,231 @@
+"""Shared helpers for the benchmarks: timing, peak memory, machine facts, markdown tables, child processes.
+
+Only the standard library (psutil is used when installed, never required), so a benchmark runs wherever duckanon does.
+
+Peak memory is the process's resident-set high-water mark.  On Linux it can be reset (``/proc/self/clear_refs``
+with ``5``), which resets both ``VmHWM`` and ``getrusage(RUSAGE_SELF).ru_maxrss``; a benchmark resets it before a
+step and reads it after, to get that step's peak.  Where the reset is refused the peak is the process's since start, so
+run each size in its own process (:func:`run_child`) to keep sizes apart.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+_START = time.perf_counter()
+
+
+# ------------------------------------------------------------------ progress
+def progress(message: str) -> None:
+    """One line on stderr, stamped with seconds since the process started."""
+    print(f"[{time.perf_counter() - _START:7.1f}s] {message}", file=sys.stderr, flush=True)
+
+
+# -------------------------------------------------------------------- timing
+@dataclass
+class Timing:
+    """Wall and CPU seconds (CPU of every thread of the process, DuckDB's included) of repeated runs."""
+
+    wall: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
+
+    def add(self, wall: float, cpu: float) -> None:
+        self.wall.append(wall)
+        self.cpu.append(cpu)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.wall) if self.wall else float("nan")
+
+    @property
+    def median_cpu(self) -> float:
+        return statistics.median(self.cpu) if self.cpu else float("nan")
+
+    @property
+    def best(self) -> float:
+        return min(self.wall) if self.wall else float("nan")
+
+    def as_dict(self) -> dict:
+        return {"wall": self.wall, "cpu": self.cpu, "median": self.median, "median_cpu": self.median_cpu,
+                "best": self.best}
+
+
+def timed(fn: Callable[[], Any]) -> tuple[float, float, Any]:
+    """Run ``fn()`` once: (wall seconds, process CPU seconds, result)."""
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    result = fn()
+    return time.perf_counter() - wall0, time.process_time() - cpu0, result
+
+
+def measure(fn: Callable[[], Any], repeat: int, timing: Timing | None = None) -> tuple[Timing, Any]:
+    """Run ``fn`` ``repeat`` times into ``timing`` (a new one unless given); the last result."""
+    timing = timing if timing is not None else Timing()
+    result = None
+    for _ in range(repeat):
+        wall, cpu, result = timed(fn)
+        timing.add(wall, cpu)
+    return timing, result
+
+
+# -------------------------------------------------------------------- memory
+_MAXRSS_UNIT = 1 if sys.platform == "darwin" else 1024  # ru_maxrss: bytes on macOS, KiB on Linux
+
+
+def peak_rss_mb() -> float:
+    """The process's resident-set high-water mark (since start or the last :func:`reset_peak_rss`), in MiB."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * _MAXRSS_UNIT / 2**20
+
+
+def current_rss_mb() -> float:
+    try:
+        import psutil
+        return psutil.Process().memory_info().rss / 2**20
+    except ImportError:
+        pass
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except OSError:
+        return float("nan")
+
+
+def reset_peak_rss() -> bool:
+    """Reset the high-water mark to the current RSS (Linux); False where the system refuses."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def duckdb_memory_mb(con) -> dict[str, float]:
+    """DuckDB's own accounting: ``duckdb_memory()`` by tag (MiB, nonzero only) and its total."""
+    rows = con.execute("SELECT tag, memory_usage_bytes FROM duckdb_memory() WHERE memory_usage_bytes > 0").fetchall()
+    usage = {tag: round(b / 2**20, 1) for tag, b in rows}
+    usage["total"] = round(sum(b for _, b in rows) / 2**20, 1)
+    return usage
+
+
+def database_size(con) -> dict[str, Any]:
+    """``PRAGMA database_size`` of the current database as a dict."""
+    cursor = con.execute("PRAGMA database_size")
+    names = [d[0] for d in cursor.description]
+    row = cursor.fetchone()
+    return dict(zip(names, row)) if row else {}
+
+
+# ------------------------------------------------------------- machine facts
+def machine_facts(con=None) -> dict[str, Any]:
+    """What a reader needs to compare figures: cores, CPU, memory, load, versions, date, commit."""
+    import duckdb
+
+    facts: dict[str, Any] = {
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "nproc": os.cpu_count(),
+        "cpu": _cpu_model(),
+        "memory_gb": _memory_gb(),
+        "load_average": " ".join(f"{x:.2f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "n/a",
+        "python": platform.python_version(),
+        "duckdb": duckdb.__version__,
+        "platform": platform.platform(),
+        "commit": _git_commit(),
+    }
+    try:
+        import duckanon
+        facts["duckanon"] = duckanon.__version__
+    except ImportError:
+        pass
+    if con is not None:
+        facts["duckdb_threads"] = con.execute("SELECT current_setting('threads')").fetchone()[0]
+        facts["duckdb_memory_limit"] = con.execute("SELECT current_setting('memory_limit')").fetchone()[0]
+    return facts
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _memory_gb() -> float | str:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal"):
+                    return round(int(line.split()[1]) / 2**20, 1)
+    except OSError:
+        pass
+    return "unknown"
+
+
+def _git_commit() -> str:
+    root = Path(__file__).resolve().parent.parent
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True,
+                                timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "duckanon"], cwd=root, capture_output=True,
+                               text=True, timeout=10).stdout.strip()
+        return f"{commit}{' (duckanon/ modified)' if dirty else ''}" if commit else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+# ------------------------------------------------------------------- output
+def markdown_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    cells = [[str(h) for h in headers]] + [[_cell(v) for v in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    line = lambda r: "| " + " | ".join(c.ljust(w) for c, w in zip(r, widths)) + " |"  # noqa: E731
+    return "\n".join([line(cells[0]), "| " + " | ".join("-" * w for w in widths) + " |", *map(line, cells[1:])])
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        if value != value:  # NaN
+            return "–"
+        return f"{value:.3f}" if value < 10 else f"{value:.2f}" if value < 100 else f"{value:.0f}"
+    return str(value)
+
+
+def facts_markdown(facts: dict[str, Any]) -> str:
+    return "\n".join(f"- {key}: {value}" for key, value in facts.items())
+
+
+def write_text(path: str | os.PathLike, text: str) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+# ----------------------------------------------------------- child processes
+def run_child(script: str | os.PathLike, args: Sequence[str]) -> dict:
+    """Run ``python script --child-output FILE *args`` (so memory of one size does not leak into the next) and
+    return the JSON it wrote.  The child's stderr (its progress) passes through."""
+    with tempfile.TemporaryDirectory(prefix="duckanon-bench-") as tmp:
+        out = Path(tmp) / "result.json"
+        env = dict(os.environ)
+        root = str(Path(__file__).resolve().parent.parent)
+        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        completed = subprocess.run([sys.executable, str(script), "--child-output", str(out), *args], env=env)
+        if completed.returncode != 0:
+            raise SystemExit(f"benchmark child {' '.join(args)} failed with exit code {completed.returncode}")
+        return json.loads(out.read_text())
