@@ -72,7 +72,8 @@ def write_release(con: duckdb.DuckDBPyConnection, path: str | os.PathLike, conte
             sb.run(con, exp.Use(this=sb.ident(home)))
         sb.run(con, exp.Detach(this=sb.ident(_ALIAS)))
         attached = False
-        reader = duckdb.connect(partial, read_only=True)
+        # No replacement scans: a missing table must fail verification, not be read from a Python variable's name.
+        reader = duckdb.connect(partial, read_only=True, config={"python_enable_replacements": False})
         try:
             verify(reader)
         finally:
