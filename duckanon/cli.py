@@ -188,7 +188,7 @@ def run(argv: Sequence[str] | None = None, out=sys.stdout) -> int:
         quasi[column] = _hierarchy(anon, column, file or None, args.hierarchies)
     policy = Policy(quasi_identifiers=quasi, models=_models(args), identifiers=args.identifier,
                     sensitive=args.sensitive, insensitive=args.insensitive, others=args.others,
-                    suppression=args.suppression, suppression_limit=args.suppression_limit or 0.0,
+                    suppression=args.suppression, suppression_limit=args.suppression_limit,
                     max_suppressed=args.max_suppressed)
     print(f"policy: {policy.describe()}", file=out)
     if args.levels:

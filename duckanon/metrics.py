@@ -112,7 +112,7 @@ class Loss(RecordCostMetric):
 class NormalizedCertaintyPenalty(RecordCostMetric):
     """NCP (Xu et al. 2006; seed 003 formulas 1–3): Σ over records and attributes of the generalized interval's width
     over the domain's (numeric) or the generalized value's leaves over all leaves (categorical; 0 when not
-    generalized).  A suppressed record costs 1 on every attribute."""
+    generalized: the generalized value covers only the original).  A suppressed record costs 1 on every attribute."""
 
     name = "ncp"
     cost_kind = "ncp"
@@ -164,9 +164,9 @@ def record_cost(hierarchy: Hierarchy, level: int, label: str | None, leaves: Map
     """(LM, NCP) of one generalized value."""
     if level == 0 or label is None:
         return 0.0, 0.0
-    if level == hierarchy.height:
-        return 1.0, 1.0
     if isinstance(hierarchy, IntervalHierarchy):
+        if level == hierarchy.height:  # '*', the whole domain
+            return 1.0, 1.0
         low, high = hierarchy.cuts[0][0], hierarchy.cuts[0][-1]
         lo, hi = hierarchy.interval(level, label)
         width = (hi - lo) / (high - low)
@@ -174,7 +174,8 @@ def record_cost(hierarchy: Hierarchy, level: int, label: str | None, leaves: Map
     total = len(hierarchy.rows)
     covered = leaves.get(label, 1)
     lm = (covered - 1) / (total - 1) if total > 1 else 0.0
-    return lm, covered / total
+    # Xu et al.: a value generalized to one that covers only itself is not generalized and costs 0.
+    return lm, covered / total if covered > 1 else 0.0
 
 
 def cost_table(codes: pd.DataFrame, counts: pd.Series, hierarchy: Hierarchy, index: int, kinds: Sequence[str],

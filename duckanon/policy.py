@@ -32,7 +32,8 @@ class Policy:
     sensitive: Sequence[str] = ()
     insensitive: Sequence[str] = ()
     suppression: str = "replace"
-    suppression_limit: float = 0.0
+    # Share of records that may be suppressed; unset it is 0, or no cap beyond max_suppressed when that is given.
+    suppression_limit: float | None = None
     others: str = "error"
     max_suppressed: int | None = None
     _roles: dict[str, str] = field(init=False, repr=False)
@@ -53,6 +54,8 @@ class Policy:
             raise PolicyError(f"suppression must be one of {SUPPRESSION_MODES}, got {self.suppression!r}")
         if self.others not in OTHERS:
             raise PolicyError(f"others must be one of {OTHERS}, got {self.others!r}")
+        if self.suppression_limit is None:
+            self.suppression_limit = 1.0 if self.max_suppressed is not None else 0.0
         limit = self.suppression_limit
         if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not 0 <= limit <= 1:
             raise PolicyError(f"suppression_limit must be a share of records in [0, 1], got {limit!r}")
