@@ -1,15 +1,17 @@
 """Searching the generalization lattice for the transformation that satisfies a policy and loses the least.
 
-:class:`NodeEvaluator` is the only piece that knows models and metrics: it evaluates one node with one SQL query over
-the encoded frequency table (class sizes, violations, suppressed records, metric totals) and reports whether the node
-satisfies the policy within the suppression limit, its metric value and a lower bound for its generalizations.  The
-strategies see nothing else, so every strategy works with every model and metric:
+:class:`NodeEvaluator` is the only piece that knows models and metrics: it evaluates a batch of nodes with one SQL
+query over the encoded frequency table (class sizes, violations, suppressed records, metric totals) and reports
+whether each node satisfies the policy within the suppression limit, its metric value and a lower bound for its
+generalizations.  On a big table it keeps snapshots (the table grouped at an evaluated or nearby node) and computes
+each node from the smallest snapshot below it.  The strategies see nothing else, so every strategy works with every
+model and metric:
 
 - :class:`ExhaustiveSearch` evaluates every node;
-- :class:`OptimalSearch` returns the same optimum as exhaustive search, evaluating far fewer nodes: when the policy
-  is monotone (a node's generalizations satisfy it whenever the node does) it first tags nodes by binary searches on
-  paths up the lattice, then evaluates candidates bottom-up and prunes the up-set of every node whose lower bound
-  reaches the best value found;
+- :class:`OptimalSearch` returns the same optimum as exhaustive search, evaluating far fewer nodes: every node is
+  settled by evaluating it, by a failing node above it (monotone policies: a node's generalizations satisfy it
+  whenever the node does), or by a node below it whose lower bound reaches the best value found; it interleaves
+  binary searches along paths up the lattice with the evaluation of the nodes known to satisfy;
 - :class:`SamaratiSearch` is seed 002's binary search on lattice height: the best node of the lowest height at which
   any node satisfies (exact for monotone policies).
 
@@ -44,13 +46,23 @@ from .models import PrivacyModel
 
 _serial = itertools.count()
 # Nodes evaluated per query: one query's fixed cost (~3 ms) is shared, while each node still costs a pass over the
-# frequency table.
+# rows of the table it is computed from.
 BATCH = 64
+# At most this many source rows (summed over a query's nodes) per query: a query's hash tables grow with it, and on a
+# big table a handful of nodes already amortizes the fixed cost.
+ROWS_PER_QUERY = 2_500_000
 # A node whose classes are SNAPSHOT_REDUCTION times fewer than the rows it was computed from, on a table of at least
-# SNAPSHOT_SOURCE_ROWS rows, becomes a snapshot; below that size the per-query cost dominates and a copy gains nothing.
-SNAPSHOT_REDUCTION = 8
+# SNAPSHOT_SOURCE_ROWS rows, may become a snapshot: a copy of the table grouped at that node, from which its
+# generalizations are computed over fewer rows.  It becomes one when the nodes still pending above it would save at
+# least SNAPSHOT_PAYOFF times the rows its grouping reads.  At most SNAPSHOT_LIMIT snapshots of SNAPSHOT_BYTES_LIMIT
+# bytes in all (estimated from their column types) are kept; to make room, those with the fewest pending nodes above
+# them are dropped.
+SNAPSHOT_REDUCTION = 4
 SNAPSHOT_SOURCE_ROWS = 100_000
-SNAPSHOT_LIMIT = 8
+SNAPSHOT_PAYOFF = 4
+SNAPSHOT_LIMIT = 32
+SNAPSHOT_BYTES_LIMIT = 384 * 2**20
+SNAPSHOTS_PER_BATCH = 2
 
 
 @dataclass(frozen=True)
@@ -66,18 +78,22 @@ class NodeResult:
 @dataclass(frozen=True)
 class _Snapshot:
     """The costed table grouped at ``node`` (every coarser level's codes kept, costs summed): it evaluates every
-    generalization of ``node`` over fewer rows."""
+    generalization of ``node`` over fewer rows.  ``fragment`` is the SQL that projects its rows for the nodes of the
+    nodes view whose ``__source`` is ``id``."""
 
+    id: int
     node: Node
     table: exp.Table
     rows: int
-    query: str
+    fragment: str
+    above: np.ndarray  # mask of the lattice nodes it can evaluate (the node's up-set)
 
 
 class NodeEvaluator:
     """Evaluates lattice nodes against a policy's models and scores them with metrics, over an encoded source.
 
-    ``objective`` (the first metric) is what searches minimize; the others are computed alongside.
+    ``objective`` (the first metric) is what searches minimize; the others are computed alongside.  A search may set
+    :attr:`pending` (a mask of the nodes it may still evaluate) so that snapshots are made where they will be used.
     """
 
     def __init__(self, con: duckdb.DuckDBPyConnection, encoding: Encoding, hierarchies: Sequence[Hierarchy],
@@ -92,53 +108,82 @@ class NodeEvaluator:
         self.monotone = monotone
         self.objective = metrics[0].name
         self.lattice = Lattice(encoding.attributes, [h.levels for h in hierarchies])
+        self.masks = LatticeMasks(self.lattice)
         self.results: dict[int, NodeResult] = {}
+        self.evaluated = np.zeros(self.lattice.size, dtype=bool)
+        self.pending: np.ndarray | None = None
         self.progress = progress
+        self.queries = 0
         self.weights = {m.name: m.weights(encoding.attributes) for m in metrics if m.cost_kind}
         self.cost_kinds = sorted({m.cost_kind for m in metrics if m.cost_kind})
         self.nodes_view = f"__duckanon_nodes_{next(_serial)}"
-        base = self._costed_table()
+        self.records_name = f"__duckanon_records_{next(_serial)}"
+        self.carried = [f"__{prefix}_{m.name}" for m in self.metrics if m.cost_kind is not None
+                        for prefix in ("all", "suppressed")]
+        base = self._base_table()
+        self._tail = self._totals_query()
         rows = sb.fetch_rows(con, exp.select(exp.func("COUNT", exp.Star())).from_(base))[0][0]
+        self.base_rows = rows
         bottom = self.lattice.bottom
-        self.snapshots = [_Snapshot(bottom, base, rows, self._batch_query(base, bottom))]
+        self.snapshots = [self._new_snapshot(bottom, base, rows)]
 
     @property
     def checks(self) -> int:
         return len(self.results)
 
-    def _costed_table(self) -> exp.Table:
-        """The frequency table with every needed record cost, times the row's record count, at every level.
+    def _base_table(self) -> exp.Table:
+        """The frequency table as the evaluator reads it: level codes in the narrowest integer type that holds them
+        and, for record-cost metrics, every needed record cost at every level, times the row's record count.
 
         Built once; costs are pre-multiplied by the count so a class's cost is a plain SUM."""
-        if not self.cost_kinds:
-            return self.encoding.table
-        records = sb.fetch_rows(self.con, exp.select(exp.func("SUM", sb.col(COUNT))).from_(self.encoding.table))[0][0]
-        costed = exp.select(exp.Column(this=exp.Star(), table=sb.ident("f"))).from_(
-            exp.alias_(self.encoding.table, "f", quoted=True))
+        f = "f"
+        codes = [code_column(i, j) for i, h in enumerate(self.hierarchies) for j in range(h.levels)]
+        widest = sb.fetch_rows(self.con, exp.select(*[exp.func("MAX", sb.col(c)) for c in codes])
+                               .from_(self.encoding.table))[0]
+        columns = [exp.cast(sb.col(c, f), _code_type(m)).as_(c, quoted=True) for c, m in zip(codes, widest)]
+        # Distinct generalized values per attribute and level (codes are dense ranks), for estimating row counts.
+        largest = iter(int(m or 1) for m in widest)
+        self.distinct = [np.array([next(largest) for _ in range(h.levels)], dtype=np.float64)
+                         for h in self.hierarchies]
+        columns += [sb.col(c, f) for c in [*self.encoding.sensitive, COUNT]]
+        query = exp.select(*columns).from_(exp.alias_(self.encoding.table, f, quoted=True))
         registered = []
-        for i, hierarchy in enumerate(self.hierarchies):
-            codes = self.encoding.level_frame(i)
-            counts = dict(sb.fetch_rows(self.con, exp.select(sb.col(code_column(i, 0)), exp.func("SUM", sb.col(COUNT)))
-                                        .from_(self.encoding.table).group_by(sb.col(code_column(i, 0)))))
-            costs = cost_table(codes, pd.Series(counts), hierarchy, i, self.cost_kinds, records)
-            name = f"__duckanon_costs_{next(_serial)}"
-            self.con.register(name, costs)
-            registered.append(name)
-            costed = costed.join(
-                exp.alias_(sb.table(name), f"c{i}", quoted=True),
-                on=sb.col(code_column(i, 0), "f").eq(sb.col("code", f"c{i}")), join_type="LEFT",
-            ).select(*[(sb.col(COUNT, "f") * sb.col(c, f"c{i}")).as_(c, quoted=True)
-                       for c in costs.columns if c != "code"])
+        if self.cost_kinds:
+            records = sb.fetch_rows(self.con, exp.select(exp.func("SUM", sb.col(COUNT)))
+                                    .from_(self.encoding.table))[0][0]
+            for i, hierarchy in enumerate(self.hierarchies):
+                level_codes = self.encoding.level_frame(i)
+                counts = dict(sb.fetch_rows(self.con, exp.select(sb.col(code_column(i, 0)), exp.func("SUM", sb.col(COUNT)))
+                                            .from_(self.encoding.table).group_by(sb.col(code_column(i, 0)))))
+                costs = cost_table(level_codes, pd.Series(counts), hierarchy, i, self.cost_kinds, records)
+                name = f"__duckanon_costs_{next(_serial)}"
+                self.con.register(name, costs)
+                registered.append(name)
+                query = query.join(
+                    exp.alias_(sb.table(name), f"c{i}", quoted=True),
+                    on=sb.col(code_column(i, 0), f).eq(sb.col("code", f"c{i}")), join_type="LEFT",
+                ).select(*[(sb.col(COUNT, f) * sb.col(c, f"c{i}")).as_(c, quoted=True)
+                           for c in costs.columns if c != "code" and not c.endswith("_suppressed")])
+            # A suppressed record's cost does not depend on the levels: one column per metric, summed up front.
+            for metric in self.metrics:
+                if metric.cost_kind is not None:
+                    total = sb.lit(0)
+                    for i, attribute in enumerate(self.encoding.attributes):
+                        total = total + sb.lit(self.weights[metric.name][attribute]) * (
+                            sb.col(COUNT, f) * sb.col(cost_column(metric.cost_kind, i, None), f"c{i}"))
+                    query = query.select(exp.cast(total, exp.DataType.build("DOUBLE")).as_(
+                        _suppressed_cost(metric), quoted=True))
         table = sb.table(f"__duckanon_costed_{next(_serial)}")
-        sb.run(self.con, sb.create_table_as(table, costed, temporary=True))
-        for name in registered:
-            self.con.unregister(name)
+        try:
+            sb.run(self.con, sb.create_table_as(table, query, temporary=True))
+        finally:
+            for name in registered:
+                self.con.unregister(name)
         return table
 
-    def _batch_query(self, table: exp.Table, floor: Node) -> str:
-        """One statement evaluating every node listed in the registered nodes view (columns ``__node``, ``__l<i>``),
-        all at or above ``floor``: each row of ``table`` meets each node, CASEs on the node's levels pick the level's
-        code and cost columns, and the node id leads the class key.  Built once per table."""
+    def _fragment(self, source_id: int, table: exp.Table, floor: Node) -> str:
+        """The rows of ``table`` met with each node of the nodes view whose ``__source`` is ``source_id`` (all at or
+        above ``floor``): CASEs on the node's levels pick the level's code and cost columns."""
         def at_level(i: int, column) -> exp.Expression:
             case = exp.Case(this=sb.col(f"__l{i}", "n"))
             case.set("ifs", [exp.If(this=sb.lit(j), true=sb.col(column(j), "t"))
@@ -149,23 +194,26 @@ class NodeEvaluator:
         projection += [at_level(i, lambda j, i=i: code_column(i, j)).as_(f"__node_k{i}", quoted=True)
                        for i in range(len(self.hierarchies))]
         projection += [sb.col(COUNT, "t")] + [sb.col(s, "t") for s in self.encoding.sensitive]
-        carried = []
         for metric in self.metrics:
             if metric.cost_kind is None:
                 continue
             weights, kind = self.weights[metric.name], metric.cost_kind
-            for prefix, column_at in (("all", lambda i, kind=kind: at_level(i, lambda j: cost_column(kind, i, j))),
-                                      ("suppressed", lambda i, kind=kind: sb.col(cost_column(kind, i, None), "t"))):
-                total = sb.lit(0)
-                for i, attribute in enumerate(self.encoding.attributes):
-                    total = total + sb.lit(weights[attribute]) * column_at(i)
-                projection.append(total.as_(f"__{prefix}_{metric.name}", quoted=True))
-                carried.append(f"__{prefix}_{metric.name}")
-        relation = (exp.select(*projection).from_(exp.alias_(table, "t", quoted=True))
-                    .join(exp.alias_(sb.table(self.nodes_view), "n", quoted=True), join_type="CROSS"))
+            total = sb.lit(0)
+            for i, attribute in enumerate(self.encoding.attributes):
+                total = total + sb.lit(weights[attribute]) * at_level(i, lambda j, i=i: cost_column(kind, i, j))
+            projection.append(exp.cast(total, exp.DataType.build("DOUBLE")).as_(f"__all_{metric.name}", quoted=True))
+            projection.append(sb.col(_suppressed_cost(metric), "t").as_(f"__suppressed_{metric.name}", quoted=True))
+        query = (exp.select(*projection).from_(exp.alias_(table, "t", quoted=True))
+                 .join(exp.alias_(sb.table(self.nodes_view), "n", quoted=True), join_type="CROSS")
+                 .where(sb.col("__source", "n").eq(sb.lit(source_id))))
+        return sb.to_sql(query)
+
+    def _totals_query(self) -> str:
+        """Per node of the records relation (the union of the sources' fragments, named ``records_name``): the
+        models' verdicts per class (node id leading the class key), then the node's totals.  Built once."""
         keys = ["__node"] + [f"__node_k{i}" for i in range(len(self.hierarchies))]
-        classes = Classes.of(relation, keys, weight=COUNT, carry=carried)
-        verdicts = class_verdicts(classes, self.models, {name: sb.col(name) for name in carried}).subquery("v")
+        classes = Classes.of(sb.table(self.records_name), keys, weight=COUNT, carry=self.carried)
+        verdicts = class_verdicts(classes, self.models, {name: sb.col(name) for name in self.carried}).subquery("v")
         size, violated = sb.as_double(sb.col(SIZE)), sb.col(VIOLATED)
 
         def where(condition: exp.Expression, value: exp.Expression) -> exp.Expression:
@@ -181,32 +229,53 @@ class NodeEvaluator:
                 columns += [exp.func("SUM", every), where(violated.not_(), every), where(violated, dropped)]
         return sb.to_sql(exp.select(*columns).from_(verdicts).group_by(node))
 
+    def _new_snapshot(self, node: Node, table: exp.Table, rows: int) -> _Snapshot:
+        source_id = next(_serial)
+        return _Snapshot(source_id, node, table, rows, self._fragment(source_id, table, node),
+                         self.masks.up(self.lattice.index(node)))
+
     def evaluate(self, index: int) -> NodeResult:
         return self.evaluate_many([index])[0]
 
     def evaluate_many(self, indices: Sequence[int]) -> list[NodeResult]:
-        """Evaluate nodes (cached), a batch per query, each from the smallest snapshot that covers it."""
-        pending: dict[int, list[int]] = {}
-        for index in dict.fromkeys(int(i) for i in indices):
-            if index not in self.results:
-                node = self.lattice.nodes[index]
-                usable = [k for k, s in enumerate(self.snapshots) if all(node >= np.asarray(s.node))]
-                pending.setdefault(min(usable, key=lambda k: self.snapshots[k].rows), []).append(index)
-        for k, batch in pending.items():
-            snapshot = self.snapshots[k]
-            for first in range(0, len(batch), BATCH):
-                self._run(snapshot, batch[first:first + BATCH])
+        """Evaluate nodes (cached), each from the smallest snapshot that covers it; as few queries as the row budget
+        allows, each reading every source its nodes need."""
+        wanted = [i for i in dict.fromkeys(int(i) for i in indices) if i not in self.results]
+        if wanted:
+            index = np.asarray(wanted, dtype=np.int64)
+            source = self._sources(index)
+            rows = np.array([s.rows for s in self.snapshots], dtype=np.float64)
+            order = np.argsort(source, kind="stable")  # nodes of one source together: fewer branches per query
+            batch: list[tuple[int, int]] = []
+            budget = 0.0
+            for position in order:
+                k = int(source[position])
+                if batch and (len(batch) >= BATCH or budget + rows[k] > ROWS_PER_QUERY):
+                    self._run(batch)
+                    batch, budget = [], 0.0
+                batch.append((wanted[position], k))
+                budget += rows[k]
+            self._run(batch)
+            self._snapshot_some(index, source, [self.results[i].classes for i in wanted])
+            if self.progress is not None:
+                self.progress(f"{len(self.results)} nodes checked")
         return [self.results[int(i)] for i in indices]
 
-    def _run(self, snapshot: _Snapshot, batch: list[int]) -> None:
-        levels = self.lattice.nodes[batch]
-        frame = pd.DataFrame({"__node": np.asarray(batch, dtype=np.int64),
+    def _run(self, batch: list[tuple[int, int]]) -> None:
+        nodes = [index for index, _ in batch]
+        levels = self.lattice.nodes[nodes]
+        used = sorted({k for _, k in batch})
+        frame = pd.DataFrame({"__node": np.asarray(nodes, dtype=np.int64),
+                              "__source": np.asarray([self.snapshots[k].id for _, k in batch], dtype=np.int64),
                               **{f"__l{i}": levels[:, i] for i in range(levels.shape[1])}})
+        sql = (f'WITH "{self.records_name}" AS ('
+               + " UNION ALL ".join(self.snapshots[k].fragment for k in used) + ") " + self._tail)
         self.con.register(self.nodes_view, frame)
         try:
-            rows = self.con.execute(snapshot.query).fetchall()
+            rows = self.con.execute(sql).fetchall()
         finally:
             self.con.unregister(self.nodes_view)
+        self.queries += 1
         for row in rows:
             index, row = int(row[0]), row[1:]
             costs, position = {}, 6
@@ -222,34 +291,157 @@ class NodeEvaluator:
                 satisfied=totals.suppressed <= self.allowed_suppressed,
                 values={m.name: m.value(totals) for m in self.metrics},
                 bounds={m.name: m.lower_bound(totals) for m in self.metrics}, classes=totals.classes)
-            if (snapshot.rows >= SNAPSHOT_SOURCE_ROWS and totals.classes * SNAPSHOT_REDUCTION <= snapshot.rows
-                    and len(self.snapshots) <= SNAPSHOT_LIMIT):
-                self._snapshot(self.results[index].node, snapshot)
-        if self.progress is not None:
-            self.progress(f"{len(self.results)} nodes checked")
+            self.evaluated[index] = True
+
+    def _sources(self, index: np.ndarray) -> np.ndarray:
+        """Per node, the position of the smallest snapshot that covers it."""
+        rows = np.array([s.rows for s in self.snapshots], dtype=np.float64)
+        covers = np.stack([s.above[index] for s in self.snapshots])  # snapshots × nodes
+        return np.where(covers, rows[:, None], np.inf).argmin(axis=0)
+
+    def _snapshot_some(self, index: np.ndarray, source: np.ndarray, estimates: Sequence[float]) -> None:
+        """Make the snapshots that save the most rows for the nodes still pending.
+
+        A candidate is a just evaluated node whose classes (``estimates``) are far fewer than the rows of the snapshot
+        it was computed from, or the node
+        reached by lowering its levels one at a time while its estimated rows stay low (the estimate scales by the
+        change in the product of distinct values): a lower snapshot covers more pending nodes.  Its worth is the
+        rows it saves the pending nodes above it, against the snapshot each would use now; it is made when that is
+        at least SNAPSHOT_PAYOFF times the rows its grouping reads."""
+        pending = self.pending if self.pending is not None else ~self.evaluated
+        pending = pending & ~self.evaluated
+        current = None
+        existing = {s.node for s in self.snapshots}
+        candidates: dict[Node, tuple[float, _Snapshot]] = {}
+        for i, k, classes in zip(index.tolist(), source.tolist(), estimates):
+            parent = self.snapshots[k]
+            rows = parent.rows
+            if rows < SNAPSHOT_SOURCE_ROWS or classes * SNAPSHOT_REDUCTION > rows:
+                continue
+            if current is None:  # the rows each node would now be computed from
+                current = np.full(self.lattice.size, np.inf)
+                for s in self.snapshots:
+                    np.minimum(current, np.where(s.above, s.rows, np.inf), out=current)
+            node = list(self.lattice.node(i))
+            estimate = float(classes)
+            while True:
+                at = self.lattice.index(tuple(node))
+                # Worth it only where no snapshot as good covers the node already.
+                if current[at] >= estimate * SNAPSHOT_REDUCTION and tuple(node) not in existing:
+                    mask = self.masks.up(at) & pending
+                    saving = float(np.sum(np.maximum(current[mask] - estimate, 0.0)))
+                    if saving >= SNAPSHOT_PAYOFF * rows and saving > candidates.get(tuple(node), (0.0, None))[0]:
+                        candidates[tuple(node)] = (saving, parent)
+                lower = [(estimate * self.distinct[a][node[a] - 1] / self.distinct[a][node[a]], a)
+                         for a in range(len(node)) if node[a] > parent.node[a]]
+                if not lower:
+                    break
+                estimate, a = min(lower)
+                if estimate * SNAPSHOT_REDUCTION > rows:
+                    break
+                node[a] -= 1
+        made: list[np.ndarray] = []
+        for node, (_, parent) in sorted(candidates.items(), key=lambda c: (-c[1][0], c[0])):
+            if len(made) >= SNAPSHOTS_PER_BATCH:
+                break
+            above = self.masks.up(self.lattice.index(node))
+            if any((above & m & pending).sum() * 2 > (above & pending).sum() for m in made):
+                continue  # mostly covered by a snapshot just made
+            if not self._room(pending, {id(p) for _, p in candidates.values()}, node):
+                break
+            self._snapshot(node, parent)
+            made.append(above)
+
+    def _room(self, pending: np.ndarray, keep: set[int], node: Node) -> bool:
+        """Whether a snapshot at ``node`` fits the limits, after dropping (never those whose ``id`` is in ``keep``)
+        those with no pending node above them, then those with fewer pending nodes above them than ``node`` has."""
+        wanted = int((self.masks.up(self.lattice.index(node)) & pending).sum())
+
+        def full() -> bool:
+            size = sum(s.rows * self._row_bytes(s.node) for s in self.snapshots[1:])
+            return (len(self.snapshots) > SNAPSHOT_LIMIT
+                    or size + self._row_bytes(node) * self.base_rows / 4 > SNAPSHOT_BYTES_LIMIT)
+
+        droppable = sorted(((int((s.above & pending).sum()), -s.rows, k) for k, s in enumerate(self.snapshots)
+                            if k > 0 and id(s) not in keep), reverse=True)
+        while full() and droppable and droppable[-1][0] < max(wanted, 1):
+            *_, k = droppable.pop()
+            sb.run(self.con, sb.drop("TABLE", self.snapshots[k].table))
+            self.snapshots[k] = None
+            self.snapshots = [s for s in self.snapshots if s is not None]
+            droppable = sorted(((int((s.above & pending).sum()), -s.rows, j) for j, s in enumerate(self.snapshots)
+                                if j > 0 and id(s) not in keep), reverse=True)
+        return not full()
+
+    def _row_bytes(self, node: Node) -> float:
+        """Estimated bytes per row of a snapshot at ``node``: its code, count and cost columns."""
+        codes = sum(h.levels - level for h, level in zip(self.hierarchies, node))
+        costs = codes * len(self.cost_kinds) + sum(1 for m in self.metrics if m.cost_kind is not None)
+        return 2.0 * codes + 8.0 * (costs + 1) + 16.0 * len(self.encoding.sensitive)
 
     def _snapshot(self, node: Node, source: _Snapshot) -> None:
         """Group ``source`` at ``node``, keeping every coarser level's codes and costs, as a new snapshot."""
         codes = [code_column(i, j) for i, level in enumerate(node) for j in range(level, self.hierarchies[i].levels)]
         keys = [*codes, *self.encoding.sensitive]
         costs = [cost_column(kind, i, j) for kind in self.cost_kinds
-                 for i, level in enumerate(node) for j in [*range(level, self.hierarchies[i].levels), None]]
-        query = (exp.select(*[sb.col(k) for k in keys], *[exp.func("SUM", sb.col(c)).as_(c, quoted=True)
-                                                          for c in [COUNT, *costs]])
+                 for i, level in enumerate(node) for j in range(level, self.hierarchies[i].levels)]
+        costs += [_suppressed_cost(m) for m in self.metrics if m.cost_kind is not None]
+        count = exp.cast(exp.func("SUM", sb.col(COUNT)), exp.DataType.build("BIGINT")).as_(COUNT, quoted=True)
+        query = (exp.select(*[sb.col(k) for k in keys], count,
+                            *[exp.func("SUM", sb.col(c)).as_(c, quoted=True) for c in costs])
                  .from_(source.table).group_by(*[sb.col(k) for k in keys]))
         table = sb.table(f"__duckanon_snapshot_{next(_serial)}")
         sb.run(self.con, sb.create_table_as(table, query, temporary=True))
         rows = sb.fetch_rows(self.con, exp.select(exp.func("COUNT", exp.Star())).from_(table))[0][0]
-        self.snapshots.append(_Snapshot(node, table, rows, self._batch_query(table, node)))
+        self.snapshots.append(self._new_snapshot(node, table, rows))
 
     def value(self, index: int) -> float:
         return self.evaluate(index).values[self.objective]
 
     def close(self) -> None:
-        for snapshot in self.snapshots[1:]:
+        for snapshot in self.snapshots:
             sb.run(self.con, sb.drop("TABLE", snapshot.table))
-        if self.snapshots[0].table is not self.encoding.table:
-            sb.run(self.con, sb.drop("TABLE", self.snapshots[0].table))
+
+
+def _suppressed_cost(metric: Metric) -> str:
+    """The column of a row's records' cost under ``metric`` when suppressed (weighted, summed over attributes)."""
+    return f"__suppressed_cost_{metric.name}"
+
+
+def _code_type(largest: int | None) -> exp.DataType:
+    """The narrowest unsigned integer type for codes up to ``largest``: narrower keys group faster."""
+    largest = largest or 0
+    for name, limit in (("UTINYINT", 2**8), ("USMALLINT", 2**16), ("UINTEGER", 2**32)):
+        if largest < limit:
+            return exp.DataType.build(name, dialect=sb.DIALECT)
+    return exp.DataType.build("UBIGINT", dialect=sb.DIALECT)
+
+
+class LatticeMasks:
+    """Up-sets and down-sets of lattice nodes as AND of per-attribute masks (one comparison per level, precomputed):
+    far cheaper than comparing the whole node matrix, which searches do for every evaluated node."""
+
+    def __init__(self, lattice: Lattice):
+        self.lattice = lattice
+        nodes = lattice.nodes
+        self._ge = [[nodes[:, i] >= level for level in range(int(n))] for i, n in enumerate(lattice.levels)]
+        self._le = [[nodes[:, i] <= level for level in range(int(n))] for i, n in enumerate(lattice.levels)]
+
+    def _combine(self, table, index: int) -> np.ndarray:
+        node = self.lattice.nodes[index]
+        mask = table[0][node[0]].copy()
+        for i in range(1, len(node)):
+            mask &= table[i][node[i]]
+        return mask
+
+    def up(self, index: int) -> np.ndarray:
+        """Mask of the node and all its generalizations."""
+        return self._combine(self._ge, index)
+
+    def down(self, index: int) -> np.ndarray:
+        """Mask of the node and all its specializations."""
+        return self._combine(self._le, index)
+
 
 
 @dataclass
@@ -318,32 +510,148 @@ class ExhaustiveSearch(SearchStrategy):
 
 
 class OptimalSearch(SearchStrategy):
+    """Exact: the satisfying node of least (value, index), as exhaustive search finds it.
+
+    Every node is settled by one of: it was evaluated; it lies below an evaluated node that fails a monotone policy
+    (so it fails too); or it lies above an evaluated node whose lower bound already reaches the best (value, index)
+    found, so it cannot beat it.  Each round evaluates one batch: the middle nodes of binary searches along paths of
+    nodes whose verdict is unknown (monotone policies), plus the unsettled nodes known to satisfy, lowest estimated
+    bound first (an unevaluated node's estimate is the largest bound of the evaluated nodes below it).  When the policy
+    is not monotone the rounds evaluate unsettled nodes by that estimate alone.
+    """
+
     name = "optimal"
 
+    def __init__(self, paths: int | None = None, candidates: int = BATCH):
+        self.paths, self.candidates = paths, candidates
+
     def best_node(self, evaluator):
-        lattice = evaluator.lattice
-        candidates = np.ones(lattice.size, dtype=bool)
-        if evaluator.monotone:
-            satisfied = tag_by_paths(evaluator)
-            candidates = satisfied
-        pruned = np.zeros(lattice.size, dtype=bool)
-        best: int | None = None
-        objective = evaluator.objective
-        for height in range(lattice.height + 1):
-            # Nodes of one height cannot prune each other, so a height's candidates are evaluated as one batch.
-            level = [int(i) for i in lattice.at_height(height) if candidates[i] and not pruned[i]]
-            for index, result in zip(level, evaluator.evaluate_many(level)):
-                bound = result.bounds[objective]
-                if best is not None and bound >= evaluator.value(best):
-                    pruned |= lattice.up_set(index)
+        try:
+            return _Bounded(evaluator, self.paths, self.candidates).run()
+        finally:
+            evaluator.pending = None
+
+
+# Best satisfying nodes whose direct specializations each round of optimal search adds.
+DESCENTS = 4
+
+
+class _Bounded:
+    """The state of one optimal search (see :class:`OptimalSearch`)."""
+
+    def __init__(self, evaluator: NodeEvaluator, paths: int | None, candidates: int):
+        self.evaluator = evaluator
+        self.lattice = lattice = evaluator.lattice
+        self.masks = evaluator.masks
+        self.objective = evaluator.objective
+        self.monotone = evaluator.monotone
+        # Without suppression a satisfying node's bound is its value, so its up-set is settled at once and the paths
+        # best run through every node of unknown verdict: a failing node above the settled region still settles the
+        # nodes below it.  With suppression, paths through settled nodes cost more checks than they save (measured on
+        # Adult: 5% suppression, DM 3,875 checks with paths kept to unsettled nodes against 4,437 through all).
+        self.through_settled = evaluator.allowed_suppressed == 0
+        self.path_count = paths if paths is not None else (16 if self.through_settled else BATCH)
+        self.candidate_count = candidates
+        size = lattice.size
+        self.tags = np.zeros(size, dtype=np.int8)  # 1 satisfies, -1 fails, 0 unknown
+        self.value = np.full(size, np.inf)
+        self.bound = np.full(size, -np.inf)
+        self.estimate = np.full(size, -np.inf)  # largest bound of the evaluated nodes at or below each node
+        self.satisfying = np.zeros(size, dtype=bool)  # evaluated and satisfying
+        self.best: int | None = None
+        self.paths: list[list] = []  # [path, low, high]
+
+    def evaluate(self, indices: list[int]) -> None:
+        fresh = [i for i in dict.fromkeys(indices) if not self.evaluator.evaluated[i]]
+        for index, result in zip(fresh, self.evaluator.evaluate_many(fresh)):
+            self._record(index, result)
+
+    def _record(self, index: int, result: NodeResult) -> None:
+        value, bound = result.values[self.objective], result.bounds[self.objective]
+        self.value[index], self.bound[index] = value, bound
+        up = self.masks.up(index)
+        if self.monotone:
+            mask = up if result.satisfied else self.masks.down(index)
+            self.tags[mask & (self.tags == 0)] = 1 if result.satisfied else -1
+        self.tags[index] = 1 if result.satisfied else -1
+        self.satisfying[index] = result.satisfied
+        self.estimate[up] = np.maximum(self.estimate[up], bound)
+        if result.satisfied and (self.best is None or (value, index) < (self.value[self.best], self.best)):
+            self.best = index
+
+    def settled(self) -> np.ndarray:
+        evaluated = self.evaluator.evaluated
+        done = evaluated | (self.tags < 0)
+        if self.best is not None:
+            best_value = self.value[self.best]
+            # Above a node whose bound exceeds the best value nothing can beat it; at equal bound, the nodes above a
+            # node numbered after the best are numbered after it too, so they lose the tie.
+            done |= self.estimate > best_value
+            for index in np.flatnonzero(evaluated & (self.bound == best_value)):
+                if index >= self.best:
+                    done |= self.masks.up(int(index))
+        return done
+
+    def run(self) -> int | None:
+        lattice = self.lattice
+        if self.monotone:
+            top = lattice.index(lattice.top)
+            self.evaluate([top])
+            if self.tags[top] < 0:
+                return None
+        while True:
+            open_ = ~self.settled()
+            if not open_.any():
+                return self.best
+            self.evaluator.pending = open_
+            batch = self._path_middles(open_) if self.monotone else []
+            # Greedy descent: the open direct specializations of the best satisfying nodes found, which may satisfy
+            # at a lower cost; a good best early lets the bounds settle more (Adult, 5%: DM 3,875 -> 3,002 checks).
+            found = np.flatnonzero(self.satisfying)
+            for index in found[np.lexsort((found, self.value[found]))][:DESCENTS].tolist():
+                batch += [p for p in lattice.predecessors(index) if open_[p]]
+            candidates = np.flatnonzero(open_ & (self.tags > 0) if self.monotone else open_)
+            if not self.monotone and len(candidates):
+                # Nothing but lower nodes' bounds prunes here: two heights at a time, so that they can.
+                heights = lattice.heights[candidates]
+                candidates = candidates[heights < heights.min() + 2]
+            if len(candidates):
+                order = np.lexsort((candidates, lattice.heights[candidates], self.estimate[candidates]))
+                batch += [int(i) for i in candidates[order[:self.candidate_count]]]
+            self.evaluate(batch)
+
+    def _path_middles(self, open_: np.ndarray) -> list[int]:
+        """Advance the binary searches (one step each) along paths of nodes with unknown verdicts, starting new
+        paths at the lowest open unknown nodes; the nodes to evaluate next."""
+        unknown = self.tags == 0
+        walkable = unknown if self.through_settled else unknown & open_
+        alive = []
+        for path, low, high in self.paths:
+            # Tags and bounds from other nodes may settle this path's ends: narrow to the stretch still unknown.
+            while low <= high and not walkable[path[low]]:
+                low += 1
+            while low <= high and not walkable[path[high]]:
+                high -= 1
+            if low <= high:
+                alive.append([path, low, high])
+        self.paths = alive
+        claimed = np.zeros(self.lattice.size, dtype=bool)
+        for path, low, high in self.paths:
+            claimed[path[low:high + 1]] = True
+        if len(self.paths) < self.path_count:
+            starts = np.flatnonzero(open_ & unknown & ~claimed)
+            starts = starts[np.argsort(self.lattice.heights[starts], kind="stable")]
+            for start in starts.tolist():
+                if len(self.paths) >= self.path_count:
+                    break
+                if claimed[start]:
                     continue
-                if result.satisfied:
-                    if _better(evaluator, index, best):
-                        best = index
-                    if bound >= result.values[objective]:
-                        # No generalization can score below this node's own value.
-                        pruned |= lattice.up_set(index)
-        return best
+                path = [start]
+                while upward := [s for s in self.lattice.successors(path[-1]) if walkable[s] and not claimed[s]]:
+                    path.append(upward[0])
+                claimed[path] = True
+                self.paths.append([path, 0, len(path) - 1])
+        return [path[(low + high) // 2] for path, low, high in self.paths]
 
 
 def tag_by_paths(evaluator: NodeEvaluator, paths_per_round: int = BATCH) -> np.ndarray:
@@ -356,7 +664,7 @@ def tag_by_paths(evaluator: NodeEvaluator, paths_per_round: int = BATCH) -> np.n
     tags = np.zeros(lattice.size, dtype=np.int8)  # 1 satisfies, -1 fails, 0 unknown
 
     def record(index: int, ok: bool) -> None:
-        mask = lattice.up_set(index) if ok else lattice.down_set(index)
+        mask = evaluator.masks.up(index) if ok else evaluator.masks.down(index)
         tags[mask & (tags == 0)] = 1 if ok else -1
 
     top = lattice.index(lattice.top)
