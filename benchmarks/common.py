@@ -217,15 +217,20 @@ def write_text(path: str | os.PathLike, text: str) -> Path:
 
 
 # ----------------------------------------------------------- child processes
-def run_child(script: str | os.PathLike, args: Sequence[str]) -> dict:
+def run_child(script: str | os.PathLike, args: Sequence[str], timeout: float | None = None) -> dict:
     """Run ``python script --child-output FILE *args`` (so memory of one size does not leak into the next) and
-    return the JSON it wrote.  The child's stderr (its progress) passes through."""
+    return the JSON it wrote.  The child's stderr (its progress) passes through.  A child still running after
+    ``timeout`` seconds is killed and :class:`TimeoutError` raised."""
     with tempfile.TemporaryDirectory(prefix="duckanon-bench-") as tmp:
         out = Path(tmp) / "result.json"
         env = dict(os.environ)
         root = str(Path(__file__).resolve().parent.parent)
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        completed = subprocess.run([sys.executable, str(script), "--child-output", str(out), *args], env=env)
+        try:
+            completed = subprocess.run([sys.executable, str(script), "--child-output", str(out), *args], env=env,
+                                       timeout=timeout)
+        except subprocess.TimeoutExpired as expired:  # subprocess.run has killed the child
+            raise TimeoutError(f"benchmark child {' '.join(args)} ran over {timeout:g} s") from expired
         if completed.returncode != 0:
             raise SystemExit(f"benchmark child {' '.join(args)} failed with exit code {completed.returncode}")
         return json.loads(out.read_text())
