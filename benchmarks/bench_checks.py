@@ -103,7 +103,7 @@ def measure_setup(con, anon, hierarchies, sensitive, l, quasi, repeat, slow_repe
                     for key, model in models.items():
                         common.measure(lambda m=model: check(con, encoded.encoding.classes(levels), [m],
                                                              key_names=quasi,
-                                                             suppression_limit=policy.suppression_limit),
+                                                             allowed_suppressed=0),
                                        repeat, row["checks"][key])
                     _, report = common.measure(lambda: encoded.check(levels), repeat, row["checks"]["all"])
                     row["report"] = report
