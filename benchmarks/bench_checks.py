@@ -259,17 +259,9 @@ def main(argv: list[str] | None = None) -> int:
         note_text += (f"\n- Other processes were using the CPU (load average {load:.2f} at the start, "
                       f"{results[-1]['load_average_end']} at the end, on {os.cpu_count()} cores): wall times are "
                       "inflated and noisy; where `e2e CPU s` is well above `end-to-end s` the run had both cores.")
-    print(table)
-    print()
-    print(note_text)
     command = (f"python benchmarks/bench_checks.py --rows {' '.join(map(str, args.rows))} --repeat {args.repeat} "
                f"--slow-repeat {slow_repeat} --db {' '.join(args.db)}")
-    document = (f"# Check benchmark\n\n`{command}`\n\n"
-                f"{table}\n\n{note_text}\n\n## Machine\n\n{common.facts_markdown(facts)}\n")
-    common.write_text(args.output, document)
-    common.progress(f"wrote {args.output}")
-    if args.json:
-        common.write_text(args.json, json.dumps(results, indent=1))
+    common.report("Check benchmark", command, table, note_text, facts, args.output, args.json, results)
     return 0
 
 

@@ -244,16 +244,8 @@ def main(argv: list[str] | None = None) -> int:
                      f"figures); optimum {best['levels']} = {best['value']:.6g}, {best['suppressed']} suppressed; "
                      f"CPU {statistics.median(x['cpu'] for x in r['runs']):.2f} s.")
     note_text = "\n".join(notes)
-    print(table)
-    print()
-    print(note_text)
     command = "python benchmarks/bench_search.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    document = (f"# Search benchmark\n\n`{command.strip()}`\n\n{table}\n\n{note_text}\n\n"
-                f"## Machine\n\n{common.facts_markdown(facts)}\n")
-    common.write_text(args.output, document)
-    common.progress(f"wrote {args.output}")
-    if args.json:
-        common.write_text(args.json, json.dumps(results, indent=1))
+    common.report("Search benchmark", command, table, note_text, facts, args.output, args.json, results)
     return 0
 
 

@@ -234,3 +234,15 @@ def run_child(script: str | os.PathLike, args: Sequence[str], timeout: float | N
         if completed.returncode != 0:
             raise SystemExit(f"benchmark child {' '.join(args)} failed with exit code {completed.returncode}")
         return json.loads(out.read_text())
+
+
+def report(title: str, command: str, table: str, note_text: str, facts, output, json_path, results) -> None:
+    """Print the results table and notes, and write them with the machine facts (and the raw results as JSON)."""
+    print(table)
+    print()
+    print(note_text)
+    write_text(output, f"# {title}\n\n`{command.strip()}`\n\n{table}\n\n{note_text}\n\n"
+                       f"## Machine\n\n{facts_markdown(facts)}\n")
+    progress(f"wrote {output}")
+    if json_path:
+        write_text(json_path, json.dumps(results, indent=1))
