@@ -326,9 +326,11 @@ class Anonymizer:
         evaluator = None
         try:
             allowed = bound.allowed_suppressed
-            monotone = allowed == 0 or all(m.monotone_under_suppression for m in bound.policy.models)
+            suppressed_monotone = all(m.monotone_under_suppression for m in bound.policy.models)
+            monotone = allowed == 0 or suppressed_monotone
             evaluator = NodeEvaluator(self.con, encoding, [b.hierarchy for b in bound.hierarchies.values()],
-                                      bound.policy.models, resolved, allowed, monotone, self.progress)
+                                      bound.policy.models, resolved, allowed, monotone, self.progress,
+                                      suppressed_monotone)
             yield evaluator
         finally:
             if evaluator is not None:

@@ -98,7 +98,7 @@ class NodeEvaluator:
 
     def __init__(self, con: duckdb.DuckDBPyConnection, encoding: Encoding, hierarchies: Sequence[Hierarchy],
                  models: Sequence[PrivacyModel], metrics: Sequence[Metric], allowed_suppressed: int,
-                 monotone: bool, progress: Callable[[str], None] | None = None):
+                 monotone: bool, progress: Callable[[str], None] | None = None, suppressed_monotone: bool = True):
         names = [m.name for m in metrics]
         if len(set(names)) != len(names):
             raise ValueError(f"metrics need distinct names, got {names}")
@@ -106,6 +106,8 @@ class NodeEvaluator:
         self.hierarchies = list(hierarchies)
         self.allowed_suppressed = allowed_suppressed
         self.monotone = monotone
+        # Whether generalizing never increases the suppressed records (then the top node suppresses least).
+        self.suppressed_monotone = suppressed_monotone
         self.objective = metrics[0].name
         self.lattice = Lattice(encoding.attributes, [h.levels for h in hierarchies])
         self.masks = LatticeMasks(self.lattice)
@@ -480,8 +482,10 @@ class SearchStrategy(ABC):
     def search(self, evaluator: NodeEvaluator) -> SearchResult:
         started = time.perf_counter()
         best = self.best_node(evaluator)
-        results = evaluator.results.values()
-        closest = min(results, key=lambda r: (r.suppressed, sum(r.node)))
+        if best is None and not evaluator.suppressed_monotone:
+            # The top need not suppress least: name the true closest node, which only evaluating them all can tell.
+            evaluator.evaluate_many(range(evaluator.lattice.size))
+        closest = min(evaluator.results.values(), key=lambda r: (r.suppressed, sum(r.node)))
         return SearchResult(self.name, evaluator.objective, evaluator.evaluate(best) if best is not None else None,
                             closest, evaluator.checks, evaluator.lattice.size, time.perf_counter() - started,
                             list(evaluator.encoding.attributes))
