@@ -19,13 +19,17 @@ from .models import (
     RecursiveCLDiversity,
     TCloseness,
 )
+from .metrics import (AverageClassSize, Discernibility, Loss, Metric, NonUniformEntropy,
+                      NormalizedCertaintyPenalty)
 from .policy import Policy
+from .search import SearchResult
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "AlphaKAnonymity", "AlphaLDiversityKAnonymity", "AnonymizationError", "Anonymizer", "CheckReport",
-    "DistinctLDiversity", "EncodedSource", "EntropyLDiversity", "Hierarchy", "HierarchyError", "IntervalHierarchy",
-    "KAnonymity", "Policy", "PolicyError", "PolicyNotSatisfied", "PrivacyModel", "PSensitiveKAnonymity",
-    "RecursiveCLDiversity", "Release", "RiskReport", "TCloseness", "connect",
+    "AlphaKAnonymity", "AlphaLDiversityKAnonymity", "AnonymizationError", "Anonymizer", "AverageClassSize",
+    "CheckReport", "Discernibility", "DistinctLDiversity", "EncodedSource", "EntropyLDiversity", "Hierarchy",
+    "HierarchyError", "IntervalHierarchy", "KAnonymity", "Loss", "Metric", "NonUniformEntropy",
+    "NormalizedCertaintyPenalty", "Policy", "PolicyError", "PolicyNotSatisfied", "PrivacyModel",
+    "PSensitiveKAnonymity", "RecursiveCLDiversity", "Release", "RiskReport", "SearchResult", "TCloseness", "connect",
 ]
