@@ -16,7 +16,7 @@ import pandas as pd
 from sqlglot import exp
 
 from . import sqlbuild as sb
-from .classes import SIZE, VIOLATED, WEIGHT, Classes
+from .classes import SIZE, VIOLATED, WEIGHT, Classes, key_name
 from .models import PrivacyModel
 
 
@@ -72,6 +72,26 @@ def class_verdicts(classes: Classes, models: Sequence[PrivacyModel],
                        *[f.as_(verdict_column(i), quoted=True) for i, f in enumerate(merged_flags)],
                        sb.or_all(merged_flags).as_(VIOLATED, quoted=True))
             .from_(union.subquery("branches")).group_by(*classes.keys_of()))
+
+
+def suppressed_class_violates(con: duckdb.DuckDBPyConnection, classes: Classes,
+                              models: Sequence[PrivacyModel]) -> bool:
+    """Whether the records of the violating classes, replaced by one class of their own (every quasi-identifier
+    ``*``, as replacement suppression publishes them), violate the models.  Every record stays in the table, so
+    models that compare with the whole table (t-closeness) see the same table as before."""
+    verdicts = class_verdicts(classes, models).subquery("v")
+    flag = sb.col(VIOLATED, "v")
+    starred_keys = [f"__starred{i}" for i in range(len(classes.keys))]
+    starred = (exp.select(exp.Column(this=exp.Star(), table=sb.ident("r")), *[
+        exp.Case().when(flag, exp.Null()).else_(sb.col(key, "r")).as_(name, quoted=True)
+        for key, name in zip(classes.keys, starred_keys)], flag.as_("__starred", quoted=True))
+        .from_(classes.source("r"))
+        .join(verdicts, on=sb.and_all(exp.NullSafeEQ(this=sb.col(key, "r"), expression=sb.col(k, "v"))
+                                      for key, k in zip(classes.keys, classes.key_columns))))
+    after = Classes.of(starred, [*starred_keys, "__starred"], classes.weight, classes.carry)
+    star = class_verdicts(after, models).subquery("s")
+    rows = sb.fetch_rows(con, exp.select(sb.col(VIOLATED)).from_(star).where(sb.col(key_name(len(starred_keys)))))
+    return bool(rows and rows[0][0])
 
 
 @dataclass

@@ -52,7 +52,13 @@ class Classes:
             columns.append(sb.col(sensitive).as_(VALUE, quoted=True))
         columns.append(weight.as_(WEIGHT, quoted=True))
         columns.extend(sb.col(c) for c in self.carry)
-        return exp.select(*columns).from_(_as_source(self.relation, "src"))
+        return exp.select(*columns).from_(self.source("src"))
+
+    def source(self, alias: str) -> exp.Expression:
+        """The relation under ``alias``, to select from."""
+        if isinstance(self.relation, exp.Query):
+            return self.relation.subquery(alias)
+        return exp.alias_(self.relation, alias, quoted=True)
 
     def sizes(self) -> exp.Select:
         """``__k… , __size``: one row per class."""
@@ -66,9 +72,3 @@ class Classes:
         return (exp.select(*self.keys_of(), sb.col(VALUE), exp.func("SUM", sb.col(WEIGHT)).as_(WEIGHT, quoted=True))
                 .from_(self.normalized(sensitive).subquery("records"))
                 .group_by(*self.keys_of(), sb.col(VALUE)))
-
-
-def _as_source(relation: exp.Expression, alias: str) -> exp.Expression:
-    if isinstance(relation, exp.Query):
-        return relation.subquery(alias)
-    return relation

@@ -26,6 +26,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 from .errors import PolicyError
@@ -65,6 +66,14 @@ class Metric(ABC):
     @abstractmethod
     def lower_bound(self, totals: NodeTotals) -> float: ...
 
+    def prior_bounds(self, nodes: np.ndarray, level_costs: Sequence[np.ndarray], records: int) -> np.ndarray | None:
+        """Lower bounds of every node (rows of ``nodes``, a level per attribute) known before evaluating any, or None.
+
+        ``level_costs[i][j]`` is Σ over records of attribute i's cost at level j (this metric's cost kind, times the
+        attribute's weight).
+        """
+        return None
+
     def __repr__(self) -> str:
         return self.name
 
@@ -83,6 +92,11 @@ class RecordCostMetric(Metric):
 
     def _scale(self, total: float, totals: NodeTotals) -> float:
         return total / totals.records if self.average else total
+
+    def prior_bounds(self, nodes, level_costs, records):
+        # lower_bound without a query: a record's cost on an attribute depends on that attribute's level alone.
+        total = sum(costs[nodes[:, i]] for i, costs in enumerate(level_costs))
+        return total / records if self.average else total
 
 
 class Loss(RecordCostMetric):
