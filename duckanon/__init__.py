@@ -21,15 +21,17 @@ from .models import (
 )
 from .metrics import (AverageClassSize, Discernibility, Loss, Metric, NonUniformEntropy,
                       NormalizedCertaintyPenalty)
+from .mondrian import MondrianResult
 from .policy import Policy
+from .recoding import Assignment, PartitionMap
 from .search import SearchResult
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "AlphaKAnonymity", "AlphaLDiversityKAnonymity", "AnonymizationError", "Anonymizer", "AverageClassSize",
+    "AlphaKAnonymity", "AlphaLDiversityKAnonymity", "AnonymizationError", "Anonymizer", "Assignment", "AverageClassSize",
     "CheckReport", "Discernibility", "DistinctLDiversity", "EncodedSource", "EntropyLDiversity", "Hierarchy",
-    "HierarchyError", "IntervalHierarchy", "KAnonymity", "Loss", "Metric", "NonUniformEntropy",
-    "NormalizedCertaintyPenalty", "Policy", "PolicyError", "PolicyNotSatisfied", "PrivacyModel",
+    "HierarchyError", "IntervalHierarchy", "KAnonymity", "Loss", "Metric", "MondrianResult", "NonUniformEntropy",
+    "NormalizedCertaintyPenalty", "PartitionMap", "Policy", "PolicyError", "PolicyNotSatisfied", "PrivacyModel",
     "PSensitiveKAnonymity", "RecursiveCLDiversity", "Release", "RiskReport", "SearchResult", "TCloseness", "connect",
 ]

@@ -34,6 +34,8 @@ from .generalization import BoundHierarchy, FullDomainGeneralization, Transforma
 from .hierarchy import SCHEMA, Hierarchy
 from .metrics import METRICS, WEIGHTED, Loss, Metric, metric_names
 from .models import DataFacts
+from .mondrian import Mondrian, MondrianResult, dimensions, output_styles
+from .recoding import PartitionMap
 from .search import STRATEGIES, NodeEvaluator, SearchResult, solution_space
 from .weights import attribute_weights
 from .policy import SUPPRESSED, Policy
@@ -186,7 +188,7 @@ class Anonymizer:
     # --------------------------------------------------------------- policies
     def save_policy(self, name: str, policy: Policy) -> None:
         """Store a policy as rows of anon.policies, anon.policy_columns and anon.policy_models."""
-        bound = {c: self._hierarchy_for(c, h) for c, h in policy.quasi_identifiers.items()}
+        bound = {c: self._hierarchy_for(c, h) for c, h in policy.quasi_identifiers.items() if h is not None}
         columns, models, settings = policy.to_rows({c: b.table.name for c, b in bound.items()})
         self.con.execute("BEGIN TRANSACTION")
         try:
@@ -211,7 +213,7 @@ class Anonymizer:
         columns = [row[1:] for row in self._rows("policy_columns", name)]
         models = [(int(row[1]), *row[2:]) for row in self._rows("policy_models", name)]
         hierarchies = {c: Hierarchy.from_table(self.con, table, name=c) for c, role, table in columns
-                       if role == "quasi-identifier"}
+                       if role == "quasi-identifier" and table is not None}
         return Policy.from_rows(columns, models, {"suppression": suppression, "suppression_limit": limit,
                                                   "max_suppressed": None if maximum is None else int(maximum),
                                                   "others": others}, hierarchies)
@@ -259,14 +261,19 @@ class Anonymizer:
             return False
 
     @contextlib.contextmanager
-    def _bind(self, source, policy: Policy | str):
+    def _bind(self, source, policy: Policy | str, *, partitioning: bool = False):
         """The policy bound to the source, which is read once: a temporary table of its distinct combinations of
         quasi-identifier and sensitive values with their counts gives the data facts, the coverage check and the
-        encoding."""
+        encoding.  Quasi-identifiers without a hierarchy are accepted only for ``partitioning`` (Mondrian, clustering);
+        the bound hierarchies then cover only the others."""
         policy = self.policy(policy) if isinstance(policy, str) else policy
         self._progress("reading the source and checking the policy's parameters")
         relation = self._relation(source)
         columns = policy.bind(sb.column_names(self.con, relation))
+        without = [c for c, h in policy.quasi_identifiers.items() if h is None]
+        if without and not partitioning:
+            raise PolicyError(f"quasi-identifiers {without} have no hierarchy: generalizing to levels needs one for "
+                              f"each (only partitioning, such as Anonymizer.mondrian, accepts none)")
         counted = count_combinations(self.con, relation, policy.quasi_identifier_names, policy.sensitive)
         try:
             total = exp.func("COALESCE", exp.func("SUM", sb.col(COUNT)), sb.lit(0))
@@ -280,7 +287,7 @@ class Anonymizer:
             facts = DataFacts(records=records, value_counts=value_counts)
             for model in policy.models:
                 model.check_data(facts)
-            hierarchies = {c: self._hierarchy_for(c, h) for c, h in policy.quasi_identifiers.items()}
+            hierarchies = {c: self._hierarchy_for(c, h) for c, h in policy.quasi_identifiers.items() if h is not None}
             require_coverage(self.con, counted, hierarchies)
             yield _Bound(relation, policy, columns, hierarchies, facts, counted)
         finally:
@@ -330,7 +337,7 @@ class Anonymizer:
             monotone = allowed == 0 or suppressed_monotone
             evaluator = NodeEvaluator(self.con, encoding, [b.hierarchy for b in bound.hierarchies.values()],
                                       bound.policy.models, resolved, allowed, monotone, self.progress,
-                                      suppressed_monotone)
+                                      suppressed_monotone, suppressed_class=bound.policy.suppression == "replace")
             yield evaluator
         finally:
             if evaluator is not None:
@@ -374,14 +381,53 @@ class Anonymizer:
             raise PolicyNotSatisfied(result.summary())
         return result, self.publish(source, policy, result.levels, path, table=table)
 
+    def mondrian(self, source, policy: Policy | str, path: str | os.PathLike | None = None, *, relaxed: bool = False,
+                 orders: Mapping[str, Sequence[object]] | None = None, categorical: Sequence[str] = (),
+                 styles: Mapping[str, str] | None = None, numeric_style: str = "range", metrics: bool = True,
+                 table: str = "release") -> MondrianResult:
+        """Partition ``source`` with Mondrian (strict, or ``relaxed``) in DuckDB, measure the result, and publish it
+        to ``path`` when given (suppression, verification and release file as :meth:`publish`).
+
+        Quasi-identifiers may be given without a hierarchy (None): numeric columns are cut on their value;
+        categorical ones along ``orders[attribute]`` (a list of their values, None for NULL) or their hierarchy.
+        ``categorical`` names numeric columns to cut along their hierarchy or order instead.  ``styles`` sets an
+        output style per attribute (``range``/``mean`` for numbers, ``lca``/``set`` for categories); by default
+        numbers show ``numeric_style``, categories cut along a hierarchy their lowest common ancestor and the others
+        their set of values.  ``metrics=False`` skips measuring LM, DM, NCP and the average class size.  See
+        :mod:`duckanon.mondrian` and :mod:`duckanon.recoding`."""
+        with self._bind(source, policy, partitioning=True) as bound:
+            dims = dimensions(self.con, bound.counted, bound.quasi_identifiers, bound.hierarchies, orders, categorical)
+            chosen = output_styles(dims, styles, numeric_style)
+            self._progress(f"{'relaxed' if relaxed else 'strict'} Mondrian over {bound.facts.records} records")
+            partitioning = Mondrian(self.con, bound.counted, dims, bound.policy.sensitive, bound.policy.models,
+                                    relaxed=relaxed, progress=self.progress).run()
+            try:
+                transformation = PartitionMap(partitioning.assignment, chosen, orders=orders, description={
+                    "algorithm": f"{'relaxed' if relaxed else 'strict'} Mondrian", "partitions": partitioning.partitions})
+                measured = None
+                if metrics:
+                    self._progress("measuring LM, DM, NCP and the average class size")
+                    measured = transformation.metrics(self.con, bound.source, bound.columns, bound.hierarchies,
+                                                      bound.policy.models)
+                release = self._publish(bound, transformation, path, table) if path is not None else None
+            finally:
+                partitioning.close()
+        return MondrianResult(partitioning, chosen, measured, release)
+
     def publish(self, source, policy: Policy | str, transformation: Transformation | Mapping[str, int],
                 path: str | os.PathLike, *, table: str = "release") -> Release:
         """Recode ``source`` by ``transformation`` (a Transformation, or a level per quasi-identifier), suppress what
         violates the policy, and write the release file."""
         if not isinstance(transformation, Transformation):
             transformation = FullDomainGeneralization(transformation)
+        with self._bind(source, policy, partitioning=isinstance(transformation, PartitionMap)) as bound:
+            return self._publish(bound, transformation, path, table)
+
+    def _publish(self, bound: _Bound, transformation: Transformation, path: str | os.PathLike, table: str) -> Release:
+        if isinstance(transformation, PartitionMap):
+            transformation.require_styles(bound.quasi_identifiers)
         temporaries = _Temporaries(self.con)
-        with self._bind(source, policy) as bound, temporaries:
+        with temporaries:
             self._progress("recoding the quasi-identifiers")
             generalized = temporaries.create(transformation.compile(bound.source, bound.columns, bound.hierarchies))
             self._progress("checking the policy and suppressing")
@@ -453,6 +499,28 @@ class Anonymizer:
                 f"{report.summary()}; keeping the suppressed records' own class safe needs {suppressed} suppressed "
                 f"records, above the limit", report)
         return report, final, int(suppressed)
+
+    def cluster(self, source, policy: Policy | str, method, *, numeric: Sequence[str] | None = None):
+        """Group the records of ``source`` with a clustering ``method`` so that every group satisfies ``policy``:
+        ``duckanon.SemiSupervisedClustering`` (seed 001), ``duckanon.TopDownPartitioning`` (seed 003) or
+        ``duckanon.MDAV``.  ``numeric`` names the quasi-identifiers treated as numbers (by default those of a numeric
+        type).  Returns :class:`~duckanon.grouping.Clusters`, whose ``publish(path)`` writes the release."""
+        from .grouping import run  # the clustering modules build on this one
+        with self._bind(source, policy, partitioning=True) as bound:
+            return run(self, bound, method, numeric)
+
+    def perturb(self, source, path: str | os.PathLike, *, method, numeric: Sequence[str] = (), categorical=(),
+                categorical_method=None, keep: Sequence[str] | None = None, seed: int | None = None,
+                table: str = "release", **measures):
+        """Publish ``source`` with its private attributes replaced by perturbed values: seed 004's
+        ``duckanon.EmpiricalSynthesis`` (rank re-associated draws from each attribute's empirical distribution), or
+        the baselines ``duckanon.AdditiveNoise`` and ``duckanon.RandomizedResponse``; every release is measured
+        (``duckanon.disclosure``).  See :func:`duckanon.perturbation.perturb` for the parameters; returns a
+        :class:`~duckanon.perturbation.PerturbedRelease`."""
+        from .perturbation import perturb
+        return perturb(self.con, self._relation(source), path, method=method, numeric=numeric,
+                       categorical=categorical, categorical_method=categorical_method, keep=keep, seed=seed,
+                       table=table, progress=self.progress, **measures)
 
 
 def _suppressed_query(generalized: exp.Table, columns: Sequence[str], quasi: Sequence[str], suppressed: exp.Table,

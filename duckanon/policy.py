@@ -1,6 +1,8 @@
 """A privacy policy: which columns play which role, and the privacy models the release must satisfy.
 
-Roles: identifiers are dropped; quasi-identifiers are generalized along their hierarchy; sensitive attributes are
+Roles: identifiers are dropped; quasi-identifiers are generalized along their hierarchy (or, given None instead of a
+hierarchy, only by partitioning algorithms such as Mondrian, which cut numbers on their value and categories along an
+order and need no hierarchy; full-domain generalization rejects them); sensitive attributes are
 protected by the models that name them and released as they are; insensitive attributes are released as they are.
 Every column of the source must have a role, unless ``others`` says what to do with the rest: a column nobody
 classified is the commonest way personal data leaks.
@@ -26,7 +28,7 @@ SUPPRESSED = "*"
 
 @dataclass
 class Policy:
-    quasi_identifiers: Mapping[str, Hierarchy | str]
+    quasi_identifiers: Mapping[str, Hierarchy | str | None]
     models: Sequence[PrivacyModel]
     identifiers: Sequence[str] = ()
     sensitive: Sequence[str] = ()
@@ -114,10 +116,10 @@ class Policy:
     def from_rows(cls, columns: Iterable[tuple], models: Iterable[tuple], settings: Mapping,
                   hierarchies: Mapping[str, Hierarchy]) -> Policy:
         by_role: dict[str, list[str]] = {}
-        quasi: dict[str, Hierarchy] = {}
+        quasi: dict[str, Hierarchy | None] = {}
         for column, role, _table in columns:
             if role == "quasi-identifier":
-                quasi[column] = hierarchies[column]
+                quasi[column] = hierarchies.get(column)  # None: a quasi-identifier stored without a hierarchy
             else:
                 by_role.setdefault(role, []).append(column)
         rebuilt = [model_from_params(name, json.loads(params)) for _i, name, _s, params in sorted(models)]
