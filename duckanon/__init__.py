@@ -25,6 +25,10 @@ from .mondrian import MondrianResult
 from .policy import Policy
 from .recoding import Assignment, PartitionMap
 from .search import SearchResult
+from .clustering import SemiSupervisedClustering
+from .grouping import Clusters
+from .microaggregation import MDAV
+from .personalized import Personalization, TopDownPartitioning
 
 __version__ = "0.1.0"
 
@@ -35,3 +39,4 @@ __all__ = [
     "NormalizedCertaintyPenalty", "PartitionMap", "Policy", "PolicyError", "PolicyNotSatisfied", "PrivacyModel",
     "PSensitiveKAnonymity", "RecursiveCLDiversity", "Release", "RiskReport", "SearchResult", "TCloseness", "connect",
 ]
+__all__ += ["Clusters", "MDAV", "Personalization", "SemiSupervisedClustering", "TopDownPartitioning"]
