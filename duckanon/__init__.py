@@ -29,6 +29,8 @@ from .clustering import SemiSupervisedClustering
 from .grouping import Clusters
 from .microaggregation import MDAV
 from .personalized import Personalization, TopDownPartitioning
+from .disclosure import DisclosureReport
+from .perturbation import AdditiveNoise, EmpiricalSynthesis, PerturbedRelease, RandomizedResponse
 
 __version__ = "0.1.0"
 
@@ -39,4 +41,5 @@ __all__ = [
     "NormalizedCertaintyPenalty", "PartitionMap", "Policy", "PolicyError", "PolicyNotSatisfied", "PrivacyModel",
     "PSensitiveKAnonymity", "RecursiveCLDiversity", "Release", "RiskReport", "SearchResult", "TCloseness", "connect",
 ]
+__all__ += ["AdditiveNoise", "DisclosureReport", "EmpiricalSynthesis", "PerturbedRelease", "RandomizedResponse"]
 __all__ += ["Clusters", "MDAV", "Personalization", "SemiSupervisedClustering", "TopDownPartitioning"]
