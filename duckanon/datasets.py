@@ -20,7 +20,11 @@ from collections.abc import Iterator
 import duckdb
 import sqlglot.expressions as exp
 
+from .hierarchy import Hierarchy
+
 __all__ = [
+    "SEED003_SENSITIVITY_LEVELS",
+    "seed003_disease_hierarchy",
     "ADULT_COLUMNS",
     "ADULT_QUASI_IDENTIFIERS",
     "ADULT_RECORDS",
@@ -355,3 +359,22 @@ def resample_adult(
     finally:
         _drop(con, indexed)
     return table
+
+
+#: Seed 003, Table 4: the Disease values and their sensitivity levels Sid (4 = top secret ... 1 = non-secret).
+SEED003_SENSITIVITY_LEVELS = {"HIV": 4, "Cancer": 4, "Phthisis": 3, "Hepatitis": 3, "Heart Disease": 2, "Asthma": 2,
+                              "Flu": 1, "Indigestion": 1}
+
+
+def seed003_disease_hierarchy() -> Hierarchy:
+    """Seed 003, Figure 1: the generalization tree of Disease (levels 1 to 4).  The figure is an image the text lost;
+    the text fixes what its example needs: Flu's parent on level 2 is "Respiratory infection", over two leaves."""
+    return Hierarchy.from_mapping({
+        "Flu": ["Respiratory infection", "Infectious disease", "*"],
+        "Phthisis": ["Respiratory infection", "Infectious disease", "*"],
+        "Hepatitis": ["Digestive disease", "Infectious disease", "*"],
+        "Indigestion": ["Digestive disease", "Infectious disease", "*"],
+        "Asthma": ["Chronic disease", "Serious disease", "*"],
+        "Heart Disease": ["Chronic disease", "Serious disease", "*"],
+        "HIV": ["Fatal disease", "Serious disease", "*"],
+        "Cancer": ["Fatal disease", "Serious disease", "*"]}, name="disease")

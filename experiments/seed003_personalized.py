@@ -48,24 +48,14 @@ import duckanon  # noqa: E402
 from duckanon import (AlphaLDiversityKAnonymity, Hierarchy, KAnonymity, Personalization, Policy,  # noqa: E402
                       TopDownPartitioning)
 from duckanon import sqlbuild as sb  # noqa: E402
+from duckanon import datasets  # noqa: E402
 from duckanon.datasets import adult_hierarchy_dir, load_adult  # noqa: E402
 from duckanon.personalized import average_recognition_rate, sensitive_loss  # noqa: E402
 from experiments.common import Progress, code_version, markdown_table  # noqa: E402
 
 QUASI_IDENTIFIERS = ("age", "workclass", "education", "native-country", "marital-status", "race", "sex")  # Table 8
-#: Table 4: the Disease values and their sensitivity levels Sid (4 = top secret ... 1 = non-secret).
-LEVELS = {"HIV": 4, "Cancer": 4, "Phthisis": 3, "Hepatitis": 3, "Heart Disease": 2, "Asthma": 2, "Flu": 1,
-          "Indigestion": 1}
-#: Fig. 1's generalization hierarchy tree of Disease: levels 1 (the values) to 4 (the root).
-DISEASE_TREE = Hierarchy.from_mapping({
-    "Flu": ["Respiratory infection", "Infectious disease", "*"],
-    "Phthisis": ["Respiratory infection", "Infectious disease", "*"],
-    "Hepatitis": ["Digestive disease", "Infectious disease", "*"],
-    "Indigestion": ["Digestive disease", "Infectious disease", "*"],
-    "Asthma": ["Chronic disease", "Serious disease", "*"],
-    "Heart Disease": ["Chronic disease", "Serious disease", "*"],
-    "HIV": ["Fatal disease", "Serious disease", "*"],
-    "Cancer": ["Fatal disease", "Serious disease", "*"]}, name="disease")
+LEVELS = datasets.SEED003_SENSITIVITY_LEVELS  # Table 4
+DISEASE_TREE = datasets.seed003_disease_hierarchy()  # Fig. 1
 ALPHA, L = 0.8, 4
 KS = (4, 5, 6, 8, 10, 15, 20)
 K_FIXED = 5

@@ -17,26 +17,16 @@ from sqlglot import exp
 import duckanon
 from duckanon import (AlphaLDiversityKAnonymity, Hierarchy, HierarchyError, KAnonymity, Personalization, Policy,
                       PolicyError, TopDownPartitioning)
+from duckanon import datasets
 from duckanon import sqlbuild as sb
 from duckanon.distance import RecordSpace
 from duckanon.personalized import (average_recognition_rate, recognition_rate_query, sensitive_loss,
                                    sensitive_loss_query, top_down_partition)
 
 QI = ["Gender", "Age", "Zip code"]
-# Table 4: sensitivity levels (Sid).
-LEVELS = {"HIV": 4, "Cancer": 4, "Phthisis": 3, "Hepatitis": 3, "Heart Disease": 2, "Asthma": 2, "Flu": 1,
-          "Indigestion": 1}
-# Figure 1 (an image the text lost): a four-level tree over Table 4's eight values.  The text fixes what the example
-# needs: Flu's parent on level 2 is "Respiratory infection", over two leaves.
-GHT = Hierarchy.from_mapping({
-    "Flu": ["Respiratory infection", "Infectious disease", "*"],
-    "Phthisis": ["Respiratory infection", "Infectious disease", "*"],
-    "Hepatitis": ["Digestive disease", "Infectious disease", "*"],
-    "Indigestion": ["Digestive disease", "Infectious disease", "*"],
-    "Asthma": ["Chronic disease", "Serious disease", "*"],
-    "Heart Disease": ["Chronic disease", "Serious disease", "*"],
-    "HIV": ["Fatal disease", "Serious disease", "*"],
-    "Cancer": ["Fatal disease", "Serious disease", "*"]}, name="disease")
+# Table 4's sensitivity levels (Sid) and Figure 1's tree of Disease, as the seed 003 experiment uses them.
+LEVELS = datasets.SEED003_SENSITIVITY_LEVELS
+GHT = datasets.seed003_disease_hierarchy()
 
 
 def table_6(age_of_record_7: int = 36) -> pd.DataFrame:
