@@ -201,7 +201,8 @@ def table_rows(results: list[dict]) -> list[list]:
 def notes(results: list[dict], repeat: int, slow_repeat: int) -> str:
     lines = [
         f"- Medians: checks over {repeat} runs, encode and end-to-end over {slow_repeat} runs (after one untimed "
-        "warm-up `anon.check`). Seconds are wall time; `e2e CPU s` is process CPU time (all threads).",
+        "warm-up `anon.check`). Seconds are wall time; `e2e CPU s` is process CPU time (all threads): well above "
+        "`end-to-end s`, the run had both cores.",
         "- QIs: sex, age, race, marital-status, education, native-country, workclass, occupation (ARX hierarchies); "
         "levels are listed in that order. `combos` = rows of the encoded frequency table; `classes` = equivalence "
         "classes at those levels.",
@@ -241,27 +242,17 @@ def main(argv: list[str] | None = None) -> int:
         args.child_output.write_text(json.dumps(child(n, args.repeat, slow_repeat, db)))
         return 0
 
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
-    if load >= 0.5:
-        common.progress(f"load average {load:.2f} before starting: other processes use the CPU, so wall times will be "
-                        "inflated; compare the CPU seconds too")
+    load = common.load_at_start()
     results = []
     for db in args.db:
         for n in args.rows:
             results.append(common.run_child(__file__, ["--rows", str(n), "--repeat", str(args.repeat),
                                                        "--slow-repeat", str(slow_repeat), "--db", db]))
     table = common.markdown_table(HEADERS, table_rows(results))
-    facts = dict(results[0]["facts"])
-    facts["load_average_start"] = f"{load:.2f}"
-    facts["load_average_end"] = results[-1]["load_average_end"]
     note_text = notes(results, args.repeat, slow_repeat)
-    if load >= 0.5:
-        note_text += (f"\n- Other processes were using the CPU (load average {load:.2f} at the start, "
-                      f"{results[-1]['load_average_end']} at the end, on {os.cpu_count()} cores): wall times are "
-                      "inflated and noisy; where `e2e CPU s` is well above `end-to-end s` the run had both cores.")
     command = (f"python benchmarks/bench_checks.py --rows {' '.join(map(str, args.rows))} --repeat {args.repeat} "
                f"--slow-repeat {slow_repeat} --db {' '.join(args.db)}")
-    common.report("Check benchmark", command, table, note_text, facts, args.output, args.json, results)
+    common.report("Check benchmark", command, table, note_text, results, load, args.output, args.json)
     return 0
 
 

@@ -170,23 +170,14 @@ def main(argv: list[str] | None = None) -> int:
         args.child_output.write_text(json.dumps(child(rows, method)))
         return 0
 
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
-    if load >= 0.5:
-        common.progress(f"load average {load:.2f} before starting: wall times will be inflated; compare CPU seconds")
+    load = common.load_at_start()
     results = [common.run_child(__file__, ["--rows", str(rows), "--methods", method])
                for rows in args.rows for method in args.methods]
     table = common.markdown_table(HEADERS, table_rows(results))
-    facts = dict(results[0]["facts"])
-    facts["load_average_start"] = f"{load:.2f}"
-    facts["load_average_end"] = results[-1]["load_average_end"]
     note_text = notes(results)
-    if load >= 0.5:
-        note_text += (f"\n- Other processes were using the CPU (load average {load:.2f} at the start, "
-                      f"{results[-1]['load_average_end']} at the end, on {os.cpu_count()} cores): wall times are "
-                      "inflated.")
     command = (f"python benchmarks/bench_clustering.py --rows {' '.join(map(str, args.rows))} "
                f"--methods {' '.join(args.methods)}")
-    common.report("Clustering benchmark", command, table, note_text, facts, args.output, args.json, results)
+    common.report("Clustering benchmark", command, table, note_text, results, load, args.output, args.json)
     return 0 if all(verdict(r) != "MISSED" for r in results) else 1
 
 

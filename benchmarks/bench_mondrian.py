@@ -252,9 +252,7 @@ def main(argv: list[str] | None = None) -> int:
                                                       args.memory_limit, args.anonypy)))
         return 0
 
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
-    if load >= 0.5:
-        common.progress(f"load average {load:.2f} before starting: wall times will be inflated; compare CPU seconds")
+    load = common.load_at_start()
     results = []
     for case in args.cases:
         extra = ["--relaxed"] if args.relaxed else []
@@ -264,16 +262,11 @@ def main(argv: list[str] | None = None) -> int:
         results.append(common.run_child(__file__, ["--cases", case, "--ks", *map(str, args.ks), "--big-ks",
                                                    *map(str, args.big_ks), "--data-dir", str(args.data_dir), *extra]))
     table = common.markdown_table(HEADERS, table_rows(results))
-    facts = dict(results[0]["facts"])
-    facts["load_average_start"] = f"{load:.2f}"
     repeat_note = (f"Medians of {args.repeat} runs per k." if args.repeat else
                    "Medians of 5 runs per k on Adult, 3 below a million records, one run from a million on.")
     note_text = notes(results, repeat_note)
-    if load >= 0.5:
-        note_text += (f"\n- Other processes were using the CPU (load average {load:.2f} at the start on "
-                      f"{os.cpu_count()} cores): wall times are inflated and noisy.")
     command = "python benchmarks/bench_mondrian.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    common.report("Mondrian benchmark", command, table, note_text, facts, args.output, args.json, results)
+    common.report("Mondrian benchmark", command, table, note_text, results, load, args.output, args.json)
     return 0
 
 

@@ -176,24 +176,14 @@ def main(argv: list[str] | None = None) -> int:
         args.child_output.write_text(json.dumps(child(n, args.repeat, args.bins)))
         return 0
 
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
-    if load >= 0.5:
-        common.progress(f"load average {load:.2f} before starting: other processes use the CPU, so wall times will be "
-                        "inflated; compare the CPU seconds too")
+    load = common.load_at_start()
     results = [common.run_child(__file__, ["--rows", str(n), "--repeat", str(args.repeat if n < 10_000_000 else 1),
                                            "--bins", str(args.bins)]) for n in args.rows]
     table = common.markdown_table(HEADERS, table_rows(results))
-    facts = dict(results[0]["facts"])
-    facts["load_average_start"] = f"{load:.2f}"
-    facts["load_average_end"] = results[-1]["load_average_end"]
     note_text = notes(results)
-    if load >= 0.5:
-        note_text += (f"\n- Other processes were using the CPU (load average {load:.2f} at the start, "
-                      f"{results[-1]['load_average_end']} at the end, on {os.cpu_count()} cores): wall times are "
-                      "inflated and noisy.")
     command = (f"python benchmarks/bench_perturbation.py --rows {' '.join(map(str, args.rows))} "
                f"--repeat {args.repeat} --bins {args.bins}")
-    common.report("Perturbation benchmark", command, table, note_text, facts, args.output, args.json, results)
+    common.report("Perturbation benchmark", command, table, note_text, results, load, args.output, args.json)
     return 0
 
 

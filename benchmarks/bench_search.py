@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import shutil
 import statistics
 import subprocess
@@ -191,10 +190,7 @@ def main(argv: list[str] | None = None) -> int:
         args.child_output.write_text(json.dumps(child(data, metric, float(suppression), repeat, args.data_dir)))
         return 0
 
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
-    if load >= 0.5:
-        common.progress(f"load average {load:.2f} before starting: other processes use the CPU, so wall times will be "
-                        "inflated")
+    load = common.load_at_start()
     data_dir = args.data_dir
     cleanup = None
     if "ihis" in args.cases:
@@ -227,10 +223,6 @@ def main(argv: list[str] | None = None) -> int:
 
     table = common.markdown_table(HEADERS, table_rows(results))
     done = [r for r in results if r["runs"]]
-    facts = dict(done[0]["facts"]) if done else common.machine_facts()
-    facts["load_average_start"] = f"{load:.2f}"
-    if done:
-        facts["load_average_end"] = done[-1]["load_average_end"]
     notes = [
         f"- k-anonymity, k = {K}, all quasi-identifiers of each data set; `time s` = `anon.search` end to end on a "
         "loaded table (read, encode, search), `search s` = the search alone (what ARX's Flash figure compares with); "
@@ -245,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
                      f"CPU {statistics.median(x['cpu'] for x in r['runs']):.2f} s.")
     note_text = "\n".join(notes)
     command = "python benchmarks/bench_search.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    common.report("Search benchmark", command, table, note_text, facts, args.output, args.json, results)
+    common.report("Search benchmark", command, table, note_text, results, load, args.output, args.json)
     return 0
 
 

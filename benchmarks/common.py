@@ -236,8 +236,33 @@ def run_child(script: str | os.PathLike, args: Sequence[str], timeout: float | N
         return json.loads(out.read_text())
 
 
-def report(title: str, command: str, table: str, note_text: str, facts, output, json_path, results) -> None:
-    """Print the results table and notes, and write them with the machine facts (and the raw results as JSON)."""
+# A load average from which other processes are said to inflate wall times.
+LOADED = 0.5
+
+
+def load_at_start() -> float:
+    """The load average before a benchmark starts (said when other processes use the CPU)."""
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    if load >= LOADED:
+        progress(f"load average {load:.2f} before starting: other processes use the CPU, so wall times will be "
+                 "inflated; compare the CPU seconds too")
+    return load
+
+
+def report(title: str, command: str, table: str, note_text: str, results: Sequence[dict], load: float, output,
+           json_path) -> None:
+    """Print the results table and notes, and write them with the machine facts (those of the first case that ran,
+    with the load average at the start and after the last case) and the raw results as JSON."""
+    ran = [r for r in results if "facts" in r]
+    facts = dict(ran[0]["facts"]) if ran else machine_facts()
+    facts["load_average_start"] = f"{load:.2f}"
+    end = ""
+    if ran:
+        facts["load_average_end"] = ran[-1]["load_average_end"]
+        end = f", {facts['load_average_end']} at the end"
+    if load >= LOADED:
+        note_text += (f"\n- Other processes were using the CPU (load average {load:.2f} at the start{end}, on "
+                      f"{os.cpu_count()} cores): wall times are inflated and noisy.")
     print(table)
     print()
     print(note_text)
