@@ -76,6 +76,10 @@ SNAPSHOTS_PER_BATCH = 2
 # searches on paths) has meets near the bottom, and each failed try costs a pass over the big table (IHIS, DM 5%:
 # 283 -> 342 CPU seconds without the stop).
 MEET_FAILURES = 3
+# Each query reads a source in this many UNION ALL branches, the source's nodes dealt among them: DuckDB runs the
+# branches as parallel pipelines, where one branch over a table of one row group (Adult's) runs on one thread
+# (Adult DM 5%: 3.3-3.5 s with one branch, 2.5-2.6 s with two, on 2 cores).
+LANES = 2
 
 
 @dataclass(frozen=True)
@@ -97,14 +101,14 @@ class NodeResult:
 @dataclass(frozen=True)
 class _Snapshot:
     """The costed table grouped at ``node`` (every coarser level's codes kept, costs summed): it evaluates every
-    generalization of ``node`` over fewer rows.  ``fragment`` is the SQL that projects its rows for the nodes of the
-    nodes view whose ``__source`` is ``id``."""
+    generalization of ``node`` over fewer rows.  ``fragments[lane]`` is the SQL that projects its rows for the nodes of
+    the nodes view whose ``__source`` is ``ids[lane]`` (see :data:`LANES`)."""
 
-    id: int
+    ids: tuple[int, ...]
     node: Node
     table: exp.Table
     rows: int
-    fragment: str
+    fragments: tuple[str, ...]
     above: np.ndarray  # mask of the lattice nodes it can evaluate (the node's up-set)
 
 
@@ -267,8 +271,8 @@ class NodeEvaluator:
         return sb.to_sql(exp.select(*columns).from_(verdicts).group_by(node))
 
     def _new_snapshot(self, node: Node, table: exp.Table, rows: int) -> _Snapshot:
-        source_id = next(_serial)
-        return _Snapshot(source_id, node, table, rows, self._fragment(source_id, table, node),
+        ids = tuple(next(_serial) for _ in range(LANES))
+        return _Snapshot(ids, node, table, rows, tuple(self._fragment(i, table, node) for i in ids),
                          self.masks.up(self.lattice.index(node)))
 
     def evaluate(self, index: int) -> NodeResult:
@@ -303,12 +307,14 @@ class NodeEvaluator:
     def _run(self, batch: list[tuple[int, int]]) -> None:
         nodes = [index for index, _ in batch]
         levels = self.lattice.nodes[nodes]
-        used = sorted({k for _, k in batch})
+        lanes = [position % LANES for position in range(len(batch))]
+        used = sorted({(k, lane) for (_, k), lane in zip(batch, lanes)})
         frame = pd.DataFrame({"__node": np.asarray(nodes, dtype=np.int64),
-                              "__source": np.asarray([self.snapshots[k].id for _, k in batch], dtype=np.int64),
+                              "__source": np.asarray([self.snapshots[k].ids[lane] for (_, k), lane in zip(batch, lanes)],
+                                                     dtype=np.int64),
                               **{f"__l{i}": levels[:, i] for i in range(levels.shape[1])}})
         sql = (f'WITH "{self.records_name}" AS ('
-               + " UNION ALL ".join(self.snapshots[k].fragment for k in used) + ") " + self._tail)
+               + " UNION ALL ".join(self.snapshots[k].fragments[lane] for k, lane in used) + ") " + self._tail)
         self.con.register(self.nodes_view, frame)
         try:
             rows = self.con.execute(sql).fetchall()
@@ -619,14 +625,14 @@ class OptimalSearch(SearchStrategy):
 
     When the policy is not monotone the rounds evaluate unsettled nodes by their estimate alone.
 
-    Checks on Adult (9 quasi-identifiers, k = 5; Loss at 0% / Loss at 5%): paths 153 / 677, frontier 121 / 391.  For
-    DM the frontier has no order (every bound unknown): Adult DM 5% 3,001 checks by paths, 6,203 by frontier; IHIS DM
-    0% 792 by paths, 1,663 by frontier.
+    Checks on Adult (9 quasi-identifiers, k = 5; Loss at 0% / Loss at 5%): paths 153 / 677, frontier 121 / 372.  For
+    DM the frontier has no order (every bound unknown): Adult DM 5% 2,286 checks by paths (16) and a descent of 64
+    nodes a round, 6,203 by frontier; IHIS DM 0% 792 by paths, 1,663 by frontier.
     """
 
     name = "optimal"
 
-    def __init__(self, paths: int = BATCH, frontier: int = 16, candidates: int = BATCH):
+    def __init__(self, paths: int = 16, frontier: int = 16, candidates: int = 16):
         self.paths, self.frontier, self.candidates = paths, frontier, candidates
 
     def best_node(self, evaluator):
@@ -636,8 +642,8 @@ class OptimalSearch(SearchStrategy):
             evaluator.pending = None
 
 
-# Best satisfying nodes whose direct specializations each round of optimal search adds.
-DESCENTS = 4
+# See _Bounded.descent_count.
+DESCENT_WITH_FRONTIER = 24
 
 
 class _Bounded:
@@ -663,7 +669,11 @@ class _Bounded:
         # nodes below it.  With suppression, paths through settled nodes cost more checks than they save (measured on
         # Adult: 5% suppression, DM 3,875 checks with paths kept to unsettled nodes against 4,437 through all).
         self.through_settled = evaluator.allowed_suppressed == 0
-        self.path_count = 0 if bounded else (16 if self.through_settled else paths)
+        self.path_count = 0 if bounded else paths
+        # Direct specializations of unknown verdict of the best satisfying nodes that each round adds (at least):
+        # where no frontier finds the border the descent walks it, so it takes more (Adult, checks at 0% / 5%: DM
+        # 201 / 2,474 with 24, 193 / 2,286 with 64; Loss, with a frontier, 121 / 372 with 24, 108 / 561 with 64).
+        self.descent_count = DESCENT_WITH_FRONTIER if bounded else BATCH
         self.satisfying = np.zeros(size, dtype=bool)  # evaluated and within the suppression limit
         self.best: int | None = None
         self.paths: list[list] = []  # [path, low, high]
@@ -717,11 +727,17 @@ class _Bounded:
                 return self.best
             self.evaluator.pending = open_
             batch = self._frontier(open_) + self._path_middles(open_) if self.monotone else []
-            # Greedy descent: the open direct specializations of the best satisfying nodes found, which may satisfy
-            # at a lower cost; a good best early lets the bounds settle more (Adult, 5%: DM 3,875 -> 3,002 checks).
+            # Greedy descent: the open direct specializations of unknown verdict of the best satisfying nodes found,
+            # which may satisfy at a lower cost or fail just below the border (settling the most beneath them); a
+            # good best early lets the bounds settle more.
+            descent: dict[int, None] = {}
+            unknown = open_ & (self.tags == 0)
             found = np.flatnonzero(self.satisfying)
-            for index in found[np.lexsort((found, self.value[found]))][:DESCENTS].tolist():
-                batch += [p for p in lattice.predecessors(index) if open_[p]]
+            for index in found[np.lexsort((found, self.value[found]))].tolist():
+                descent.update((p, None) for p in lattice.predecessors(index) if unknown[p])
+                if len(descent) >= self.descent_count:
+                    break
+            batch += list(descent)
             candidates = np.flatnonzero(open_ & (self.tags > 0) if self.monotone else open_)
             if not self.monotone and len(candidates):
                 # Nothing but lower nodes' bounds prunes here: two heights at a time, so that they can.
