@@ -76,10 +76,6 @@ SNAPSHOTS_PER_BATCH = 2
 # searches on paths) has meets near the bottom, and each failed try costs a pass over the big table (IHIS, DM 5%:
 # 283 -> 342 CPU seconds without the stop).
 MEET_FAILURES = 3
-# Each query reads a source in this many UNION ALL branches, the source's nodes dealt among them: DuckDB runs the
-# branches as parallel pipelines, where one branch over a table of one row group (Adult's) runs on one thread
-# (Adult DM 5%: 3.3-3.5 s with one branch, 2.5-2.6 s with two, on 2 cores).
-LANES = 2
 
 
 @dataclass(frozen=True)
@@ -101,14 +97,14 @@ class NodeResult:
 @dataclass(frozen=True)
 class _Snapshot:
     """The costed table grouped at ``node`` (every coarser level's codes kept, costs summed): it evaluates every
-    generalization of ``node`` over fewer rows.  ``fragments[lane]`` is the SQL that projects its rows for the nodes of
-    the nodes view whose ``__source`` is ``ids[lane]`` (see :data:`LANES`)."""
+    generalization of ``node`` over fewer rows.  ``fragment`` is the SQL that projects its rows for the nodes of the
+    nodes view whose ``__source`` is ``id``."""
 
-    ids: tuple[int, ...]
+    id: int
     node: Node
     table: exp.Table
     rows: int
-    fragments: tuple[str, ...]
+    fragment: str
     above: np.ndarray  # mask of the lattice nodes it can evaluate (the node's up-set)
 
 
@@ -271,8 +267,8 @@ class NodeEvaluator:
         return sb.to_sql(exp.select(*columns).from_(verdicts).group_by(node))
 
     def _new_snapshot(self, node: Node, table: exp.Table, rows: int) -> _Snapshot:
-        ids = tuple(next(_serial) for _ in range(LANES))
-        return _Snapshot(ids, node, table, rows, tuple(self._fragment(i, table, node) for i in ids),
+        source_id = next(_serial)
+        return _Snapshot(source_id, node, table, rows, self._fragment(source_id, table, node),
                          self.masks.up(self.lattice.index(node)))
 
     def evaluate(self, index: int) -> NodeResult:
@@ -307,14 +303,12 @@ class NodeEvaluator:
     def _run(self, batch: list[tuple[int, int]]) -> None:
         nodes = [index for index, _ in batch]
         levels = self.lattice.nodes[nodes]
-        lanes = [position % LANES for position in range(len(batch))]
-        used = sorted({(k, lane) for (_, k), lane in zip(batch, lanes)})
+        used = sorted({k for _, k in batch})
         frame = pd.DataFrame({"__node": np.asarray(nodes, dtype=np.int64),
-                              "__source": np.asarray([self.snapshots[k].ids[lane] for (_, k), lane in zip(batch, lanes)],
-                                                     dtype=np.int64),
+                              "__source": np.asarray([self.snapshots[k].id for _, k in batch], dtype=np.int64),
                               **{f"__l{i}": levels[:, i] for i in range(levels.shape[1])}})
         sql = (f'WITH "{self.records_name}" AS ('
-               + " UNION ALL ".join(self.snapshots[k].fragments[lane] for k, lane in used) + ") " + self._tail)
+               + " UNION ALL ".join(self.snapshots[k].fragment for k in used) + ") " + self._tail)
         self.con.register(self.nodes_view, frame)
         try:
             rows = self.con.execute(sql).fetchall()
