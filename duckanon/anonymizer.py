@@ -31,7 +31,7 @@ from .classes import SIZE, VIOLATED, Classes
 from .encoding import COUNT, Encoding, count_combinations
 from .errors import AnonymizationError, PolicyError, PolicyNotSatisfied
 from .generalization import BoundHierarchy, FullDomainGeneralization, Transformation, require_coverage
-from .hierarchy import SCHEMA, Hierarchy
+from .hierarchy import SCHEMA, Hierarchy, level_column
 from .metrics import METRICS, WEIGHTED, Loss, Metric, metric_names
 from .models import DataFacts
 from .mondrian import Mondrian, MondrianResult, dimensions, output_styles
@@ -170,20 +170,62 @@ class Anonymizer:
         return [self.add_hierarchy(f.stem, Hierarchy.from_arx_csv(f, name=f.stem)) for f in chosen]
 
     def _hierarchy_for(self, column: str, given: Hierarchy | str) -> BoundHierarchy:
-        if isinstance(given, str):
-            hierarchy = self.hierarchy(given)
-            return BoundHierarchy(column, hierarchy, sb.table(hierarchy_table_name(given), SCHEMA))
-        if not isinstance(given, Hierarchy):
-            raise PolicyError(f"the hierarchy of {column!r} must be a Hierarchy or a stored hierarchy's name, "
-                              f"got {type(given).__name__}")
-        # An inline hierarchy gets the column's name unless a different hierarchy already holds it; an equal stored
-        # one is reused rather than rewritten.
-        name = column
-        if self.has_hierarchy(name) and self.hierarchy(name) != given:
-            name = f"{column}_{hashlib.sha1(json.dumps(given.rows).encode()).hexdigest()[:10]}"
-        if not (self.has_hierarchy(name) and self.hierarchy(name) == given):
-            self.add_hierarchy(name, given)
-        return BoundHierarchy(column, given, sb.table(hierarchy_table_name(name), SCHEMA))
+        return self._hierarchies_for({column: given})[column]
+
+    def _hierarchies_for(self, given: Mapping[str, Hierarchy | str]) -> dict[str, BoundHierarchy]:
+        """Each column's hierarchy (a Hierarchy, or a stored hierarchy's name) bound to its table.
+
+        An inline hierarchy gets the column's name unless a different hierarchy already holds it; an equal stored
+        one is reused rather than rewritten.  The stored tables it may reuse are read once, in one query."""
+        for column, hierarchy in given.items():
+            if not isinstance(hierarchy, (Hierarchy, str)):
+                raise PolicyError(f"the hierarchy of {column!r} must be a Hierarchy or a stored hierarchy's name, "
+                                  f"got {type(hierarchy).__name__}")
+        names = {c: [c, f"{c}_{hashlib.sha1(json.dumps(h.rows).encode()).hexdigest()[:10]}"]
+                 for c, h in given.items() if isinstance(h, Hierarchy)}
+        stored = self._stored_hierarchy_rows([n for candidates in names.values() for n in candidates])
+        bound = {}
+        for column, hierarchy in given.items():
+            if isinstance(hierarchy, str):
+                bound[column] = BoundHierarchy(column, self.hierarchy(hierarchy),
+                                               sb.table(hierarchy_table_name(hierarchy), SCHEMA))
+                continue
+            rows = set(hierarchy.rows)
+            same = lambda name: stored.get(name) == rows  # noqa: E731 - rows are unique by their leaf
+            name, hashed = names[column]
+            if name in stored and not same(name):
+                name = hashed
+            if not same(name):
+                self.add_hierarchy(name, hierarchy)
+            bound[column] = BoundHierarchy(column, hierarchy, sb.table(hierarchy_table_name(name), SCHEMA))
+        return bound
+
+    def _stored_hierarchy_rows(self, names: Sequence[str]) -> dict[str, set[tuple]]:
+        """The rows of those of the hierarchies ``names`` that are stored: one catalog query, then one query reading
+        them all."""
+        if not names:
+            return {}
+        tables = {hierarchy_table_name(n): n for n in names}
+        catalog = exp.Table(this=exp.Anonymous(this="duckdb_tables", expressions=[]))
+        listed = sb.fetch_rows(self.con, exp.select(sb.col("table_name"), sb.col("column_count")).from_(catalog)
+                               .where(exp.and_(sb.col("schema_name").eq(sb.lit(SCHEMA)),
+                                               sb.col("database_name").eq(exp.func("CURRENT_DATABASE")),
+                                               sb.col("table_name").isin(*[sb.lit(t) for t in tables]))))
+        if not listed:
+            return {}
+        widths = dict(listed)
+        widest = max(widths.values())
+        reads = [exp.select(sb.lit(table).as_("__table", quoted=True),
+                            *[sb.col(level_column(j)) if j < width else
+                              exp.cast(exp.Null(), "VARCHAR").as_(level_column(j), quoted=True) for j in range(widest)])
+                 .from_(sb.table(table, SCHEMA)) for table, width in widths.items()]
+        union = reads[0]
+        for read in reads[1:]:
+            union = exp.union(union, read, distinct=False, copy=False)
+        rows: dict[str, set[tuple]] = {tables[t]: set() for t in widths}
+        for table, *values in sb.fetch_rows(self.con, union):
+            rows[tables[table]].add(tuple(values[:widths[table]]))
+        return rows
 
     # --------------------------------------------------------------- policies
     def save_policy(self, name: str, policy: Policy) -> None:
@@ -287,8 +329,11 @@ class Anonymizer:
             facts = DataFacts(records=records, value_counts=value_counts)
             for model in policy.models:
                 model.check_data(facts)
-            hierarchies = {c: self._hierarchy_for(c, h) for c, h in policy.quasi_identifiers.items() if h is not None}
-            require_coverage(self.con, counted, hierarchies)
+            hierarchies = self._hierarchies_for({c: h for c, h in policy.quasi_identifiers.items() if h is not None})
+            # One query finds the attributes whose values are all leaves of their hierarchies; only the others need
+            # the full check (interval hierarchies also cover values between their cuts).
+            suspect = _not_all_leaves(self.con, counted, hierarchies)
+            require_coverage(self.con, counted, {a: hierarchies[a] for a in suspect})
             yield _Bound(relation, policy, columns, hierarchies, facts, counted)
         finally:
             sb.run(self.con, sb.drop("TABLE", counted))
@@ -402,8 +447,10 @@ class Anonymizer:
             partitioning = Mondrian(self.con, bound.counted, dims, bound.policy.sensitive, bound.policy.models,
                                     relaxed=relaxed, progress=self.progress).run()
             try:
-                transformation = PartitionMap(partitioning.assignment, chosen, orders=orders, description={
-                    "algorithm": f"{'relaxed' if relaxed else 'strict'} Mondrian", "partitions": partitioning.partitions})
+                algorithm = f"{'relaxed' if relaxed else 'strict'} Mondrian"
+                transformation = PartitionMap(partitioning.assignment, chosen, orders=orders, coded=partitioning.coded,
+                                              description={"algorithm": algorithm,
+                                                           "partitions": partitioning.partitions})
                 measured = None
                 if metrics:
                     self._progress("measuring LM, DM, NCP and the average class size")
@@ -521,6 +568,25 @@ class Anonymizer:
         return perturb(self.con, self._relation(source), path, method=method, numeric=numeric,
                        categorical=categorical, categorical_method=categorical_method, keep=keep, seed=seed,
                        table=table, progress=self.progress, **measures)
+
+
+def _not_all_leaves(con: duckdb.DuckDBPyConnection, counted: exp.Table,
+                    hierarchies: Mapping[str, BoundHierarchy]) -> list[str]:
+    """The attributes with a known value (its text) that is not a leaf of their hierarchy, in one query."""
+    if not hierarchies:
+        return []
+    branches = []
+    for attribute, bound in hierarchies.items():
+        value = sb.as_text(sb.col(attribute))
+        leaf = sb.col(level_column(0))
+        leaves = exp.select(leaf).from_(bound.table).where(leaf.copy().is_(exp.Null()).not_())
+        outside = (exp.select(sb.lit(attribute).as_("__attribute", quoted=True)).from_(counted)
+                   .where(exp.and_(sb.col(attribute).is_(exp.Null()).not_(), value.isin(query=leaves).not_())).limit(1))
+        branches.append(exp.select(exp.Star()).from_(outside.subquery(f"a{len(branches)}")))
+    union = branches[0]
+    for branch in branches[1:]:
+        union = exp.union(union, branch, distinct=False, copy=False)
+    return [row[0] for row in sb.fetch_rows(con, union)]
 
 
 def _suppressed_query(generalized: exp.Table, columns: Sequence[str], quasi: Sequence[str], suppressed: exp.Table,

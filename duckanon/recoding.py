@@ -28,6 +28,12 @@ When the keys include every recoded quasi-identifier and the rows carry counts (
 groups' generalized values and the metrics are computed from the assignment table itself, weighted by the counts,
 instead of from every record: on millions of records that is the difference between seconds and a minute.
 
+**Lowest common ancestors by numbers.**  :class:`HierarchyCoding` numbers a hierarchy's leaves so that every node is
+the leaves whose codes share a prefix; a group's lowest common ancestor then follows from two integer aggregates, the
+smallest and largest code, and one join with the hierarchy's nodes (:class:`CodedHierarchies` keeps the codes and
+nodes of several hierarchies in temporary tables).  An assignment may carry its rows' codes (``Assignment.codes``), as
+Mondrian's does, and the summaries then look nothing up.
+
 **Output styles**, one per quasi-identifier (every quasi-identifier must have one):
 
 - ``range`` (numeric): ``[lo-hi]``, the group's smallest and largest value;
@@ -50,7 +56,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import duckdb
 from sqlglot import exp
@@ -58,7 +64,7 @@ from sqlglot import exp
 from . import sqlbuild as sb
 from .checks import class_verdicts
 from .classes import SIZE, VIOLATED, WEIGHT, Classes
-from .errors import PolicyError
+from .errors import HierarchyError, PolicyError
 from .generalization import SOURCE, BoundHierarchy, Transformation
 from .hierarchy import TOP, level_column
 from .metrics import AverageClassSize, Discernibility, Loss, NodeTotals, NormalizedCertaintyPenalty
@@ -69,7 +75,15 @@ NUMERIC_STYLES = ("range", "mean")
 CATEGORICAL_STYLES = ("lca", "set")
 STYLES = NUMERIC_STYLES + CATEGORICAL_STYLES
 
+#: Column names of :class:`HierarchyCoding`'s relations.
+ATTRIBUTE, LEAF, CODE = "__attribute", "__leaf", "__code"
+LEVEL, PREFIX, LABEL, LEAVES = "__level", "__prefix", "__label", "__leaves"
+#: Codes are compared as DOUBLE beside numbers, which holds integers exactly up to 2^53.
+_MOST_CODES = 2 ** 53
+
 _GROUP = "__group_id"
+_RECORDS = "__records"
+_GROUP_RECORDS = "__group_records"
 _ORDINAL = "__ordinal"
 _UPTO = "__upto"
 _WEIGHT = "__weight"
@@ -77,10 +91,6 @@ _ASSIGNED = "__duckanon_assigned"
 _WEIGHTED = "__duckanon_weighted"
 _SUMMARIES = "__duckanon_summaries"
 _serial = itertools.count()
-
-
-def _leaves_column(level: int) -> str:
-    return f"__leaves_{level}"
 
 
 def _cost_column(kind: str, index: int) -> str:
@@ -110,19 +120,183 @@ def numeric_kind(con: duckdb.DuckDBPyConnection, relation: exp.Expression, colum
     return {c: types[c].startswith(numeric) for c in columns}
 
 
+@dataclass
+class _Summary:
+    """One attribute's summary of a group: ``aggregates`` (name -> aggregate over the group's rows, joined to
+    ``leaf_join`` when given), and ``label``, ``lm``, ``ncp`` over those (alias ``g``, joined to ``node_join``)."""
+
+    aggregates: dict[str, exp.Expression]
+    label: exp.Expression
+    lm: exp.Expression
+    ncp: exp.Expression
+    leaf_join: exp.Join | None = None
+    node_join: exp.Join | None = None
+
+
+@dataclass(frozen=True)
+class HierarchyCoding:
+    """A hierarchy's leaves numbered so that every node is the set of leaves whose codes share a prefix.
+
+    Digit ``m`` of a leaf is the place of its level-``m`` ancestor among that node's siblings (the children of its
+    level ``m+1`` node, or of one virtual root above the top level), in label order; ``F_m`` is the most children
+    any node has on level ``m``; ``B_0 = 1`` and ``B_{m+1} = B_m F_m`` (:attr:`bases`).  A leaf's code is
+    ``sum(digit_m * B_m)``, so its ancestor on level ``m`` is ``code // B_m``, codes sort like the leaves under
+    their ancestors from the top down, and the lowest common ancestor of a set of leaves is the lowest level on
+    which its smallest and largest code have the same ancestor (level ``height + 1`` is the virtual root).  Two
+    integer aggregates (MIN and MAX of the codes) thus place any group of values, with no per-level labels."""
+
+    bound: BoundHierarchy
+    bases: tuple[int, ...]  # B_0 .. B_{height+1}
+
+    @classmethod
+    def of(cls, bound: BoundHierarchy) -> HierarchyCoding:
+        rows, top = bound.hierarchy.rows, bound.hierarchy.height
+        bases = [1]
+        for level in range(top + 1):
+            children: dict[object, set] = {}
+            for row in rows:  # the hierarchy's rows (metadata), not records
+                children.setdefault(row[level + 1] if level < top else None, set()).add(row[level])
+            bases.append(bases[-1] * max(len(c) for c in children.values()))
+        if bases[-1] > _MOST_CODES:
+            raise HierarchyError(f"the hierarchy of {bound.column!r} has too many nodes on too many levels to number "
+                                 f"its leaves ({bases[-1]} codes, at most 2^53): merge levels or nodes")
+        return cls(bound, tuple(bases))
+
+    @property
+    def height(self) -> int:
+        return self.bound.hierarchy.height
+
+    def coded(self) -> exp.Select:
+        """The hierarchy table's rows (``level_0`` … ``level_h``) with each leaf's ``__code``."""
+        top = self.height
+        code: exp.Expression | None = None
+        for level in range(top + 1):
+            siblings = [sb.col(level_column(level + 1))] if level < top else []
+            place = exp.Window(this=exp.func("DENSE_RANK"), partition_by=siblings, order=exp.Order(
+                expressions=[exp.Ordered(this=sb.col(level_column(level)), nulls_first=False)])) - sb.lit(1)
+            term = place if self.bases[level] == 1 else place * sb.lit(self.bases[level])
+            code = term if code is None else exp.Add(this=code, expression=term)
+        return exp.select(*[sb.col(level_column(j)) for j in range(top + 1)],
+                          exp.cast(code, "BIGINT").as_(CODE, quoted=True)).from_(self.bound.table)
+
+    def leaves(self) -> exp.Select:
+        """``__leaf, __code``: every original value's text (NULL for a row for missing values) and its code."""
+        return exp.select(sb.col(level_column(0)).as_(LEAF, quoted=True), sb.col(CODE)).from_(
+            self.coded().subquery("coded"))
+
+    def nodes(self, labels: bool = True) -> exp.Query:
+        """``__level, __prefix, [__label,] __leaves``: every node on levels 0 … height + 1 (the virtual root, labelled
+        ``*``) with the number of leaves under it."""
+        branches = []
+        for level in range(self.height + 2):
+            root = level > self.height
+            prefix = sb.lit(0) if root else self.ancestor(sb.col(CODE), level)
+            label = sb.lit(TOP) if root else exp.func("MIN", sb.col(level_column(level)))
+            branch = exp.select(sb.lit(level).as_(LEVEL, quoted=True), prefix.as_(PREFIX, quoted=True),
+                                *([label.as_(LABEL, quoted=True)] if labels else []),
+                                exp.func("COUNT", exp.Star()).as_(LEAVES, quoted=True)
+                                ).from_(self.coded().subquery("coded"))
+            branches.append(branch if root else branch.group_by(prefix.copy()))
+        union = branches[0]
+        for branch in branches[1:]:
+            union = exp.union(union, branch, distinct=False, copy=False)
+        return union
+
+    def base(self, level: exp.Expression) -> exp.Expression:
+        """``B_level`` for a level given as an expression."""
+        return exp.Case(this=level, ifs=[exp.If(this=sb.lit(j), true=sb.lit(b)) for j, b in enumerate(self.bases)])
+
+    def ancestor(self, code: exp.Expression, level: int | exp.Expression) -> exp.Expression:
+        """The prefix naming a code's ancestor on ``level``."""
+        base = sb.lit(self.bases[level]) if isinstance(level, int) else self.base(level)
+        return exp.IntDiv(this=code, expression=base)
+
+    def lowest_common_level(self, low: exp.Expression, high: exp.Expression) -> exp.Expression:
+        """The level of the lowest common ancestor of the leaves from code ``low`` to code ``high``."""
+        ifs = [exp.If(this=low.copy().eq(high.copy()), true=sb.lit(0))]
+        ifs += [exp.If(this=self.ancestor(low.copy(), j).eq(self.ancestor(high.copy(), j)), true=sb.lit(j))
+                for j in range(1, self.height + 1)]
+        return exp.Case(ifs=ifs, default=sb.lit(self.height + 1))
+
+
+class CodedHierarchies:
+    """Hierarchies' codes (:class:`HierarchyCoding`) in two temporary tables, for queries that use them many times:
+    ``coded`` (``__attribute``, ``level_0`` …, ``__code``: every leaf) and ``nodes`` (``__attribute, __level,
+    __prefix, __label, __leaves``: every node).  :meth:`close` drops them."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, codings: Mapping[str, HierarchyCoding]):
+        self.con = con
+        self.codings = dict(codings)
+        self.sql: list[exp.Expression] = []  # the statements that made the tables
+        tag = next(_serial)
+        self.coded, self.nodes_table = sb.table(f"__duckanon_coded_{tag}"), sb.table(f"__duckanon_nodes_{tag}")
+        if not self.codings:
+            return
+        height = max(c.height for c in self.codings.values())
+        branches = [exp.select(sb.lit(a).as_(ATTRIBUTE, quoted=True),
+                               *[sb.col(level_column(j)) if j <= c.height else
+                                 exp.cast(exp.Null(), "VARCHAR").as_(level_column(j), quoted=True)
+                                 for j in range(height + 1)], sb.col(CODE)).from_(c.coded().subquery("coded"))
+                    for a, c in self.codings.items()]
+        union = branches[0]
+        for branch in branches[1:]:
+            union = exp.union(union, branch, distinct=False, copy=False)
+        self._create(self.coded, union)
+        # Every node: each leaf's ancestor on each level, as a prefix of its code.
+        levels = exp.values([(a, j, b, j > c.height) for a, c in self.codings.items() for j, b in enumerate(c.bases)],
+                            alias="levels", columns=[ATTRIBUTE, LEVEL, "__base", "__root"])
+        level = sb.col(LEVEL, "levels")
+        label = exp.Case(ifs=[exp.If(this=sb.col("__root", "levels"), true=sb.lit(TOP))],
+                         default=exp.Case(this=level, ifs=[exp.If(this=sb.lit(j), true=sb.col(level_column(j), "c"))
+                                                           for j in range(height + 1)]))
+        prefix = exp.IntDiv(this=sb.col(CODE, "c"), expression=sb.col("__base", "levels"))
+        nodes = (exp.select(sb.col(ATTRIBUTE, "c"), level.as_(LEVEL, quoted=True), prefix.as_(PREFIX, quoted=True),
+                            exp.func("MIN", label).as_(LABEL, quoted=True),
+                            exp.func("COUNT", exp.Star()).as_(LEAVES, quoted=True))
+                 .from_(exp.alias_(self.coded, "c", quoted=True))
+                 .join(levels, join_type="INNER", on=sb.col(ATTRIBUTE, "levels").eq(sb.col(ATTRIBUTE, "c")))
+                 .group_by(sb.col(ATTRIBUTE, "c"), level.copy(), prefix.copy()))
+        self._create(self.nodes_table, nodes)
+
+    @classmethod
+    def of(cls, con: duckdb.DuckDBPyConnection, hierarchies: Mapping[str, BoundHierarchy]) -> CodedHierarchies:
+        return cls(con, {a: HierarchyCoding.of(b) for a, b in hierarchies.items()})
+
+    def _create(self, table: exp.Table, query: exp.Expression) -> None:
+        statement = sb.create_table_as(table, query, temporary=True)
+        self.sql.append(statement)
+        sb.run(self.con, statement)
+
+    def leaves(self, attribute: str) -> exp.Select:
+        """``__leaf, __code`` of one attribute's hierarchy."""
+        return (exp.select(sb.col(level_column(0)).as_(LEAF, quoted=True), sb.col(CODE)).from_(self.coded)
+                .where(sb.col(ATTRIBUTE).eq(sb.lit(attribute))))
+
+    def nodes(self, attribute: str) -> exp.Select:
+        """``__level, __prefix, __label, __leaves`` of one attribute's hierarchy."""
+        return (exp.select(sb.col(LEVEL), sb.col(PREFIX), sb.col(LABEL), sb.col(LEAVES)).from_(self.nodes_table)
+                .where(sb.col(ATTRIBUTE).eq(sb.lit(attribute))))
+
+    def close(self) -> None:
+        for table in (self.nodes_table, self.coded):
+            sb.run(self.con, sb.drop("TABLE", table))
+
+
 @dataclass(frozen=True)
 class Assignment:
     """Which group the records of a source go to: ``table`` has the ``keys`` columns, ``group`` and maybe ``count``
     (the records each row stands for); ``spread`` when records with equal keys may go to several groups.
 
     See the module's docstring for how records are named (a record id, :data:`RECORD`, or any columns records may be
-    treated alike by)."""
+    treated alike by).  ``codes`` may name, per attribute, a column holding each row's leaf code as the partition
+    map's :class:`CodedHierarchies` numbers it: summaries of the rows then need not look the values up."""
 
     table: exp.Table
     keys: tuple[str, ...]
     group: str = "group_id"
     count: str | None = None
     spread: bool = False
+    codes: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self):
         if not self.keys:
@@ -158,9 +332,11 @@ class Assignment:
                 .from_(records.subquery("r")).join(rows.subquery("a"), on=on, join_type="INNER"))
 
     def weighted(self, columns: Sequence[str]) -> exp.Select:
-        """The assignment's own rows as weighted records: the key ``columns``, ``__group_id`` and ``__weight``."""
+        """The assignment's own rows as weighted records: the key ``columns``, ``__group_id``, ``__weight`` and the
+        code columns."""
         return exp.select(*[sb.col(c) for c in columns], sb.col(self.group).as_(_GROUP, quoted=True),
-                          sb.col(self.count).as_(_WEIGHT, quoted=True)).from_(self.table)
+                          sb.col(self.count).as_(_WEIGHT, quoted=True),
+                          *[sb.col(c) for c in self.codes.values()]).from_(self.table)
 
 
 class PartitionMap(Transformation):
@@ -168,10 +344,13 @@ class PartitionMap(Transformation):
 
     ``styles`` gives each quasi-identifier's output style (``range``, ``mean``, ``lca``, ``set``); ``orders`` the
     value order of categorical attributes cut along an order (their domain for ``set`` costs); ``description`` is
-    merged into the release's transformation metadata (e.g. the algorithm and its parameters)."""
+    merged into the release's transformation metadata (e.g. the algorithm and its parameters); ``coded``, the
+    hierarchies' codes as tables (:class:`CodedHierarchies`) when the caller holds them, saves reading the hierarchies
+    again (without, the queries number their leaves themselves)."""
 
     def __init__(self, assignment: Assignment, styles: Mapping[str, str], *,
-                 orders: Mapping[str, Sequence[object]] | None = None, description: Mapping | None = None):
+                 orders: Mapping[str, Sequence[object]] | None = None, description: Mapping | None = None,
+                 coded: CodedHierarchies | None = None):
         unknown = {a: s for a, s in styles.items() if s not in STYLES}
         if unknown:
             attribute, style = next(iter(unknown.items()))
@@ -182,6 +361,7 @@ class PartitionMap(Transformation):
         self.styles = dict(styles)
         self.orders = {a: list(v) for a, v in (orders or {}).items()}
         self.description = dict(description or {})
+        self.coded = coded
 
     # ------------------------------------------------------------ validation
     def require_styles(self, quasi_identifiers: Sequence[str]) -> None:
@@ -240,19 +420,36 @@ class PartitionMap(Transformation):
         return self._recoded(source, columns, hierarchies)
 
     def _summaries(self, relation: exp.Expression, hierarchies: Mapping[str, BoundHierarchy], weighted: bool,
-                   costs: bool) -> exp.Select:
+                   costs: bool, coded: CodedHierarchies | None) -> exp.Select:
         """One row per group of ``relation`` (records or weighted rows with ``__group_id``): its generalized value
-        per styled attribute, and the cost columns ``__lm_<i>`` / ``__ncp_<i>`` when ``costs``."""
-        summaries = (exp.select(sb.col(_GROUP, SOURCE)).from_(exp.alias_(relation, SOURCE, quoted=True))
-                     .group_by(sb.col(_GROUP, SOURCE)))
+        per styled attribute, and when ``costs`` its records ``__group_records`` and the cost columns ``__lm_<i>`` /
+        ``__ncp_<i>``.
+
+        One aggregation over the group's rows, then a join per ``lca`` attribute with its hierarchy's nodes, which
+        turns the smallest and largest leaf code into the lowest common ancestor (:class:`HierarchyCoding`)."""
+        aggregated = (exp.select(sb.col(_GROUP, SOURCE), exp.func("COUNT", exp.Star()).as_(_RECORDS, quoted=True))
+                      .from_(exp.alias_(relation, SOURCE, quoted=True)).group_by(sb.col(_GROUP, SOURCE)))
+        summaries = exp.select(sb.col(_GROUP, "g"))
+        if costs:
+            records = exp.func("SUM", sb.col(_WEIGHT, SOURCE)) if weighted else exp.func("COUNT", exp.Star())
+            aggregated = aggregated.select(records.as_(_GROUP_RECORDS, quoted=True), copy=False)
+            summaries = summaries.select(sb.col(_GROUP_RECORDS, "g"), copy=False)
+        joins = []
         for i, (attribute, style) in enumerate(self.styles.items()):
-            label, lm, ncp, join = self._summary(i, attribute, style, hierarchies.get(attribute), relation, weighted)
-            if join is not None:
-                summaries = summaries.join(join, copy=False)
-            summaries = summaries.select(label.as_(attribute, quoted=True), copy=False)
+            part = self._summary(i, attribute, style, hierarchies.get(attribute), relation, weighted, coded)
+            aggregated = aggregated.select(*[e.as_(name, quoted=True) for name, e in part.aggregates.items()],
+                                           copy=False)
+            if part.leaf_join is not None:
+                aggregated = aggregated.join(part.leaf_join, copy=False)
+            if part.node_join is not None:
+                joins.append(part.node_join)
+            summaries = summaries.select(part.label.as_(attribute, quoted=True), copy=False)
             if costs:
-                summaries = summaries.select(lm.as_(_cost_column("lm", i), quoted=True),
-                                             ncp.as_(_cost_column("ncp", i), quoted=True), copy=False)
+                summaries = summaries.select(part.lm.as_(_cost_column("lm", i), quoted=True),
+                                             part.ncp.as_(_cost_column("ncp", i), quoted=True), copy=False)
+        summaries = summaries.from_(aggregated.subquery("g", copy=False), copy=False)
+        for join in joins:
+            summaries = summaries.join(join, copy=False)
         return summaries
 
     def _recoded(self, source: exp.Expression, columns: Sequence[str], hierarchies: Mapping[str, BoundHierarchy]
@@ -260,9 +457,9 @@ class PartitionMap(Transformation):
         """The released columns with quasi-identifiers replaced by their group's summary."""
         assigned, summaries = sb.table(_ASSIGNED), sb.table(_SUMMARIES)
         if self.summarizes_assignment:
-            summarized = self._summaries(exp.Table(this=sb.ident(_WEIGHTED)), hierarchies, True, False)
+            summarized = self._summaries(exp.Table(this=sb.ident(_WEIGHTED)), hierarchies, True, False, self.coded)
         else:
-            summarized = self._summaries(exp.Table(this=sb.ident(_ASSIGNED)), hierarchies, False, False)
+            summarized = self._summaries(exp.Table(this=sb.ident(_ASSIGNED)), hierarchies, False, False, self.coded)
         projection = [sb.col(c, "g") if c in self.styles else sb.col(c, "r") for c in columns]
         query = (exp.select(*projection).from_(exp.alias_(assigned, "r", quoted=True))
                  .join(exp.alias_(summaries, "g", quoted=True), join_type="INNER",
@@ -273,24 +470,28 @@ class PartitionMap(Transformation):
         return query.with_(sb.ident(_SUMMARIES), as_=summarized, copy=False)
 
     def _summary(self, index: int, attribute: str, style: str, bound: BoundHierarchy | None,
-                 relation: exp.Expression, weighted: bool
-                 ) -> tuple[exp.Expression, exp.Expression, exp.Expression, exp.Join | None]:
-        """(label, LM cost, NCP cost, join it needs) of one attribute, as aggregates over a group's rows of
-        ``relation``, whose ``__weight`` counts records when ``weighted``; domains are measured over all of it."""
+                 relation: exp.Expression, weighted: bool, coded: CodedHierarchies | None) -> _Summary:
+        """How one attribute is summarized per group of ``relation`` (whose ``__weight`` counts records when
+        ``weighted``; domains are measured over all of it): aggregates over the group's rows, and the label, LM and
+        NCP cost over those aggregates (alias ``g``)."""
         value = lambda: sb.col(attribute, SOURCE)  # noqa: E731 - a fresh node wherever the value appears
         values = exp.func("COUNT", value())
         records = exp.func("COUNT", exp.Star())
         one, zero = sb.lit(1.0), sb.lit(0.0)
+        label_name, lm_name, ncp_name = (_cost_column(kind, index) for kind in ("label", "lm", "ncp"))
+        g = lambda name: sb.col(name, "g")  # noqa: E731
 
-        def guarded(label: exp.Expression, lm: exp.Expression, ncp: exp.Expression):
+        def guarded(label: exp.Expression, lm: exp.Expression, ncp: exp.Expression | None) -> _Summary:
             # All NULL: NULL, no loss; NULL mixed with values: '*', full loss.
             def ifs(all_null: exp.Expression, mixed: exp.Expression) -> list[exp.If]:
                 return [exp.If(this=values.copy().eq(sb.lit(0)), true=all_null),
                         exp.If(this=values.copy() < records.copy(), true=mixed)]
 
-            return (exp.Case(ifs=ifs(exp.Null(), sb.lit(TOP)), default=label),
-                    exp.Case(ifs=ifs(zero.copy(), one.copy()), default=lm),
-                    exp.Case(ifs=ifs(zero.copy(), one.copy()), default=ncp))
+            aggregates = {label_name: exp.Case(ifs=ifs(exp.Null(), sb.lit(TOP)), default=label),
+                          lm_name: exp.Case(ifs=ifs(zero.copy(), one.copy()), default=lm)}
+            if ncp is not None:
+                aggregates[ncp_name] = exp.Case(ifs=ifs(zero.copy(), one.copy()), default=ncp)
+            return _Summary(aggregates, g(label_name), g(lm_name), g(ncp_name if ncp is not None else lm_name))
 
         if style in NUMERIC_STYLES:
             low, high = exp.func("MIN", value()), exp.func("MAX", value())
@@ -305,8 +506,8 @@ class PartitionMap(Transformation):
                 label = sb.as_text(exp.func("AVG", value()))
             column = sb.col(attribute)
             domain = exp.select(exp.func("MAX", column) - exp.func("MIN", column)).from_(relation.copy())
-            width = _share(high - low, domain.subquery())
-            return (*guarded(label, width, width.copy()), None)
+            # A numeric summary stands for its range: LM and NCP are the same share of the domain.
+            return guarded(label, _share(high.copy() - low.copy(), domain.subquery()), None)
         if style == "set":
             text = sb.as_text(value())
             distinct = exp.func("COUNT", exp.Distinct(expressions=[text.copy()]))
@@ -321,36 +522,51 @@ class PartitionMap(Transformation):
             lm = _share(distinct - sb.lit(1), domain_size - sb.lit(1))
             ncp = exp.Case(ifs=[exp.If(this=distinct.copy() > sb.lit(1), true=_share(distinct.copy(), domain_size.copy()))],
                            default=zero)
-            return (*guarded(label, lm, ncp), None)
-        # lca: the lowest level on which every value of the group has the same ancestor.
-        hierarchy = bound.hierarchy
-        alias = f"h{index}"
-        text = sb.as_text(value())
-        leaves_total = len(hierarchy.rows)
-        levels = range(1, hierarchy.levels)
-        level_value = lambda j: sb.col(level_column(j), alias)  # noqa: E731
-        shared = lambda j: exp.and_(exp.func("MIN", level_value(j)).eq(exp.func("MAX", level_value(j))),  # noqa: E731
-                                    exp.func("COUNT", level_value(j)).eq(records.copy()))
-        leaf_shared = exp.and_(exp.func("MIN", text).eq(exp.func("MAX", text.copy())), values.eq(records))
-        label = exp.Case(ifs=[exp.If(this=values.eq(sb.lit(0)), true=exp.Null()),
-                              exp.If(this=leaf_shared, true=exp.func("MIN", text.copy())),
-                              *[exp.If(this=shared(j), true=exp.func("MIN", level_value(j))) for j in levels]],
-                         default=sb.lit(TOP))
-        covered = exp.Case(ifs=[exp.If(this=values.eq(sb.lit(0)), true=sb.lit(1)),
-                                exp.If(this=leaf_shared.copy(), true=sb.lit(1)),
-                                *[exp.If(this=shared(j), true=exp.func("MIN", sb.col(_leaves_column(j), alias)))
-                                  for j in levels]],
-                           default=sb.lit(leaves_total))
-        lm = _share(covered - sb.lit(1), sb.lit(max(leaves_total - 1, 1)))
-        ncp = exp.Case(ifs=[exp.If(this=covered.copy() > sb.lit(1), true=_share(covered.copy(), sb.lit(leaves_total)))],
-                       default=zero)
-        counted = exp.select(*[sb.col(level_column(j)) for j in range(hierarchy.levels)],
-                             *[exp.Window(this=exp.func("COUNT", exp.Star()),
-                                          partition_by=[sb.col(level_column(j))]).as_(_leaves_column(j), quoted=True)
-                               for j in levels]).from_(bound.table)
-        on = exp.NullSafeEQ(this=sb.col(level_column(0), alias), expression=text.copy())
-        join = exp.Join(this=counted.subquery(alias), on=on, kind=None, side="LEFT")
-        return label, lm, ncp, join
+            return guarded(label, lm, ncp)
+        # lca: the node of the hierarchy on the level where the group's smallest and largest code meet.
+        if coded is not None and attribute in coded.codings:
+            coding = coded.codings[attribute]
+            leaves, labelled = coded.leaves(attribute), coded.nodes(attribute)
+        else:
+            coding = HierarchyCoding.of(bound)
+            leaves, labelled = coding.leaves(), coding.nodes()
+        codes, nodes = f"h{index}", f"n{index}"
+        if weighted and coded is not None and attribute in coded.codings and attribute in self.assignment.codes:
+            # The assignment's rows carry their codes.
+            code, leaf_join = sb.col(self.assignment.codes[attribute], SOURCE), None
+        else:
+            code = sb.col(CODE, codes)
+            leaf_join = exp.Join(this=leaves.subquery(codes), kind=None, side="LEFT", on=exp.NullSafeEQ(
+                this=sb.col(LEAF, codes), expression=sb.as_text(value())))
+        low_name, level_name, coded_name, values_name = (_cost_column(kind, index)
+                                                         for kind in ("low", "level", "coded", "values"))
+        aggregates = {low_name: exp.func("MIN", code),
+                      level_name: coding.lowest_common_level(exp.func("MIN", code.copy()),
+                                                             exp.func("MAX", code.copy())),
+                      coded_name: exp.func("COUNT", code.copy()), values_name: values}
+        # Each node's costs, computed once per node: leaves under it over the hierarchy's (LM: minus one each).
+        total = len(bound.hierarchy.rows)
+        leaves_under = sb.col(LEAVES)
+        costed = exp.select(
+            sb.col(LEVEL), sb.col(PREFIX), sb.col(LABEL),
+            _share(leaves_under - sb.lit(1), sb.lit(max(total - 1, 1))).as_(_cost_column("lm", index), quoted=True),
+            exp.Case(ifs=[exp.If(this=leaves_under.copy() > sb.lit(1),
+                                 true=_share(leaves_under.copy(), sb.lit(total)))], default=zero)
+            .as_(_cost_column("ncp", index), quoted=True)).from_(labelled.subquery("labelled", copy=False))
+        node_join = exp.Join(this=costed.subquery(nodes), kind=None, side="LEFT", on=sb.and_all([
+            sb.col(LEVEL, nodes).eq(g(level_name)),
+            sb.col(PREFIX, nodes).eq(coding.ancestor(g(low_name), g(level_name)))]))
+        # All NULL: NULL, covering one leaf (no loss); a value no node covers with the others (NULL beside values
+        # when the hierarchy has no row for NULL): '*', covering every leaf.
+        all_null = g(values_name).eq(sb.lit(0))
+        uncovered = g(coded_name) < g(_RECORDS)
+        everything = sb.lit(1.0 if total > 1 else 0.0)
+        pick = lambda null, whole, node: exp.Case(ifs=[  # noqa: E731
+            exp.If(this=all_null.copy(), true=null), exp.If(this=uncovered.copy(), true=whole)], default=node)
+        label = pick(exp.Null(), sb.lit(TOP), sb.col(LABEL, nodes))
+        lm = pick(zero.copy(), everything, sb.col(_cost_column("lm", index), nodes))
+        ncp = pick(zero.copy(), everything.copy(), sb.col(_cost_column("ncp", index), nodes))
+        return _Summary(aggregates, label, lm, ncp, leaf_join, node_join)
 
     # ------------------------------------------------------------ the rest of the Transformation interface
     def allowed_values(self, attribute, bound):
@@ -370,6 +586,19 @@ class PartitionMap(Transformation):
         the release's: records with equal generalized quasi-identifiers; classes that violate ``models`` count as
         suppressed, as the publish suppresses them."""
         self._validate(columns, hierarchies)
+        lca = {a: hierarchies[a] for a, style in self.styles.items() if style == "lca"}
+        if not lca or (self.coded is not None and all(a in self.coded.codings for a in lca)):
+            return self._metrics(con, source, columns, hierarchies, models, self.coded)
+        # The measuring queries read the hierarchies' codes from tables rather than each numbering the leaves.
+        coded = CodedHierarchies.of(con, lca)
+        try:
+            return self._metrics(con, source, columns, hierarchies, models, coded)
+        finally:
+            coded.close()
+
+    def _metrics(self, con: duckdb.DuckDBPyConnection, source: exp.Expression, columns: Sequence[str],
+                 hierarchies: Mapping[str, BoundHierarchy], models: Sequence[PrivacyModel],
+                 coded: CodedHierarchies | None) -> dict[str, float]:
         quasi = list(self.styles)
         sensitive = sensitive_attributes(models)
         costs = [_cost_column(kind, i) for i in range(len(quasi)) for kind in ("lm", "ncp")]
@@ -378,28 +607,36 @@ class PartitionMap(Transformation):
             # The assignment's rows stand for their records: measure them, weighted, instead of every record.
             rows, weight = exp.Table(this=sb.ident(_WEIGHTED)), _WEIGHT
             definitions = {_WEIGHTED: self.assignment.weighted([*quasi, *sensitive])}
-            summaries = self._summaries(rows, hierarchies, True, True)
+            summaries = self._summaries(rows, hierarchies, True, True, coded)
             extra = [sb.col(c, "r") for c in sensitive] + [sb.col(_WEIGHT, "r")]
         else:
             rows, weight = exp.Table(this=sb.ident(_ASSIGNED)), None
             definitions = {_ASSIGNED: self.assignment.assigned(source, columns)}
-            summaries = self._summaries(rows, hierarchies, False, True)
+            summaries = self._summaries(rows, hierarchies, False, True, coded)
             extra = [sb.col(c, "r") for c in sensitive]
-        records = (exp.select(*[g(q) for q in quasi], *extra, *[g(c) for c in costs])
-                   .from_(exp.alias_(rows, "r", quoted=True))
-                   .join(summaries.subquery("g", copy=False), join_type="INNER", copy=False,
-                         on=exp.EQ(this=sb.col(_GROUP, "r"), expression=g(_GROUP))))
         for name, definition in definitions.items():
-            records = records.with_(sb.ident(name), as_=definition, copy=False)
-        # Materialized once: the classes' queries then read a table rather than repeat this one.
-        measured = sb.table(f"__duckanon_partition_records_{next(_serial)}")
-        sb.run(con, sb.create_table_as(measured, records, temporary=True))
-        classes = Classes.of(measured, quasi, weight=weight, carry=costs)
-        per_record = lambda kind: _added([sb.col(_cost_column(kind, i)) for i in range(len(quasi))])  # noqa: E731
-        sums = {f"__sum_{kind}": per_record(kind) * sb.col(WEIGHT) for kind in ("lm", "ncp")}
-        verdicts = sb.table(f"__duckanon_partition_verdicts_{next(_serial)}")
-        sb.run(con, sb.create_table_as(verdicts, class_verdicts(classes, models, sums), temporary=True))
+            summaries = summaries.with_(sb.ident(name), as_=definition.copy(), copy=False)
+        # Materialized once: the classes' queries then read small tables rather than repeat these queries.
+        summarized = sb.table(f"__duckanon_partition_summaries_{next(_serial)}")
+        sb.run(con, sb.create_table_as(summarized, summaries, temporary=True))
+        measured = None
         try:
+            if sensitive:
+                records = (exp.select(*[g(q) for q in quasi], *extra, *[g(c) for c in costs])
+                           .from_(exp.alias_(rows, "r", quoted=True))
+                           .join(exp.alias_(summarized, "g", quoted=True), join_type="INNER",
+                                 on=exp.EQ(this=sb.col(_GROUP, "r"), expression=g(_GROUP))))
+                for name, definition in definitions.items():
+                    records = records.with_(sb.ident(name), as_=definition, copy=False)
+                measured = sb.table(f"__duckanon_partition_records_{next(_serial)}")
+                sb.run(con, sb.create_table_as(measured, records, temporary=True))
+                classes = Classes.of(measured, quasi, weight=weight, carry=costs)
+            else:
+                # Models that count records only: a group's records all carry its summary, so the groups, weighted
+                # by their records, are the release's records.
+                classes = Classes.of(summarized, quasi, weight=_GROUP_RECORDS, carry=costs)
+            per_record = lambda kind: _added([sb.col(_cost_column(kind, i)) for i in range(len(quasi))])  # noqa: E731
+            sums = {f"__sum_{kind}": per_record(kind) * sb.col(WEIGHT) for kind in ("lm", "ncp")}
             size, violated = sb.col(SIZE), sb.col(VIOLATED)
             kept = violated.not_()
 
@@ -412,10 +649,11 @@ class PartitionMap(Transformation):
                 exp.func("COUNT", exp.Case().when(kept, sb.lit(1))), total(size * size), total(size * size, kept.copy()),
                 total(sb.col("__sum_lm")), total(sb.col("__sum_lm"), kept.copy()),
                 total(sb.col("__sum_ncp")), total(sb.col("__sum_ncp"), kept.copy()),
-            ).from_(verdicts))[0]
+            ).from_(class_verdicts(classes, models, sums).subquery("verdicts")))[0]
         finally:
-            sb.run(con, sb.drop("TABLE", verdicts))
-            sb.run(con, sb.drop("TABLE", measured))
+            for table in (measured, summarized):
+                if table is not None:
+                    sb.run(con, sb.drop("TABLE", table))
         records_n, suppressed, n_classes, kept_classes, squares, kept_squares, lm_all, lm_kept, ncp_all, ncp_kept = row
         per_suppressed = float(suppressed) * len(quasi)  # a suppressed record loses 1 on every attribute
         totals = NodeTotals(records=int(records_n), suppressed=int(suppressed), classes=int(n_classes),
