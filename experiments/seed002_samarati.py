@@ -4,7 +4,8 @@
 
 Quasi-identifiers age, sex, race and marital-status with the ARX hierarchies bundled with duckanon (age 5 levels,
 sex 2, race 2, marital-status 3: a lattice of 60 nodes, height 8); k in {5, 10, 20} and MaxSup in {50, 100, 200}
-records (``max_suppressed``, with ``suppression_limit=1.0``), plus the report's extra (k=30, MaxSup=200) row.  For
+records (``max_suppressed``, with ``suppression_limit=1.0``; suppressed records are deleted, as the report's
+Samarati deletes them: ``suppression="drop"``), plus the report's extra (k=30, MaxSup=200) row.  For
 each (k, MaxSup):
 
 1. the report's first table, "height only": the vector Samarati's binary search on height returns, and its time.
@@ -154,13 +155,16 @@ def paper_lm(frame: pd.DataFrame, hierarchies: dict[str, Hierarchy], vec, k: int
 
 def lattice_table(anon, table: str, hierarchies, k: int) -> pd.DataFrame:
     """Every node of the 60-node lattice with its suppressed records (every violating class suppressed) and each
-    metric's value: with no suppression limit every node satisfies, so solution_space lists them all.  A node
-    satisfies MaxSup when ``suppressed <= MaxSup``; metric values do not depend on the limit."""
-    policy = Policy(quasi_identifiers=hierarchies, models=[KAnonymity(k)], others="drop", suppression_limit=1.0)
+    metric's value: with no suppression limit and suppressed records deleted every node satisfies, so
+    solution_space lists them all (kept, as replaced ``*`` records they would form a class of their own that must
+    satisfy k too).  A node satisfies MaxSup when ``suppressed <= MaxSup``; metric values do not depend on the
+    limit."""
+    policy = Policy(quasi_identifiers=hierarchies, models=[KAnonymity(k)], others="drop", suppression_limit=1.0,
+                    suppression="drop")
     frame = anon.solution_space(table, policy, metrics=list(METRICS))
     frame["vector"] = [vector(row) for row in frame[list(QUASI_IDENTIFIERS)].itertuples(index=False)]
     frame["height"] = frame[list(QUASI_IDENTIFIERS)].sum(axis=1)
-    return frame.set_index("vector")
+    return frame.set_index("vector").sort_index()  # ties go to the smallest vector, whatever the search order
 
 
 def hierarchies_for(con, table: str, age: str) -> dict[str, Hierarchy]:
@@ -183,7 +187,7 @@ def run_data_set(con, anon, progress: Progress, key: str, grid) -> dict:
     for k, max_sup in grid:
         progress.context = f"{key} k={k} MaxSup={max_sup}"
         policy = Policy(quasi_identifiers=hierarchies, models=[KAnonymity(k)], others="drop",
-                        suppression_limit=1.0, max_suppressed=max_sup)
+                        suppression_limit=1.0, max_suppressed=max_sup, suppression="drop")
         lattice = lattices[k]
         satisfying = lattice[lattice["suppressed"] <= max_sup]
         for metric in METRICS:
@@ -320,7 +324,7 @@ def main(argv=None) -> int:
         "16-20 as `15-19`, 21-25 as `20-24`, ...; sex 0-1; race 0-1; marital-status 0-2: value, spouse present / not "
         "present, `*`). The third configuration replaces age by `Hierarchy.intervals(widths=[5, 10, 20])`, "
         "[15-20), [20-25), ... over [0, 100). MaxSup is `max_suppressed` (records), "
-        "`suppression_limit=1.0`. Our LM is duckanon's `loss` (weights 1: the sum of the attributes' average losses, "
+        "`suppression_limit=1.0`; suppressed records are deleted as in the report (`suppression=\"drop\"`). Our LM is duckanon's `loss` (weights 1: the sum of the attributes' average losses, "
         "a suppressed record losing 1 on each); DM is `dm`; our non-uniform entropy is de Waal & Willenborg's "
         "(bits, summed over records and attributes). Times are this machine's; the report's are its Python "
         "implementation's. The (k=30, MaxSup=200) row is only in the report's second table.",
