@@ -153,15 +153,20 @@ def paper_lm(frame: pd.DataFrame, hierarchies: dict[str, Hierarchy], vec, k: int
     return float(losses[kept].mean(axis=0).sum())
 
 
+def samarati_policy(hierarchies, k: int, max_sup: int | None = None) -> Policy:
+    """k-anonymity over the four quasi-identifiers, at most ``max_sup`` records suppressed (no limit when None), and
+    suppressed records deleted, as the report's Samarati deletes them."""
+    return Policy(quasi_identifiers=hierarchies, models=[KAnonymity(k)], others="drop", suppression_limit=1.0,
+                  max_suppressed=max_sup, suppression="drop")
+
+
 def lattice_table(anon, table: str, hierarchies, k: int) -> pd.DataFrame:
     """Every node of the 60-node lattice with its suppressed records (every violating class suppressed) and each
     metric's value: with no suppression limit and suppressed records deleted every node satisfies, so
     solution_space lists them all (kept, as replaced ``*`` records they would form a class of their own that must
     satisfy k too).  A node satisfies MaxSup when ``suppressed <= MaxSup``; metric values do not depend on the
     limit."""
-    policy = Policy(quasi_identifiers=hierarchies, models=[KAnonymity(k)], others="drop", suppression_limit=1.0,
-                    suppression="drop")
-    frame = anon.solution_space(table, policy, metrics=list(METRICS))
+    frame = anon.solution_space(table, samarati_policy(hierarchies, k), metrics=list(METRICS))
     frame["vector"] = [vector(row) for row in frame[list(QUASI_IDENTIFIERS)].itertuples(index=False)]
     frame["height"] = frame[list(QUASI_IDENTIFIERS)].sum(axis=1)
     return frame.set_index("vector").sort_index()  # ties go to the smallest vector, whatever the search order
@@ -186,8 +191,7 @@ def run_data_set(con, anon, progress: Progress, key: str, grid) -> dict:
     searches, inconsistencies = [], []
     for k, max_sup in grid:
         progress.context = f"{key} k={k} MaxSup={max_sup}"
-        policy = Policy(quasi_identifiers=hierarchies, models=[KAnonymity(k)], others="drop",
-                        suppression_limit=1.0, max_suppressed=max_sup, suppression="drop")
+        policy = samarati_policy(hierarchies, k, max_sup)
         lattice = lattices[k]
         satisfying = lattice[lattice["suppressed"] <= max_sup]
         for metric in METRICS:
@@ -324,8 +328,9 @@ def main(argv=None) -> int:
         "16-20 as `15-19`, 21-25 as `20-24`, ...; sex 0-1; race 0-1; marital-status 0-2: value, spouse present / not "
         "present, `*`). The third configuration replaces age by `Hierarchy.intervals(widths=[5, 10, 20])`, "
         "[15-20), [20-25), ... over [0, 100). MaxSup is `max_suppressed` (records), "
-        "`suppression_limit=1.0`; suppressed records are deleted as in the report (`suppression=\"drop\"`). Our LM is duckanon's `loss` (weights 1: the sum of the attributes' average losses, "
-        "a suppressed record losing 1 on each); DM is `dm`; our non-uniform entropy is de Waal & Willenborg's "
+        "`suppression_limit=1.0`; suppressed records are deleted as in the report (`suppression=\"drop\"`). "
+        "Our LM is duckanon's `loss` (weights 1: the sum of the attributes' average losses, a suppressed record "
+        "losing 1 on each); DM is `dm`; our non-uniform entropy is de Waal & Willenborg's "
         "(bits, summed over records and attributes). Times are this machine's; the report's are its Python "
         "implementation's. The (k=30, MaxSup=200) row is only in the report's second table.",
         "",
