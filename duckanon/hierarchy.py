@@ -218,7 +218,8 @@ class Hierarchy:
             keep = max(len(text) - level, 0)
             return text[:keep] + mask * (len(text) - keep)
 
-        return cls([[redact(t, level) for level in range(depth + 1)] + [TOP] for t in texts], name=name)
+        # Up to one kept character for the longest value, then the root: a fully masked level would be a second top.
+        return cls([[redact(t, level) for level in range(depth)] + [TOP] for t in texts], name=name)
 
     @classmethod
     def dates(cls, values: Iterable[object], *, name: str = "hierarchy") -> Hierarchy:

@@ -249,21 +249,23 @@ def test_intervals_without_values():
 
 
 def test_redaction():
+    """One top level: the fully masked ``*****`` would be a second root above ``4****`` (issue 12)."""
     h = Hierarchy.redaction([47677], name="zip")
-    assert h.rows == [("47677", "4767*", "476**", "47***", "4****", "*****", "*")]
+    assert h.rows == [("47677", "4767*", "476**", "47***", "4****", "*")]
 
 
 def test_redaction_mixed_lengths():
     h = Hierarchy.redaction([47677, "123", 47677.0, None, "81"])
     assert h.rows == [
-        ("123", "12*", "1**", "***", "***", "***", "*"),
-        ("47677", "4767*", "476**", "47***", "4****", "*****", "*"),
-        ("81", "8*", "**", "**", "**", "**", "*"),
+        ("123", "12*", "1**", "***", "***", "*"),
+        ("47677", "4767*", "476**", "47***", "4****", "*"),
+        ("81", "8*", "**", "**", "**", "*"),
     ]
 
 
 def test_redaction_custom_mask_and_empty():
-    assert Hierarchy.redaction(["ab"], mask="#").rows == [("ab", "a#", "##", "*")]
+    assert Hierarchy.redaction(["ab"], mask="#").rows == [("ab", "a#", "*")]
+    assert Hierarchy.redaction(["7"]).rows == [("7", "*")]
     with pytest.raises(HierarchyError, match="'z' is empty"):
         Hierarchy.redaction([None], name="z")
 
