@@ -13,7 +13,7 @@
 --
 -- Arguments are values, never SQL text: `tbl` is a table or view name (optionally
 -- qualified, e.g. 'main.adult'; quote a name holding a dot or a double quote as in SQL,
--- e.g. '"my.table"') resolved by query_table(); `qi_cols` is a list of
+-- e.g. '"my.table"' or '"a""b"' for a table named a"b) read by anon__from(); `qi_cols` is a list of
 -- column names and `sensitive` one column name, matched against the table's columns
 -- like DuckDB matches identifiers (ASCII case-insensitive; spaces, quotes, hyphens and
 -- non-ASCII letters are fine). A name that is not a column raises an error instead of
@@ -36,6 +36,23 @@ CREATE OR REPLACE TEMP MACRO anon__num(v) AS
         ELSE CAST(CAST(v AS DOUBLE) AS VARCHAR)
     END;
 
+-- anon__from(tbl) -> the text 'SELECT * FROM "part"."part"' that query() runs to read the
+-- table or view named tbl. A part of the name is "…" (with "" for a quote inside) or a run
+-- of characters other than '.' and '"'; each part is re-quoted, so the text is only ever a
+-- name. query_table(tbl) is not used: the 1.5 shell's query_table reads table ab when
+-- given '"a""b"'.
+CREATE OR REPLACE TEMP MACRO anon__from(tbl) AS
+    CASE
+        WHEN tbl IS NULL THEN error('duckanon: no table name given')
+        WHEN NOT regexp_full_match(tbl, '("(?:[^"]|"")*"|[^."]+)(\.("(?:[^"]|"")*"|[^."]+))*')
+            THEN error('duckanon: not a valid qualified name of a table: ' || tbl
+                       || ' (quote a part holding a dot or a quote as in SQL: "my.table", "a""b")')
+        ELSE 'SELECT * FROM ' || array_to_string(list_transform(
+                 regexp_extract_all(tbl, '"(?:[^"]|"")*"|[^."]+'),
+                 lambda p: '"' || replace(CASE WHEN p[1] = '"' THEN replace(p[2:-2], '""', '"') ELSE p END,
+                                          '"', '""') || '"'), '.')
+    END;
+
 -- anon__check(tbl, cols) -> one row (ok = true); raises an error naming every entry of
 -- cols that is not a column of tbl.
 CREATE OR REPLACE TEMP MACRO anon__check(tbl, cols) AS TABLE
@@ -56,7 +73,7 @@ CREATE OR REPLACE TEMP MACRO anon__check(tbl, cols) AS TABLE
             -- The outer join yields one row even for an empty table.
             SELECT json_keys(to_json(struct_pack(*COLUMNS(lambda c: anon__in(cols, c))))) AS found
             FROM (SELECT 1 AS __duckanon_pad__)
-                 LEFT JOIN (SELECT * FROM query_table(tbl) LIMIT 1) ON true
+                 LEFT JOIN (SELECT * FROM query(anon__from(tbl)) LIMIT 1) ON true
             LIMIT 1
         )
     );
@@ -75,7 +92,7 @@ CREATE OR REPLACE TEMP MACRO anon__classes_sensitive(tbl, qi_cols, sensitive) AS
         -- one row per (class, sensitive value) with its count __anon_n
         SELECT COLUMNS(lambda c: anon__in(qi_cols, c) OR anon__fold(c) = anon__fold(sensitive)),
                count(*) AS __anon_n
-        FROM query_table(tbl)
+        FROM query(anon__from(tbl))
         WHERE (SELECT ok FROM anon__check(tbl, list_append(qi_cols, sensitive)))
         GROUP BY ALL
     )
@@ -92,7 +109,7 @@ CREATE OR REPLACE TEMP MACRO anon_equivalence_classes(tbl, qi_cols) AS TABLE (
     FROM (
         SELECT COLUMNS(lambda c: anon__in(qi_cols, c)),
                count(*) AS class_size
-        FROM query_table(tbl)
+        FROM query(anon__from(tbl))
         WHERE (SELECT ok FROM anon__check(tbl, qi_cols))
         GROUP BY ALL
     )
@@ -107,7 +124,7 @@ CREATE OR REPLACE TEMP MACRO anon_equivalence_classes(tbl, qi_cols) AS TABLE (
 -- anon__sizes(tbl, qi_cols) -> one row per equivalence class with its size __anon_n.
 CREATE OR REPLACE TEMP MACRO anon__sizes(tbl, qi_cols) AS TABLE
     SELECT COLUMNS(lambda c: anon__in(qi_cols, c)), count(*) AS __anon_n
-    FROM query_table(tbl)
+    FROM query(anon__from(tbl))
     WHERE (SELECT ok FROM anon__check(tbl, qi_cols))
     GROUP BY ALL;
 
@@ -170,7 +187,7 @@ CREATE OR REPLACE TEMP MACRO anon_suppress(tbl, qi_cols, k) AS TABLE
         SELECT *,
                count(*) OVER (PARTITION BY struct_pack(*COLUMNS(lambda c: anon__in(qi_cols, c))))
                    AS __anon_n
-        FROM query_table(tbl)
+        FROM query(anon__from(tbl))
         WHERE (SELECT ok FROM anon__check(tbl, qi_cols))
     )
     WHERE __anon_n >= k;

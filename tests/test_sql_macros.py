@@ -506,6 +506,46 @@ def test_injection_text_is_only_ever_a_name(tmp_path):
     assert con.execute("SELECT * FROM anon_k_anonymity(?, ?)", [name, ["a"]]).fetchall() == [(1, 2, 3)]
 
 
+QUOTED_NAMES = [
+    # (tables to create, the name as the user passes it, the table it must read)
+    ('"a""b"', '"a""b"', 'a"b'),            # issue 12: the 1.5 shell read table ab instead
+    ('"a""b"', 'main."a""b"', 'a"b'),
+    ('"x"".y"', '"x"".y"', 'x".y'),          # a quote and a dot
+    ('"""q"""', '"""q"""', '"q"'),           # quotes at both ends
+    ('"my.t"', '"my.t"', "my.t"),
+    ('"my.t"', 'MAIN."my.t"', "my.t"),
+]
+
+
+@pytest.mark.parametrize("create,given,meant", QUOTED_NAMES)
+def test_quoted_table_name_reads_that_table(tmp_path, create, given, meant):
+    # Decoy tables whose names a wrong unquoting would produce (ab, "a" and so on) hold other data.
+    decoys = {"ab", "a", "b", "xy", "x", "q", "my", "t"}
+    setup = [f'CREATE TABLE "{d}" AS SELECT 9 AS v FROM range(5)' for d in sorted(decoys)]
+    setup.append(f"CREATE TABLE {create} AS SELECT v FROM (VALUES (1), (1), (2)) t(v)")
+    queries = [f"SELECT * FROM anon_k_anonymity({sql_str(given)}, ['v'])",
+               f"SELECT class_size FROM anon_equivalence_classes({sql_str(given)}, ['V'])",
+               f"SELECT count(*) AS n FROM anon_suppress({sql_str(given)}, ['v'], 2)"]
+    expected = [[{"k": 1, "classes": 2, "records": 3}], [{"class_size": 1}, {"class_size": 2}], [{"n": 2}]]
+    if DUCKDB_SHELL is not None:
+        proc = run_shell(None, "; ".join(setup), *queries, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        assert parse_json_results(proc.stdout) == expected, f"shell read the wrong table for {given!r}"
+    con = duckdb.connect()
+    con.execute(MACROS.read_text(encoding="utf-8"))
+    for statement in setup:
+        con.execute(statement)
+    assert con.execute("SELECT table_name FROM duckdb_tables() WHERE table_name NOT IN "
+                       f"({', '.join(sql_str(d) for d in decoys)})").fetchall() == [(meant,)]
+    assert [py_query(con, q) for q in queries] == expected
+
+
+@pytest.mark.parametrize("name", ['"a', 'a"b', 'main.', '.t', 'a..b', '"a"b"'])
+def test_malformed_table_name_is_an_error(query, name):
+    with pytest.raises((AssertionError, duckdb.Error), match="qualified name"):
+        query(f"SELECT * FROM anon_k_anonymity({sql_str(name)}, ['age'])")
+
+
 def test_empty_or_null_column_names_are_errors(query):
     # (the shell path raises AssertionError carrying the shell's stderr)
     with pytest.raises((AssertionError, duckdb.Error), match="empty set of columns|no column names"):
