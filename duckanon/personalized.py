@@ -176,7 +176,8 @@ class TopDownPartitioning(ClusteringMethod):
         return dataclasses.replace(policy, models=[KAnonymity(k)])
 
     def describe(self) -> dict:
-        described = {"algorithm": self.name, "seed": self.seed}
+        # Never the seed: with it anyone could retrace the random first records (a release holds no random seed).
+        described = {"algorithm": self.name}
         if self.personalization is not None:
             described["personalization"] = self.personalization.describe()
         return described
