@@ -39,7 +39,7 @@ from .recoding import PartitionMap
 from .search import STRATEGIES, NodeEvaluator, SearchResult, solution_space
 from .weights import attribute_weights
 from .policy import SUPPRESSED, Policy
-from .release import ReleaseContent, write_release
+from .release import STORAGE_VERSION, ReleaseContent, ReleaseInfo, release_format, write_release
 
 FILE_READERS = {".csv": "read_csv_auto", ".tsv": "read_csv_auto", ".gz": "read_csv_auto", ".parquet": "read_parquet",
                 ".json": "read_json_auto"}
@@ -53,9 +53,17 @@ _temporaries = itertools.count()
 
 def connect(database: duckdb.DuckDBPyConnection | str | os.PathLike | None = None,
             progress: Callable[[str], None] | None = None) -> Anonymizer:
-    """An anonymizer over a DuckDB connection, or over a database file opened for it (in memory without one)."""
+    """An anonymizer over a DuckDB connection, or over a database file opened for it (in memory without one).
+
+    A database file this creates is written in the storage version releases use, which the DuckDB shell and clients
+    from 1.2 on read; an existing file keeps its version."""
     if not isinstance(database, duckdb.DuckDBPyConnection):
-        database = duckdb.connect(str(database) if database is not None else ":memory:")
+        if database is None:
+            database = duckdb.connect(":memory:")
+        elif Path(database).exists():
+            database = duckdb.connect(str(database))
+        else:
+            database = duckdb.connect(str(database), config={"storage_compatibility_version": STORAGE_VERSION})
     return Anonymizer(database, progress)
 
 
@@ -418,18 +426,22 @@ class Anonymizer:
         return frame
 
     def anonymize(self, source, policy: Policy | str, path: str | os.PathLike, *, metric: Metric | str = "loss",
-                  strategy: str = "optimal", label: str | None = None, table: str = "release"
-                  ) -> tuple[SearchResult, Release]:
-        """Search the best transformation and publish it."""
+                  strategy: str = "optimal", label: str | None = None, table: str = "release",
+                  format: str | None = None) -> tuple[SearchResult, Release]:
+        """Search the best transformation and publish it (``format`` as :meth:`publish`)."""
+        release_format(path, format)
         result = self.search(source, policy, metric=metric, strategy=strategy, label=label)
         if not result.found:
             raise PolicyNotSatisfied(result.summary())
-        return result, self.publish(source, policy, result.levels, path, table=table)
+        generalization = FullDomainGeneralization(result.levels)
+        with self._bind(source, policy) as bound:
+            metrics = {**self._node_metrics(bound, generalization), **result.best.values}
+            return result, self._publish(bound, generalization, path, table, format, metrics)
 
     def mondrian(self, source, policy: Policy | str, path: str | os.PathLike | None = None, *, relaxed: bool = False,
                  orders: Mapping[str, Sequence[object]] | None = None, categorical: Sequence[str] = (),
                  styles: Mapping[str, str] | None = None, numeric_style: str = "range", metrics: bool = True,
-                 table: str = "release") -> MondrianResult:
+                 table: str = "release", format: str | None = None) -> MondrianResult:
         """Partition ``source`` with Mondrian (strict, or ``relaxed``) in DuckDB, measure the result, and publish it
         to ``path`` when given (suppression, verification and release file as :meth:`publish`).
 
@@ -456,23 +468,31 @@ class Anonymizer:
                     self._progress("measuring LM, DM, NCP and the average class size")
                     measured = transformation.metrics(self.con, bound.source, bound.columns, bound.hierarchies,
                                                       bound.policy.models)
-                release = self._publish(bound, transformation, path, table) if path is not None else None
+                release = (self._publish(bound, transformation, path, table, format, measured or {})
+                           if path is not None else None)
             finally:
                 partitioning.close()
         return MondrianResult(partitioning, chosen, measured, release)
 
     def publish(self, source, policy: Policy | str, transformation: Transformation | Mapping[str, int],
-                path: str | os.PathLike, *, table: str = "release") -> Release:
+                path: str | os.PathLike, *, table: str = "release", format: str | None = None) -> Release:
         """Recode ``source`` by ``transformation`` (a Transformation, or a level per quasi-identifier), suppress what
-        violates the policy, and write the release file."""
+        violates the policy, and write the release file: DuckDB, Parquet or CSV by ``path``'s extension or
+        ``format`` (see :mod:`duckanon.release`)."""
         if not isinstance(transformation, Transformation):
             transformation = FullDomainGeneralization(transformation)
+        release_format(path, format)  # an unknown extension fails before any work
         with self._bind(source, policy, partitioning=isinstance(transformation, PartitionMap)) as bound:
-            return self._publish(bound, transformation, path, table)
+            return self._publish(bound, transformation, path, table, format)
 
-    def _publish(self, bound: _Bound, transformation: Transformation, path: str | os.PathLike, table: str) -> Release:
+    def _publish(self, bound: _Bound, transformation: Transformation, path: str | os.PathLike, table: str,
+                 format: str | None, metrics: Mapping[str, float] | None = None) -> Release:
+        """``metrics``: what the algorithm measured of this transformation, recorded in the release's info; a
+        full-domain generalization's are measured here when not given."""
         if isinstance(transformation, PartitionMap):
             transformation.require_styles(bound.quasi_identifiers)
+        if metrics is None:
+            metrics = self._measure(bound, transformation)
         temporaries = _Temporaries(self.con)
         with temporaries:
             self._progress("recoding the quasi-identifiers")
@@ -482,17 +502,42 @@ class Anonymizer:
             quasi = bound.quasi_identifiers
             classes_view = (exp.select(*[sb.col(q) for q in quasi], exp.func("COUNT", exp.Star()).as_("records"))
                             .from_(sb.table(table)).group_by(*[sb.col(q) for q in quasi]))
-            info = [("policy", bound.policy.describe()), ("transformation", json.dumps(transformation.describe())),
-                    ("suppression", bound.policy.suppression), ("suppressed_records", str(suppressed)),
-                    ("records", str(bound.facts.records)),
-                    ("created", dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))]
-            content = ReleaseContent(table, final, {f"{table}_classes": classes_view}, info)
+            info = ReleaseInfo(
+                kind="full-domain generalization" if isinstance(transformation, FullDomainGeneralization)
+                else "recoding by groups", source_records=bound.facts.records, suppressed_records=suppressed,
+                suppression=bound.policy.suppression, policy=self._described_policy(bound),
+                transformation=transformation.describe(), metrics=metrics or {}, classes_by=quasi)
+            content = ReleaseContent(table, final, {f"{table}_classes": classes_view}, info, sources=[bound.source])
             dropped = suppressed if bound.policy.suppression == "drop" else 0
             expected = bound.facts.records - dropped
             self._progress(f"writing and verifying {path}")
             path = write_release(self.con, path, content,
-                                 lambda reader: verify_release(reader, table, bound, transformation, expected))
+                                 lambda reader: verify_release(reader, table, bound, transformation, expected),
+                                 format=format)
             return Release(path, table, bound.facts.records, expected, suppressed, report)
+
+    def _measure(self, bound: _Bound, transformation: Transformation) -> dict[str, float]:
+        if isinstance(transformation, FullDomainGeneralization):
+            return self._node_metrics(bound, transformation)
+        if isinstance(transformation, PartitionMap):
+            self._progress("measuring LM, DM, NCP and the average class size")
+            return transformation.metrics(self.con, bound.source, bound.columns, bound.hierarchies, bound.policy.models)
+        return {}
+
+    def _node_metrics(self, bound: _Bound, generalization: FullDomainGeneralization) -> dict[str, float]:
+        """The node's value under every metric that needs no label (the weighted Loss forms do)."""
+        names = [m for m in metric_names() if m not in WEIGHTED]
+        with self._evaluator(bound, names, None) as evaluator:
+            node = evaluator.lattice.node_of(bound.levels(generalization.levels))
+            return dict(evaluator.evaluate(evaluator.lattice.index(node)).values)
+
+    @staticmethod
+    def _described_policy(bound: _Bound) -> dict:
+        columns, models, settings = bound.policy.to_rows({c: b.table.name for c, b in bound.hierarchies.items()})
+        return {"description": bound.policy.describe(), **settings,
+                "columns": [{"column": c, "role": role, "hierarchy": table} for c, role, table in columns],
+                "models": [{"model": name, "sensitive": sensitive, "params": json.loads(params)}
+                           for _, name, sensitive, params in models]}
 
     def _suppress(self, bound: _Bound, generalized: exp.Table, temporaries: _Temporaries
                   ) -> tuple[CheckReport, exp.Select, int]:

@@ -502,13 +502,13 @@ class Clusters:
             sb.run(con, sb.drop("TABLE", recoded))
             sb.run(con, sb.drop("TABLE", assignment))
 
-    def publish(self, path, *, table: str = "release") -> Release:
+    def publish(self, path, *, table: str = "release", format: str | None = None) -> Release:
         """Write the release: quasi-identifiers recoded by group (:class:`~duckanon.recoding.PartitionMap`), checked,
-        and verified by :meth:`Anonymizer.publish <duckanon.anonymizer.Anonymizer.publish>`."""
+        and verified by :meth:`Anonymizer.publish <duckanon.anonymizer.Anonymizer.publish>` (``format`` as there)."""
         assignment = self._assignment()
         try:
             transformation = self.method.release_transformation(self, self._partition(assignment))
             return self.anonymizer.publish(self.source, self.method.release_policy(self.policy), transformation, path,
-                                           table=table)
+                                           table=table, format=format)
         finally:
             sb.run(self.anonymizer.con, sb.drop("TABLE", assignment))

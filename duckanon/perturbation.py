@@ -43,9 +43,7 @@ noise: keep it secret too.
 
 from __future__ import annotations
 
-import datetime as dt
 import itertools
-import json
 import math
 import os
 from abc import ABC, abstractmethod
@@ -63,7 +61,7 @@ from . import disclosure
 from . import sqlbuild as sb
 from .disclosure import DisclosureReport, disclosure_report
 from .errors import AnonymizationError, PolicyError
-from .release import ReleaseContent, write_release
+from .release import ReleaseContent, ReleaseInfo, release_format, write_release
 
 KEYS = ("__duckanon_key_1", "__duckanon_key_2")  # two seeded hashes of a record's columns
 ORDER = "__duckanon_order"  # the release's row order
@@ -269,8 +267,9 @@ def perturb(con: duckdb.DuckDBPyConnection, source: exp.Expression, path: str | 
             seed: int | None = None, table: str = "release", measure: bool = True,
             known_records: Sequence[int] = (10, 100), mi_bins: int | None = None,
             measure_records: int | None = disclosure.SAMPLE,
-            progress: Callable[[str], None] | None = None) -> PerturbedRelease:
-    """Publish ``source`` (a sqlglot table or query) to ``path`` with its private attributes perturbed.
+            progress: Callable[[str], None] | None = None, format: str | None = None) -> PerturbedRelease:
+    """Publish ``source`` (a sqlglot table or query) to ``path`` (DuckDB, Parquet or CSV by its extension or
+    ``format``) with its private attributes perturbed.
 
     ``numeric`` attributes are perturbed by ``method``; ``categorical`` ones (a list, or a mapping to the categories in
     code order, None for sorted) by ``categorical_method``, which defaults to ``method`` when it can encode categories
@@ -289,6 +288,7 @@ def perturb(con: duckdb.DuckDBPyConnection, source: exp.Expression, path: str | 
     if not isinstance(table, str) or not table:
         raise PolicyError(f"the release table needs a name, got {table!r}")
     seed = _checked_seed(seed)
+    release_format(path, format)
     if measure:
         disclosure.check_parameters(known_records, mi_bins, measure_records)
     columns, types = _schema(con, source)
@@ -342,13 +342,11 @@ def perturb(con: duckdb.DuckDBPyConnection, source: exp.Expression, path: str | 
         views.append(view)
         distinct = len(join_keys) == 2 and not _unique(keys[KEYS[0]], keys[KEYS[1]])
         query = release_query(work, sb.table(view), released, attributes, join_keys, distinct)
-        info = [("method", "perturbation"), ("perturbation", json.dumps(methods)), ("records", str(records)),
-                ("created", dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))]
-        if report is not None:
-            info.append(("disclosure", json.dumps(report.as_dict())))
+        info = ReleaseInfo(kind="perturbation", source_records=records, transformation={"perturbation": methods},
+                           metrics={"disclosure": report.as_dict()} if report is not None else {})
         say(f"writing and verifying {path}")
-        written = write_release(con, path, ReleaseContent(table, query, {}, info),
-                                lambda reader: verify_perturbed_release(reader, table, released, attributes, facts))
+        written = write_release(con, path, ReleaseContent(table, query, {}, info, sources=[source]), format=format,
+                                verify=lambda reader: verify_perturbed_release(reader, table, released, attributes, facts))
         return PerturbedRelease(written, table, records, methods, report)
     finally:
         for view in views:

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from sqlglot.errors import ErrorLevel
 
 import duckanon
+from duckanon.release import read_release_info
 from duckanon import AdditiveNoise, AnonymizationError, EmpiricalSynthesis, PolicyError, RandomizedResponse
 from duckanon import perturbation
 from duckanon import sqlbuild as sb
@@ -27,8 +28,7 @@ def read(path, table="release") -> pd.DataFrame:
 
 
 def info(path) -> dict:
-    with duckdb.connect(str(path), read_only=True) as reader:
-        return dict(reader.execute("SELECT key, value FROM release_info").fetchall())
+    return read_release_info(path)
 
 
 def people(n=3000, seed=0) -> pd.DataFrame:
@@ -126,10 +126,11 @@ def test_synthesis_release_keeps_ranks_and_labels(con, tmp_path):
     # Columns that are not private stay with their record.
     assert (both["label"] == both["label_released"]).all() and (both["disease"] == both["disease_released"]).all()
     facts = info(path)
-    assert json.loads(facts["perturbation"]) == {c: {"method": "empirical-synthesis", "bins": 25}
-                                                 for c in ["age", "income", "score"]}
-    assert "seed" not in facts and "11" not in facts["perturbation"]
-    measures = json.loads(facts["disclosure"])
+    assert facts["kind"] == "perturbation" and facts["source_records"] == facts["released_records"]
+    assert facts["transformation"]["perturbation"] == {c: {"method": "empirical-synthesis", "bins": 25}
+                                                       for c in ["age", "income", "score"]}
+    assert "seed" not in str(facts) and "11" not in json.dumps(facts["transformation"])
+    measures = facts["metrics"]["disclosure"]
     assert [row["attribute"] for row in measures["attributes"]] == ["age", "income", "score"]
 
 
@@ -183,7 +184,7 @@ def test_randomized_response_keeps_with_probability_keep(con, tmp_path):
     shares = changed.groupby("disease")["disease_released"].value_counts(normalize=True)
     assert shares.between(0.25 - 0.08, 0.25 + 0.08).all() and len(shares) == 4 * 4
     assert set(both["disease_released"]) <= set(order) and "measles" in set(both["disease_released"])
-    assert json.loads(info(path)["perturbation"])["disease"] == {"method": "randomized-response", "keep": 0.6,
+    assert info(path)["transformation"]["perturbation"]["disease"] == {"method": "randomized-response", "keep": 0.6,
                                                                  "categories": order}
     row = release.disclosure.attributes.set_index("attribute").loc["disease"]
     assert row["method"] == "randomized-response" and np.isnan(row["spearman"])
@@ -195,7 +196,7 @@ def test_categorical_synthesis_releases_codes(con, tmp_path):
                                   keep=["id", "label"], seed=1)
     both = joined(con, path)
     assert list(read(path).columns) == ["id", "disease", "label"]
-    categories = json.loads(info(path)["perturbation"])["disease"]["categories"]
+    categories = info(path)["transformation"]["perturbation"]["disease"]["categories"]
     assert categories == sorted(["flu", "cold", "asthma", "hiv"])
     code = both["disease"].map({c: i for i, c in enumerate(categories)})
     assert both["disease_released"].between(0, 3).all()

@@ -1,0 +1,319 @@
+"""Release faults of issue 12, each reproduced: a publish must never destroy its source, never let an old write-ahead
+log alter a verified release, write the format it is asked for, and clean up after itself.  Checked from outside
+duckanon: fresh connections, file bytes, pandas, other processes."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+
+import duckdb
+import pandas as pd
+import pytest
+
+import duckanon
+from duckanon import AnonymizationError, Hierarchy, KAnonymity, Policy
+from duckanon.release import INFO_COLUMNS, read_release_info
+
+PEOPLE = pd.DataFrame({"name": [f"person {i}" for i in range(400)], "age": [20 + i % 40 for i in range(400)],
+                       "disease": [["flu", "cold", "asthma"][i % 3] for i in range(400)]})
+AGES = Hierarchy.intervals(range(20, 60), widths=[10, 20])
+POLICY = Policy(identifiers=["name"], quasi_identifiers={"age": AGES}, sensitive=["disease"], models=[KAnonymity(5)])
+
+
+def make_source(path) -> None:
+    with duckdb.connect(str(path)) as con:
+        con.register("frame", PEOPLE)
+        con.execute("CREATE TABLE people AS SELECT * FROM frame")
+
+
+def rows(path, table="people") -> pd.DataFrame:
+    with duckdb.connect(str(path), read_only=True, config={"python_enable_replacements": False}) as con:
+        return con.execute(f'SELECT * FROM "{table}" ORDER BY ALL').df()
+
+
+def digest(path) -> str:
+    return hashlib.sha256(open(path, "rb").read()).hexdigest()
+
+
+# ------------------------------------------------------------------ fault 1: publishing onto the source
+@pytest.mark.parametrize("via", ["same path", "symlink", "relative path"])
+def test_publishing_onto_the_connection_database_is_refused_and_loses_nothing(tmp_path, via, monkeypatch):
+    source = tmp_path / "p.duckdb"
+    make_source(source)
+    con = duckdb.connect(str(source))
+    anon = duckanon.connect(con)
+    anon.add_hierarchy("age", AGES)
+    target = {"same path": source, "symlink": tmp_path / "link.duckdb", "relative path": "p.duckdb"}[via]
+    if via == "symlink":
+        os.symlink(source, target)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(AnonymizationError, match="attached to this connection"):
+        anon.publish("people", POLICY, {"age": 1}, target, table="people")
+    # The still-open connection writes to the real file, and everything is there after reopening.
+    con.execute("CREATE TABLE later AS SELECT 1 AS x")
+    con.close()
+    with duckdb.connect(str(source), read_only=True) as check:
+        assert check.execute("SELECT count(*) FROM people").fetchone()[0] == len(PEOPLE)
+        assert check.execute("SELECT count(*) FROM anon.hierarchy_age").fetchone()[0] > 0
+        assert check.execute("SELECT x FROM later").fetchall() == [(1,)]
+
+
+def test_publishing_onto_an_attached_database_is_refused(tmp_path):
+    other = tmp_path / "other.duckdb"
+    make_source(other)
+    before = digest(other)
+    con = duckdb.connect()
+    con.execute(f"ATTACH '{other}' AS other (READ_ONLY)")
+    con.register("frame", PEOPLE)
+    with pytest.raises(AnonymizationError, match="'other' attached"):
+        duckanon.connect(con).publish("frame", POLICY, {"age": 1}, other, table="people")
+    con.close()
+    assert digest(other) == before
+
+
+@pytest.mark.parametrize("suffix,format", [(".csv", "csv"), (".parquet", "parquet")])
+def test_publishing_onto_a_source_file_is_refused(tmp_path, suffix, format):
+    source = tmp_path / f"people{suffix}"
+    with duckdb.connect() as con:
+        con.register("frame", PEOPLE)
+        con.execute(f"COPY frame TO '{source}' (FORMAT {format})")
+    before = digest(source)
+    with pytest.raises(AnonymizationError, match="source file"):
+        duckanon.connect().publish(str(source), POLICY, {"age": 1}, source, table="people")
+    assert digest(source) == before
+
+
+# ------------------------------------------------------------------ fault 2: a stale write-ahead log
+KILLED_WRITER = textwrap.dedent("""
+    import os, sys, duckdb
+    con = duckdb.connect(sys.argv[1])
+    con.execute("SET checkpoint_threshold = '10GB'")   # keep the change in the log
+    con.execute("DELETE FROM people WHERE disease = 'flu'")
+    con.execute("INSERT INTO release_info SELECT * FROM release_info")
+    os.kill(os.getpid(), 9)                             # killed: no checkpoint, the log stays
+""")
+
+
+def test_a_stale_write_ahead_log_never_reaches_a_new_release(tmp_path):
+    target = tmp_path / "release.duckdb"
+    anon = duckanon.connect()
+    anon.con.register("people", PEOPLE)
+    anon.publish("people", POLICY, {"age": 1}, target, table="people")
+    killed = subprocess.run([sys.executable, "-c", KILLED_WRITER, str(target)], capture_output=True)
+    assert killed.returncode == -signal.SIGKILL and (tmp_path / "release.duckdb.wal").exists()
+    release = anon.publish("people", POLICY, {"age": 2}, target, table="people")
+    assert not (tmp_path / "release.duckdb.wal").exists()
+    # What verification saw is what a later reader sees, in Python and in the shell.
+    released = rows(target)
+    assert len(released) == release.records_out == len(PEOPLE)
+    assert read_release_info(target)["tool"] == "duckanon"
+    shell = shutil.which("duckdb")
+    if shell:
+        result = subprocess.run([shell, "-readonly", "-csv", "-noheader", str(target), "-c",
+                                 "SELECT count(*) FROM people"], capture_output=True, text=True, check=True)
+        assert result.stdout.strip() == str(len(PEOPLE))
+
+
+HOLDING_WRITER = textwrap.dedent("""
+    import sys, time, duckdb
+    con = duckdb.connect(sys.argv[1])
+    print("open", flush=True)
+    time.sleep(60)
+""")
+
+
+def test_a_release_open_for_writing_elsewhere_is_not_replaced(tmp_path):
+    if not os.path.exists("/proc/locks"):
+        pytest.skip("needs Linux's /proc/locks")
+    target = tmp_path / "release.duckdb"
+    anon = duckanon.connect()
+    anon.con.register("frame", PEOPLE)
+    anon.publish("frame", POLICY, {"age": 1}, target, table="people")
+    before = digest(target)
+    holder = subprocess.Popen([sys.executable, "-c", HOLDING_WRITER, str(target)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "open"
+        with pytest.raises(AnonymizationError, match="open for writing in another process"):
+            anon.publish("frame", POLICY, {"age": 2}, target, table="people")
+    finally:
+        holder.kill()
+        holder.wait()
+    assert digest(target) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["release.duckdb"]
+
+
+# ------------------------------------------------------------------ fault 6 and the formats
+@pytest.fixture
+def frame_anon():
+    anon = duckanon.connect()
+    anon.con.register("people", PEOPLE)
+    anon.con.execute("CREATE TABLE frame AS SELECT * FROM people")  # a table: cursors do not see registered frames
+    return anon
+
+
+def expected_release() -> pd.DataFrame:
+    """The k-anonymous release of PEOPLE at age level 1, computed with pandas: decades, no name."""
+    low = (PEOPLE["age"] // 10) * 10
+    return pd.DataFrame({"age": "[" + low.astype(str) + "-" + (low + 10).astype(str) + ")",
+                         "disease": PEOPLE["disease"]})
+
+
+@pytest.mark.parametrize("name,format,magic", [("r.parquet", None, b"PAR1"), ("r.csv", None, b"age,disease"),
+                                               ("r.duckdb", None, None), ("plain", "parquet", b"PAR1"),
+                                               ("r.db", None, None)])
+def test_each_format_is_written_as_named_and_holds_the_release(tmp_path, frame_anon, name, format, magic):
+    path = tmp_path / name
+    release = frame_anon.publish("frame", POLICY, {"age": 1}, path, table="people", format=format)
+    assert release.path == path and path.is_file()
+    head = path.read_bytes()[:16]
+    if magic is None:
+        assert head[8:12] == b"DUCK"
+    else:
+        assert head.startswith(magic)
+    with duckdb.connect() as con:
+        reader = {b"PAR1": "read_parquet", b"age,disease": "read_csv", None: None}[magic]
+        if reader is None:
+            con.execute(f"ATTACH '{path}' AS r (READ_ONLY)")
+            got = con.execute("SELECT * FROM r.people").df()
+        else:
+            got = con.execute(f"SELECT * FROM {reader}('{path}')").df()
+    key = ["age", "disease"]
+    pd.testing.assert_frame_equal(got[key].sort_values(key).reset_index(drop=True),
+                                  expected_release()[key].sort_values(key).reset_index(drop=True))
+    info = read_release_info(path, format)
+    assert info["released_records"] == info["source_records"] == len(PEOPLE)
+
+
+@pytest.mark.parametrize("name,format,message", [
+    ("r.txt", None, "unknown extension '.txt'"), ("r", None, "unknown extension"),
+    ("r.parquet", "duckdb", "extension of a parquet file"), ("r.duckdb", "xlsx", "unknown release format"),
+    ("a\\b.duckdb", None, "backslash")])
+def test_bad_targets_fail_before_writing_anything(tmp_path, frame_anon, name, format, message, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(AnonymizationError, match=message):
+        frame_anon.publish("frame", POLICY, {"age": 1}, name, table="people", format=format)
+    assert list(tmp_path.rglob("*")) == []
+
+
+def test_a_directory_target_is_one_clear_error(tmp_path, frame_anon):
+    with pytest.raises(AnonymizationError, match="is a directory"):
+        frame_anon.publish("frame", POLICY, {"age": 1}, tmp_path, table="people")
+
+
+@pytest.mark.parametrize("name", ["r.parquet", "r.csv", "r.duckdb"])
+def test_a_failed_verification_leaves_the_earlier_release_and_no_partial(tmp_path, frame_anon, name, monkeypatch):
+    import duckanon.anonymizer as anonymizer
+
+    target = tmp_path / name
+    frame_anon.publish("frame", POLICY, {"age": 1}, target, table="people")
+    before = {p.name: digest(p) for p in tmp_path.iterdir()}
+
+    def broken(*args, **kwargs):
+        raise AnonymizationError("release check: broken on purpose")
+
+    monkeypatch.setattr(anonymizer, "verify_release", broken)
+    with pytest.raises(AnonymizationError, match="broken on purpose"):
+        frame_anon.publish("frame", POLICY, {"age": 2}, target, table="people")
+    assert {p.name: digest(p) for p in tmp_path.iterdir()} == before
+
+
+def test_a_csv_whose_info_file_does_not_match_is_refused(tmp_path, frame_anon):
+    target = tmp_path / "r.csv"
+    frame_anon.publish("frame", POLICY, {"age": 1}, target, table="people")
+    target.write_text(target.read_text() + "[90-100),flu\n")
+    with pytest.raises(AnonymizationError, match="does not match"):
+        read_release_info(target)
+
+
+# ------------------------------------------------------------------ fault 7: cursors, partials
+def test_two_publishes_through_cursors_of_one_connection_do_not_collide(tmp_path, frame_anon):
+    frame_anon.add_hierarchy("age", AGES)  # stored once: both publishes read it
+    errors: list[BaseException] = []
+
+    def publish(i: int) -> None:
+        try:
+            cursor = duckanon.connect(frame_anon.con.cursor())
+            for round_ in range(3):
+                cursor.publish("frame", POLICY, {"age": 1 + (i + round_) % 2}, tmp_path / f"r{i}.duckdb",
+                               table="people")
+        except BaseException as error:  # noqa: BLE001 - collected for the assertion
+            errors.append(error)
+
+    threads = [threading.Thread(target=publish, args=(i,)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert all(len(rows(tmp_path / f"r{i}.duckdb")) == len(PEOPLE) for i in range(2))
+
+
+def test_partials_of_killed_publishes_are_removed_and_live_ones_kept(tmp_path, frame_anon):
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead_pid = int(dead.stdout)
+    stale = [tmp_path / f".r.duckdb.partial-{dead_pid}-{'a' * 32}", tmp_path / f".r.duckdb.partial-{dead_pid}-{'a' * 32}.wal"]
+    live = tmp_path / f".r.duckdb.partial-{os.getppid()}-{'b' * 32}"  # a process that is alive: the test's parent
+    other = tmp_path / f".other.duckdb.partial-{dead_pid}-{'c' * 32}"
+    for path in [*stale, live, other]:
+        path.write_bytes(b"half a release")
+    frame_anon.publish("frame", POLICY, {"age": 1}, tmp_path / "r.duckdb", table="people")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["r.duckdb", live.name, other.name])
+
+
+# ------------------------------------------------------------------ deliverables 4 and 7
+def test_databases_duckanon_creates_open_in_the_shell(tmp_path):
+    shell = shutil.which("duckdb")
+    if shell is None:
+        pytest.skip("the duckdb shell (PyPI duckdb-cli) is not installed")
+    path = tmp_path / "people.duckdb"
+    anon = duckanon.connect(path)
+    anon.con.register("frame", PEOPLE)
+    anon.con.execute("CREATE TABLE people AS SELECT * FROM frame")
+    anon.save_policy("k5", Policy(identifiers=["name"], quasi_identifiers={"age": AGES}, sensitive=["disease"],
+                                  models=[KAnonymity(5)]))
+    anon.con.close()
+    result = subprocess.run([shell, "-readonly", "-csv", "-noheader", str(path), "-c",
+                             "SELECT (SELECT count(*) FROM people), (SELECT count(*) FROM anon.policies)"],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"{len(PEOPLE)},1"
+
+
+def test_release_info_is_typed_complete_and_computed_right(tmp_path, frame_anon):
+    target = tmp_path / "r.duckdb"
+    result, release = frame_anon.anonymize("frame", POLICY, target, metric="dm", table="people")
+    with duckdb.connect(str(target), read_only=True) as con:
+        types = dict(con.execute("SELECT column_name, data_type FROM duckdb_columns() "
+                                 "WHERE table_name = 'release_info'").fetchall())
+        released = con.execute("SELECT * FROM people").df()
+    assert types == {c: {"TIMESTAMP": "TIMESTAMP"}.get(t, t) for c, t in INFO_COLUMNS.items()}
+    info = read_release_info(target)
+    sizes = released.groupby("age").size()
+    assert info["tool_version"] == duckanon.__version__
+    assert info["kind"] == "full-domain generalization"
+    assert (info["source_records"], info["released_records"]) == (len(PEOPLE), len(released))
+    assert info["suppressed_records"] == release.suppressed == 0
+    assert (info["classes"], info["smallest_class"]) == (len(sizes), sizes.min())
+    assert info["highest_risk"] == pytest.approx(1 / sizes.min())
+    assert info["average_risk"] == pytest.approx(len(sizes) / len(released))
+    assert info["transformation"] == {"full-domain generalization": result.levels}
+    assert info["metrics"]["dm"] == pytest.approx(float((sizes ** 2).sum()))
+    assert info["metrics"]["average-class-size"] == pytest.approx(len(released) / len(sizes))
+    assert {c["column"]: c["role"] for c in info["policy"]["columns"]} == {
+        "name": "identifier", "age": "quasi-identifier", "disease": "sensitive"}
+    assert info["policy"]["models"] == [{"model": "k-anonymity", "sensitive": None, "params": {"k": 5}}]
+    assert "seed" not in str(info).lower()
+
+
+def test_release_info_refuses_a_seed():
+    from duckanon.release import ReleaseInfo
+
+    with pytest.raises(AnonymizationError, match="seed"):
+        ReleaseInfo(kind="clustering", source_records=1, transformation={"method": "x", "seed": 7})
