@@ -1,0 +1,223 @@
+"""What each subcommand does; each returns its exit code (see ``parser.EPILOG``)."""
+
+from __future__ import annotations
+
+import argparse
+import numbers
+import os
+import uuid
+from pathlib import Path
+
+from sqlglot import exp
+
+from .. import sqlbuild as sb
+from ..anonymizer import Anonymizer, connect
+from ..clustering import SemiSupervisedClustering
+from ..errors import AnonymizationError
+from ..hierarchy import Hierarchy
+from ..microaggregation import MDAV
+from ..perturbation import AdditiveNoise, EmpiricalSynthesis, RandomizedResponse
+from ..personalized import Personalization, TopDownPartitioning
+from ..policy import Policy
+from ..release import release_format
+from . import policy_options
+from .console import Console
+from .sources import Source, attach_database, database_table, existing_file, open_source
+
+OK, NOT_MET = 0, 1
+
+
+# ------------------------------------------------------------------------------------------------ shared steps
+
+def _open(args: argparse.Namespace, console: Console) -> tuple[Source, Anonymizer]:
+    source = open_source(args.source, args.table)
+    if source.bundled and hasattr(args, "qi"):
+        policy_options.bundled_defaults(args)
+    return source, Anonymizer(source.con, progress=console.progress)
+
+
+def _output(args: argparse.Namespace) -> Path:
+    """The release path (checked before any work, so a bad one fails at once)."""
+    path = args.output or Path(f"release.{args.format or 'duckdb'}")
+    release_format(path, args.format)
+    return path
+
+
+def _release_table(args: argparse.Namespace, source: Source) -> str:
+    return args.release_table or source.name
+
+
+def _generalize(args: argparse.Namespace, console: Console, anon: Anonymizer, source: Source, policy: Policy) -> int:
+    """Search (or take --levels), report the check, and publish to ``args.output`` unless --check-only."""
+    console.say(f"policy: {policy.describe()}")
+    if args.levels:
+        levels = args.levels
+    else:
+        result = anon.search(source.relation, policy, metric=args.metric, strategy=args.strategy, label=args.label)
+        console.say(result.summary())
+        if not result.found:
+            return NOT_MET
+        levels = result.levels
+    console.say(f"levels: {', '.join(f'{c}={v}' for c, v in levels.items())}")
+    report = anon.check(source.relation, policy, levels)
+    console.say(report.summary())
+    console.say(report.per_model.to_string(index=False))
+    if args.check_only:
+        return OK if report.within_limit else NOT_MET
+    release = anon.publish(source.relation, policy, levels, args.output, table=_release_table(args, source),
+                           format=args.format)
+    console.say(release.summary())
+    console.say(f"time: {console.seconds():.2f} s")
+    return OK
+
+
+# ---------------------------------------------------------------------------------------------------- commands
+
+def search(args: argparse.Namespace, console: Console) -> int:
+    if not args.check_only:
+        args.output = _output(args)
+    source, anon = _open(args, console)
+    return _generalize(args, console, anon, source, policy_options.policy(anon, args))
+
+
+def check(args: argparse.Namespace, console: Console) -> int:
+    args.check_only, args.output, args.format, args.release_table = True, None, None, None
+    return search(args, console)
+
+
+def run_stored(args: argparse.Namespace, console: Console) -> int:
+    if not args.check_only:
+        args.output = _output(args)
+    path = existing_file(args.source)
+    con = attach_database(path)
+    anon = Anonymizer(con, progress=console.progress)
+    policy = anon.policy(args.policy)
+    source = Source(con, database_table(con, path, args.table), args.table, path)
+    return _generalize(args, console, anon, source, policy)
+
+
+def mondrian(args: argparse.Namespace, console: Console) -> int:
+    output = None if args.check_only else _output(args)
+    source, anon = _open(args, console)
+    policy = policy_options.policy(anon, args, hierarchies_required=False)
+    console.say(f"policy: {policy.describe()}")
+    styles = {column: style for given in args.style for column, style in given.items()}
+    result = anon.mondrian(source.relation, policy, output,
+                           relaxed=args.relaxed, orders=dict(args.order) or None, categorical=args.categorical,
+                           styles=styles or None, numeric_style=args.numeric_style,
+                           table=_release_table(args, source), format=args.format)
+    console.say(result.summary())
+    console.say(f"time: {console.seconds():.2f} s")
+    return OK
+
+
+def _clustering_method(args: argparse.Namespace):
+    if args.method == "semi-supervised":
+        return SemiSupervisedClustering()
+    if args.method == "mdav":
+        return MDAV()
+    personalization = None
+    if args.personalization is not None:
+        column, tree = args.personalization
+        if tree is None:
+            raise AnonymizationError("--personalization needs COLUMN=TREE.csv: the sensitive attribute's tree")
+        personalization = Personalization(column, Hierarchy.from_arx_csv(existing_file(str(tree))))
+    return TopDownPartitioning(seed=args.seed, personalization=personalization)
+
+
+def cluster(args: argparse.Namespace, console: Console) -> int:
+    output = None if args.check_only else _output(args)
+    source, anon = _open(args, console)
+    policy = policy_options.policy(anon, args, hierarchies_required=False)
+    console.say(f"policy: {policy.describe()}")
+    clusters = anon.cluster(source.relation, policy, _clustering_method(args), numeric=args.numeric)
+    console.say(clusters.summary())
+    report = clusters.check()
+    console.say(report.summary())
+    if args.check_only:
+        return OK if report.satisfied else NOT_MET
+    release = clusters.publish(output, table=_release_table(args, source), format=args.format)
+    console.say(release.summary())
+    console.say(f"time: {console.seconds():.2f} s")
+    return OK
+
+
+def perturb(args: argparse.Namespace, console: Console) -> int:
+    if not (args.numeric or args.categorical):
+        raise AnonymizationError("name the columns to perturb with --numeric and --categorical")
+    output = _output(args)
+    source, anon = _open(args, console)
+    method = (EmpiricalSynthesis(args.bins) if args.method == "empirical-synthesis"
+              else AdditiveNoise(args.noise, args.snr))
+    categorical_method = args.categorical_method or (
+        "empirical-synthesis" if args.method == "empirical-synthesis" else "randomized-response")
+    released = anon.perturb(
+        source.relation, output, method=method, numeric=args.numeric, categorical=args.categorical,
+        categorical_method=(EmpiricalSynthesis(args.bins) if categorical_method == "empirical-synthesis"
+                            else RandomizedResponse(args.keep_probability)),
+        keep=args.keep, seed=args.seed, table=_release_table(args, source), format=args.format)
+    console.say(released.summary())
+    console.say(f"time: {console.seconds():.2f} s")
+    return OK
+
+
+def hierarchy(args: argparse.Namespace, console: Console) -> int:
+    """Build a hierarchy over a column's distinct values; write it as ARX CSV, or store it in a database."""
+    source = open_source(args.source, args.table)
+    name = args.name or args.column
+    if args.output is not None and source.path is not None and _same_file(args.output, source.path):
+        raise AnonymizationError(f"-o {str(args.output)!r} is the source file: it would be overwritten")
+    built = _build_hierarchy(args, name, _distinct_values(source, args.column))
+    source.con.close()
+    if args.output is not None:
+        _write_atomically(args.output, built.to_arx_csv)
+        console.say(f"wrote hierarchy {name!r} ({len(built.rows)} values, {built.levels} levels) to {args.output}")
+        return OK
+    target = connect(args.into)
+    try:
+        target.add_hierarchy(name, built)
+    finally:
+        target.con.close()
+    console.say(f"stored hierarchy {name!r} ({len(built.rows)} values, {built.levels} levels) as table "
+                f"anon.hierarchy_{name} in {args.into}")
+    return OK
+
+
+def _distinct_values(source: Source, column: str) -> list:
+    relation = source.expression()
+    columns = sb.column_names(source.con, relation)
+    if column not in columns:
+        raise AnonymizationError(f"--column {column!r}: the source has no such column (it has {columns})")
+    return [row[0] for row in sb.fetch_rows(source.con, exp.select(sb.col(column)).distinct().from_(relation))]
+
+
+def _build_hierarchy(args: argparse.Namespace, name: str, values: list) -> Hierarchy:
+    if args.builder == "intervals":
+        wrong = [v for v in values if v is not None and not isinstance(v, numbers.Number)]
+        if wrong:
+            raise AnonymizationError(f"--column {args.column!r} is not numeric (it holds {wrong[0]!r}): intervals "
+                                     f"need numbers")
+        return Hierarchy.intervals(values, widths=args.widths, cuts=args.cuts, origin=args.origin, name=name)
+    if args.builder == "redaction":
+        return Hierarchy.redaction(values, mask=args.mask, name=name)
+    return Hierarchy.dates(values, name=name)
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    return a.exists() and os.path.samefile(a, b)
+
+
+def _write_atomically(path: Path, write) -> None:
+    """``write(temporary)`` then rename over ``path``: no partial file, an earlier one intact on failure."""
+    if path.is_dir():
+        raise AnonymizationError(f"-o {str(path)!r} is a directory")
+    partial = path.with_name(f".{path.name}.partial-{uuid.uuid4().hex}")
+    try:
+        write(partial)
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+COMMANDS = {"search": search, "check": check, "mondrian": mondrian, "cluster": cluster, "perturb": perturb,
+            "run": run_stored, "hierarchy": hierarchy}

@@ -1,0 +1,266 @@
+"""The argument parser: one subcommand per algorithm, sharing option groups (argparse parents)."""
+
+from __future__ import annotations
+
+import argparse
+from importlib import metadata
+from pathlib import Path
+
+from ..metrics import metric_names
+from ..search import STRATEGIES
+from . import values
+
+FORMATS = ("duckdb", "parquet", "csv")
+CLUSTER_METHODS = ("semi-supervised", "top-down", "mdav")
+NUMERIC_PERTURBATIONS = ("empirical-synthesis", "additive-noise")
+CATEGORICAL_PERTURBATIONS = ("empirical-synthesis", "randomized-response")
+DEFAULT_COMMAND = "search"
+
+DESCRIPTION = """Anonymize a DuckDB table or a CSV/Parquet file into a release file.
+
+Without a subcommand, `duckanon [options]` is `duckanon search [options]`; with no source it runs on the bundled
+Adult census data (eight quasi-identifiers with ARX's hierarchies, salary-class sensitive, k = 5, at most 5 %
+suppressed). A source database file is only read (attached read-only); hierarchies and policies stored in its `anon`
+schema are found. `duckanon COMMAND --help` lists a command's options."""
+
+EPILOG = """exit codes:
+  0    done (check: the policy holds)
+  1    the policy cannot be met: no transformation satisfies it within the suppression limit, or the given one does not
+  2    usage or input error: a bad option or value; a missing file, table, column, hierarchy or policy; bad data for
+       the method; an output path that cannot be a release
+  3    the written release failed its verification; nothing was published
+  4    a file or database could not be read or written (operating system or DuckDB error)
+  70   internal error (a bug: please report it; DUCKANON_TRACEBACK=1 shows the traceback)
+  130  interrupted
+Every failure is one line `duckanon: error: …` on stderr."""
+
+
+class UsageError(Exception):
+    """A command line that does not parse."""
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str):
+        # argparse would print the whole usage and exit; we report one line and let main choose the exit code.
+        raise UsageError(f"{message} (see {self.prog} --help)")
+
+
+def _formatted(**kwargs) -> dict:
+    return dict(formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG, **kwargs)
+
+
+def _parent() -> Parser:
+    return Parser(add_help=False)
+
+
+def _common() -> Parser:
+    parser = _parent()
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    return parser
+
+
+def _source(*, bundled: bool) -> Parser:
+    parser = _parent()
+    if bundled:
+        parser.add_argument("source", nargs="?", help="a DuckDB database file (with --table), or a CSV, Parquet or "
+                                                      "JSON file; omitted: the bundled Adult data")
+    else:
+        parser.add_argument("source", help="a DuckDB database file (with --table), or a CSV, Parquet or JSON file")
+    parser.add_argument("--table", help="the table to read inside a DuckDB database file")
+    return parser
+
+
+def _policy() -> Parser:
+    parser = _parent()
+    roles = parser.add_argument_group("roles")
+    roles.add_argument("--qi", action="append", default=[], type=values.column_file, metavar="COLUMN[=HIERARCHY.csv]",
+                       help="a quasi-identifier and its ARX-format hierarchy (or <COLUMN>.csv in --hierarchies, or a "
+                            "hierarchy stored in the source database's anon schema)")
+    roles.add_argument("--hierarchies", type=Path, metavar="DIR", help="folder of ARX hierarchies named <column>.csv")
+    roles.add_argument("--identifier", action="append", default=[], metavar="COLUMN", help="a column to drop")
+    roles.add_argument("--sensitive", action="append", default=[], metavar="COLUMN",
+                       help="a sensitive column, released as it is")
+    roles.add_argument("--insensitive", action="append", default=[], metavar="COLUMN",
+                       help="a column released as it is")
+    roles.add_argument("--others", choices=("error", "drop", "insensitive"), default="error",
+                       help="what to do with columns given no role (default: %(default)s; drop on the bundled data)")
+    models = parser.add_argument_group("privacy models")
+    models.add_argument("-k", "--k", type=values.whole,
+                        help="k-anonymity (on the bundled data 5 unless given, also beside other models)")
+    models.add_argument("--l-diversity", action="append", default=[], metavar="COLUMN:L",
+                        type=values.column_values("COLUMN:L", values.whole), help="distinct l-diversity")
+    models.add_argument("--entropy-l", action="append", default=[], metavar="COLUMN:L",
+                        type=values.column_values("COLUMN:L", values.number), help="entropy l-diversity")
+    models.add_argument("--recursive-l", action="append", default=[], metavar="COLUMN:C:L",
+                        type=values.column_values("COLUMN:C:L", values.number, values.whole),
+                        help="recursive (c,l)-diversity")
+    models.add_argument("--alpha-k", action="append", default=[], metavar="COLUMN:ALPHA",
+                        type=values.column_values("COLUMN:ALPHA", values.number),
+                        help="(alpha,k)-anonymity with -k: alpha bounds every value's share of a class")
+    models.add_argument("--alpha-k-values", action="append", default=[], metavar="COLUMN:ALPHA:VALUE,…",
+                        type=values.column_values("COLUMN:ALPHA:VALUE,…", values.number, str),
+                        help="(alpha,k)-anonymity with -k for the listed highly sensitive values only")
+    models.add_argument("--p-sensitive", action="append", default=[], metavar="COLUMN:P",
+                        type=values.column_values("COLUMN:P", values.whole), help="p-sensitive k-anonymity with -k")
+    models.add_argument("--t-closeness", action="append", default=[], metavar="COLUMN:T[:ordered]",
+                        type=values.t_closeness, help="t-closeness, equal distance unless ':ordered' follows")
+    suppression = parser.add_argument_group("suppression")
+    suppression.add_argument("--suppression", choices=("replace", "drop"), default="replace",
+                             help="replace a violating record's quasi-identifiers by '*', or drop it "
+                                  "(default %(default)s)")
+    suppression.add_argument("--suppression-limit", type=values.share, metavar="SHARE",
+                             help="largest share of records that may be suppressed (default 0; 0.05 on the bundled "
+                                  "data)")
+    suppression.add_argument("--max-suppressed", type=values.whole, metavar="RECORDS",
+                             help="largest number of records that may be suppressed")
+    return parser
+
+
+def _search() -> Parser:
+    parser = _parent()
+    search = parser.add_argument_group("transformation")
+    search.add_argument("--levels", type=values.levels, metavar="COLUMN=LEVEL,…",
+                        help="the generalization level of every quasi-identifier, e.g. age=2,sex=0; omitted: search "
+                             "for the best")
+    search.add_argument("--metric", default="loss", choices=metric_names(),
+                        help="what the search minimizes (default %(default)s)")
+    search.add_argument("--strategy", default="optimal", choices=list(STRATEGIES),
+                        help="search strategy (default %(default)s)")
+    search.add_argument("--label", metavar="COLUMN",
+                        help="class column that mi-loss weighs quasi-identifiers by (salary-class on the bundled data)")
+    return parser
+
+
+def _output(*, check_only: bool = True) -> Parser:
+    parser = _parent()
+    output = parser.add_argument_group("release")
+    output.add_argument("-o", "--output", type=Path, metavar="PATH",
+                        help="release file to write; its extension (.duckdb/.db, .parquet, .csv) chooses the format "
+                             "unless --format does (default release.duckdb, or release.<format>)")
+    output.add_argument("--format", choices=FORMATS, help="release format (default: by the extension of -o)")
+    output.add_argument("--release-table", metavar="NAME",
+                        help="name of the released table (default: the source table's or file's name)")
+    if check_only:
+        output.add_argument("--check-only", action="store_true", help="report, write no release")
+    return parser
+
+
+def _mondrian_options(parser: Parser) -> None:
+    group = parser.add_argument_group("Mondrian")
+    group.add_argument("--relaxed", action="store_true",
+                       help="relaxed Mondrian: records equal to the median may go to either side (default: strict)")
+    group.add_argument("--numeric-style", choices=("range", "mean"), default="range",
+                       help="how numbers are released (default %(default)s)")
+    group.add_argument("--style", action="append", default=[], metavar="COLUMN=STYLE",
+                       type=values.assignments("COLUMN=STYLE"),
+                       help="a column's output style: range or mean for numbers, lca or set for categories")
+    group.add_argument("--categorical", action="append", default=[], metavar="COLUMN",
+                       help="a numeric quasi-identifier to cut along its hierarchy or --order instead of its value")
+    group.add_argument("--order", action="append", default=[], metavar="COLUMN=V1,V2,…",
+                       type=values.named_list("COLUMN=V1,V2,…"), help="the order to cut a category along")
+
+
+def _cluster_options(parser: Parser) -> None:
+    group = parser.add_argument_group("clustering")
+    group.add_argument("--method", choices=CLUSTER_METHODS, required=True,
+                       help="semi-supervised: seed 001's (alpha,k) clustering; top-down: seed 003's top-down "
+                            "partitioning; mdav: MDAV microaggregation (numbers replaced by their group's mean)")
+    group.add_argument("--numeric", action="append", metavar="COLUMN",
+                       help="a quasi-identifier treated as a number (default: those of a numeric type)")
+    group.add_argument("--seed", type=values.whole, default=0,
+                       help="top-down: seed of the random first records (default %(default)s)")
+    group.add_argument("--personalization", type=values.column_file, metavar="COLUMN=TREE.csv",
+                       help="top-down: each record's protection level column and the sensitive attribute's ARX-format "
+                            "tree (seed 003)")
+
+
+def _perturb_options(parser: Parser) -> None:
+    group = parser.add_argument_group("perturbation")
+    group.add_argument("--numeric", action="append", default=[], metavar="COLUMN", help="a numeric column to perturb")
+    group.add_argument("--categorical", action="append", default=[], metavar="COLUMN",
+                       help="a categorical column to perturb")
+    group.add_argument("--keep", action="append", default=[], metavar="COLUMN",
+                       help="a column released unchanged; columns neither perturbed nor kept are dropped")
+    group.add_argument("--method", choices=NUMERIC_PERTURBATIONS, default="empirical-synthesis",
+                       help="for numeric columns: seed 004's empirical synthesis, or additive noise "
+                            "(default %(default)s)")
+    group.add_argument("--bins", type=values.whole, default=20,
+                       help="empirical synthesis: division points (default %(default)s)")
+    group.add_argument("--noise", choices=("gaussian", "uniform"), default="gaussian",
+                       help="additive noise: its distribution (default %(default)s)")
+    group.add_argument("--snr", type=values.number, default=5.0,
+                       help="additive noise: signal-to-noise ratio Var(X)/Var(noise) (default %(default)s)")
+    group.add_argument("--categorical-method", choices=CATEGORICAL_PERTURBATIONS,
+                       help="for categorical columns (default: empirical synthesis with --method empirical-synthesis, "
+                            "else randomized response)")
+    group.add_argument("--keep-probability", type=values.number, default=0.8,
+                       help="randomized response: the probability a category is kept (default %(default)s)")
+    group.add_argument("--seed", type=values.whole,
+                       help="makes the release reproducible; never written to it, keep it secret (default: random)")
+
+
+def _hierarchy_command(commands, name: str, help_text: str) -> Parser:
+    parser = commands.add_parser(name, help=help_text, description=help_text, **_formatted())
+    parser.add_argument("source", help="a DuckDB database file (with --table), or a CSV, Parquet or JSON file")
+    parser.add_argument("--table", help="the table to read inside a DuckDB database file")
+    parser.add_argument("--column", required=True, help="the column whose distinct values the hierarchy covers")
+    parser.add_argument("--name", help="the hierarchy's name (default: the column's)")
+    target = parser.add_mutually_exclusive_group(required=True)
+    target.add_argument("-o", "--output", type=Path, metavar="FILE.csv", help="write an ARX-format CSV file")
+    target.add_argument("--into", type=Path, metavar="DATABASE",
+                        help="store it in a DuckDB database file as table anon.hierarchy_<name>")
+    return parser
+
+
+def version() -> str:
+    try:
+        return metadata.version("duckanon")
+    except metadata.PackageNotFoundError:  # a source tree that was never installed
+        from .. import __version__
+        return __version__
+
+
+def build_parser() -> Parser:
+    parser = Parser(prog="duckanon", description=DESCRIPTION, **_formatted())
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    common, bundled, policy, search = _common(), _source(bundled=True), _policy(), _search()
+
+    def command(name: str, help_text: str, *parents: Parser) -> Parser:
+        return commands.add_parser(name, help=help_text, description=help_text, parents=[common, *parents],
+                                   **_formatted())
+
+    command("search", "search the full-domain generalizations for the best one satisfying the policy, and publish it "
+                      "(the default command)", bundled, policy, search, _output())
+    command("check", "check a transformation (--levels, or the one the search finds) against the policy; write "
+                     "nothing", bundled, policy, search)
+    _mondrian_options(command("mondrian", "partition the records with Mondrian and publish the partitions",
+                              bundled, policy, _output()))
+    _cluster_options(command("cluster", "group similar records (semi-supervised, top-down or MDAV) and publish the "
+                                        "groups", bundled, policy, _output()))
+    _perturb_options(command("perturb", "publish perturbed values: empirical synthesis, additive noise or randomized "
+                                        "response", bundled, _output(check_only=False)))
+    stored = command("run", "search and publish with a policy stored in the database (anon.policies …)",
+                     search, _output())
+    stored.add_argument("source", metavar="DATABASE", help="a DuckDB database file holding the policy and the table")
+    stored.add_argument("--policy", required=True, metavar="NAME", help="the stored policy's name")
+    # A stored policy names columns, not a table (anon.policies has no table column): the user names it.
+    stored.add_argument("--table", required=True, help="the table to anonymize")
+
+    hierarchy = commands.add_parser("hierarchy", help="build a hierarchy from a column's values",
+                                    description="build a hierarchy from a column's distinct values and write it as "
+                                                "an ARX-format CSV file or into a database", **_formatted())
+    builders = hierarchy.add_subparsers(dest="builder", metavar="BUILDER", required=True, parser_class=Parser)
+    intervals = _hierarchy_command(builders, "intervals", "numeric intervals [lo-hi), finer levels first, then *")
+    cuts = intervals.add_mutually_exclusive_group(required=True)
+    cuts.add_argument("--widths", type=values.numbers, metavar="W1,W2,…",
+                      help="nested interval widths, each a multiple of the one before, e.g. 5,10,20")
+    cuts.add_argument("--cuts", action="append", type=values.numbers, metavar="C1,C2,…",
+                      help="one level's cut points (repeat for coarser levels, each a subset of the one before)")
+    intervals.add_argument("--origin", type=values.number, default=0.0,
+                           help="where the widths' intervals start counting (default %(default)s)")
+    redaction = _hierarchy_command(builders, "redaction", "redact one character a level from the right: "
+                                                          "47677, 4767*, 476**, …, *")
+    redaction.add_argument("--mask", default="*", help="the redaction character (default %(default)s)")
+    _hierarchy_command(builders, "dates", "day, month, year, decade, *")
+    return parser

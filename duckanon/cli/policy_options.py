@@ -1,0 +1,83 @@
+"""A policy from command-line options: roles, privacy models and suppression; the bundled data's defaults."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from .. import datasets
+from ..anonymizer import Anonymizer
+from ..errors import AnonymizationError
+from ..hierarchy import Hierarchy
+from ..models import (AlphaKAnonymity, DistinctLDiversity, EntropyLDiversity, KAnonymity, PrivacyModel,
+                      PSensitiveKAnonymity, RecursiveCLDiversity, TCloseness)
+from ..policy import Policy
+
+BUNDLED_K = 5
+BUNDLED_SUPPRESSION_LIMIT = 0.05
+BUNDLED_SENSITIVE = "salary-class"
+
+
+def bundled_defaults(args: argparse.Namespace) -> None:
+    """The bundled Adult job: eight quasi-identifiers with ARX's hierarchies, salary-class sensitive, the other
+    columns dropped, k = 5 unless -k is given (other models are added to it), at most 5 % suppressed."""
+    if not args.qi:
+        args.qi = [(q, None) for q in datasets.ADULT_QUASI_IDENTIFIERS if q != BUNDLED_SENSITIVE]
+        args.hierarchies = args.hierarchies or datasets.adult_hierarchy_dir()
+        args.sensitive = args.sensitive or [BUNDLED_SENSITIVE]
+        args.others = "drop"
+    if args.k is None:
+        args.k = BUNDLED_K
+    if args.suppression_limit is None:
+        args.suppression_limit = BUNDLED_SUPPRESSION_LIMIT
+    if getattr(args, "label", None) is None and getattr(args, "metric", None) == "mi-loss":
+        args.label = BUNDLED_SENSITIVE
+
+
+def models(args: argparse.Namespace) -> list[PrivacyModel]:
+    k = args.k
+    chosen: list[PrivacyModel] = [KAnonymity(k)] if k is not None else []
+    if (args.alpha_k or args.p_sensitive) and k is None:
+        raise AnonymizationError("--alpha-k and --p-sensitive need -k")
+    chosen += [DistinctLDiversity(column, l) for column, l in args.l_diversity]
+    chosen += [EntropyLDiversity(column, l) for column, l in args.entropy_l]
+    chosen += [RecursiveCLDiversity(column, c, l) for column, c, l in args.recursive_l]
+    chosen += [AlphaKAnonymity(column, alpha, k) for column, alpha in args.alpha_k]
+    chosen += [AlphaKAnonymity(column, alpha, k, highly_sensitive=values.split(","))
+               for column, alpha, values in args.alpha_k_values]
+    chosen += [PSensitiveKAnonymity(column, p, k) for column, p in args.p_sensitive]
+    chosen += [TCloseness(column, t, distance) for column, t, distance in args.t_closeness]
+    if not chosen:
+        raise AnonymizationError("give at least one privacy model, e.g. -k 5")
+    return chosen
+
+
+def hierarchy(anon: Anonymizer, column: str, file: Path | None, folder: Path | None,
+              required: bool) -> Hierarchy | str | None:
+    """The quasi-identifier's hierarchy: its file, ``<column>.csv`` in ``folder``, or one stored in the database.
+    None when there is none and none is ``required`` (partitioning cuts such a column on its values)."""
+    if file is not None:
+        if not file.is_file():
+            raise AnonymizationError(f"--qi {column}={file}: no such file")
+        return Hierarchy.from_arx_csv(file, name=column)
+    if folder is not None and (folder / f"{column}.csv").is_file():
+        return Hierarchy.from_arx_csv(folder / f"{column}.csv", name=column)
+    if anon.has_hierarchy(column):
+        return column
+    if not required:
+        return None
+    raise AnonymizationError(f"no hierarchy for quasi-identifier {column!r}: give --qi {column}=FILE.csv, "
+                             f"--hierarchies DIR holding {column}.csv, or store one in the database "
+                             f"(duckanon hierarchy … --into DATABASE)")
+
+
+def policy(anon: Anonymizer, args: argparse.Namespace, *, hierarchies_required: bool = True) -> Policy:
+    if args.hierarchies is not None and not args.hierarchies.is_dir():
+        raise AnonymizationError(f"--hierarchies {str(args.hierarchies)!r} is not a folder")
+    quasi = {column: hierarchy(anon, column, file, args.hierarchies, hierarchies_required) for column, file in args.qi}
+    if not quasi:
+        raise AnonymizationError("name the quasi-identifiers with --qi COLUMN[=HIERARCHY.csv]")
+    return Policy(quasi_identifiers=quasi, models=models(args), identifiers=args.identifier,
+                  sensitive=args.sensitive, insensitive=args.insensitive, others=args.others,
+                  suppression=args.suppression, suppression_limit=args.suppression_limit,
+                  max_suppressed=args.max_suppressed)

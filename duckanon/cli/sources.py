@@ -1,0 +1,108 @@
+"""The data a command reads: the bundled Adult records, a CSV/Parquet/JSON file, or a table of a DuckDB database file.
+
+A database file is attached read-only to an in-memory connection, so no command changes it; the hierarchies and
+policies stored in its ``anon`` schema are copied into the connection's own ``anon`` schema, where the anonymizer
+looks for them (and where it may store what it needs, such as a hierarchy given as a file).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+from sqlglot import exp
+
+from .. import datasets
+from .. import sqlbuild as sb
+from ..anonymizer import FILE_READERS
+from ..errors import AnonymizationError
+from ..hierarchy import SCHEMA
+
+BUNDLED_TABLE = "adult"
+ATTACHED = "source"  # the catalog name the source database is attached under
+
+
+@dataclass
+class Source:
+    con: duckdb.DuckDBPyConnection
+    relation: str | exp.Expression  # what the library reads: a file path, or the attached table
+    name: str  # the released table's name unless one is given
+    path: Path | None  # None: the bundled data
+
+    @property
+    def bundled(self) -> bool:
+        return self.path is None
+
+    def expression(self) -> exp.Expression:
+        """The relation as SQL, for the command line's own queries."""
+        if isinstance(self.relation, exp.Expression):
+            return self.relation
+        if self.path is None:
+            return sb.table(self.relation)
+        reader = FILE_READERS[self.path.suffix.lower()]
+        return exp.Table(this=exp.Anonymous(this=reader, expressions=[sb.lit(self.relation)]))
+
+
+def is_data_file(path: Path) -> bool:
+    return path.suffix.lower() in FILE_READERS
+
+
+def open_source(text: str | None, table: str | None) -> Source:
+    """The bundled Adult data when ``text`` is None; a data file; or ``table`` of a database file."""
+    if text is None:
+        con = duckdb.connect()
+        datasets.load_adult(con, BUNDLED_TABLE)
+        return Source(con, BUNDLED_TABLE, BUNDLED_TABLE, None)
+    path = existing_file(text)
+    if is_data_file(path):
+        if table is not None:
+            raise AnonymizationError(f"--table {table!r} names a table of a database file, but {text!r} is a data file")
+        return Source(duckdb.connect(), str(path), path.name.split(".")[0], path)
+    con = attach_database(path)
+    if table is None:
+        raise AnonymizationError(f"{text!r} is a database file: name the table to read with --table "
+                                 f"(it has {_listing(database_tables(con))})")
+    return Source(con, database_table(con, path, table), table, path)
+
+
+def existing_file(text: str) -> Path:
+    path = Path(text)
+    if not path.is_file():
+        raise AnonymizationError(f"no such file: {text!r}" + (" (it is a directory)" if path.is_dir() else ""))
+    return path
+
+
+def attach_database(path: Path) -> duckdb.DuckDBPyConnection:
+    """An in-memory connection with ``path`` attached read-only and its stored hierarchies and policies copied."""
+    con = duckdb.connect()
+    sb.run(con, exp.Attach(this=exp.alias_(sb.lit(str(path)), ATTACHED, quoted=True),
+                           expressions=[exp.AttachOption(this=exp.var("READ_ONLY"))]))
+    sb.run(con, exp.Create(this=sb.ident(SCHEMA), kind="SCHEMA", exists=True))
+    for name in _tables(con, SCHEMA):
+        sb.run(con, sb.create_table_as(sb.table(name, SCHEMA), exp.select(exp.Star()).from_(
+            sb.table(name, SCHEMA, ATTACHED))))
+    return con
+
+
+def database_tables(con: duckdb.DuckDBPyConnection) -> list[str]:
+    return _tables(con, "main")
+
+
+def database_table(con: duckdb.DuckDBPyConnection, path: Path, table: str) -> exp.Table:
+    tables = database_tables(con)
+    if table not in tables:
+        raise AnonymizationError(f"no table {table!r} in {str(path)!r} (it has {_listing(tables)})")
+    return sb.table(table, "main", ATTACHED)
+
+
+def _tables(con: duckdb.DuckDBPyConnection, schema: str) -> list[str]:
+    catalog = exp.Table(this=exp.Anonymous(this="duckdb_tables", expressions=[]))
+    query = (exp.select(sb.col("table_name")).from_(catalog)
+             .where(exp.and_(sb.col("database_name").eq(sb.lit(ATTACHED)), sb.col("schema_name").eq(sb.lit(schema))))
+             .order_by(sb.col("table_name")))
+    return [row[0] for row in sb.fetch_rows(con, query)]
+
+
+def _listing(tables: list[str]) -> str:
+    return "tables " + ", ".join(repr(t) for t in tables) if tables else "no tables"

@@ -1,0 +1,110 @@
+"""Parsers of option values, used as argparse ``type=``: a value that does not parse is a usage error naming the
+option and the value, before any work starts."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+
+def number(text: str) -> float:
+    """A finite number (NaN and infinities are not parameters of anything)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+    return value
+
+
+def whole(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+
+
+def share(text: str) -> float:
+    value = number(text)
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a share between 0 and 1")
+    return value
+
+
+def column_values(form: str, *kinds: Callable[[str], object]) -> Callable[[str], tuple]:
+    """A parser of ``COLUMN:V1[:V2…]`` (``form`` shows it in errors): the column, then each value by its kind.  The
+    values are split off from the right, so a column name may hold a colon."""
+
+    def parse(text: str) -> tuple:
+        parts = text.rsplit(":", len(kinds))
+        if len(parts) != len(kinds) + 1 or not parts[0]:
+            raise argparse.ArgumentTypeError(f"expected {form}, got {text!r}")
+        try:
+            return (parts[0], *(kind(part) for kind, part in zip(kinds, parts[1:])))
+        except argparse.ArgumentTypeError as error:
+            raise argparse.ArgumentTypeError(f"{error} in {text!r} (expected {form})") from None
+
+    return parse
+
+
+T_DISTANCES = ("equal", "ordered")
+
+
+def t_closeness(text: str) -> tuple[str, float, str]:
+    """``COLUMN:T`` or ``COLUMN:T:ordered`` (or ``:equal``)."""
+    head, _, last = text.rpartition(":")
+    if last in T_DISTANCES:
+        column, t = column_values("COLUMN:T[:ordered]", number)(head)
+        return column, t, last
+    column, t = column_values("COLUMN:T[:ordered]", number)(text)
+    return column, t, "equal"
+
+
+def assignments(form: str, kind: Callable[[str], object] = str) -> Callable[[str], dict]:
+    """A parser of ``NAME=VALUE,NAME=VALUE…`` into a dict."""
+
+    def parse(text: str) -> dict:
+        result = {}
+        for item in text.split(","):
+            name, sep, value = item.partition("=")
+            if not sep or not name or not value:
+                raise argparse.ArgumentTypeError(f"expected {form}, got {item!r}" + (f" in {text!r}" if item != text
+                                                                                      else ""))
+            try:
+                result[name] = kind(value)
+            except argparse.ArgumentTypeError as error:
+                raise argparse.ArgumentTypeError(f"{error} for {name!r} (expected {form})") from None
+        return result
+
+    return parse
+
+
+levels = assignments("COLUMN=LEVEL,…", whole)
+
+
+def named_list(form: str) -> Callable[[str], tuple[str, list[str]]]:
+    """A parser of ``NAME=V1,V2,…`` into the name and the list of values."""
+
+    def parse(text: str) -> tuple[str, list[str]]:
+        name, sep, values = text.partition("=")
+        if not sep or not name or not values:
+            raise argparse.ArgumentTypeError(f"expected {form}, got {text!r}")
+        return name, values.split(",")
+
+    return parse
+
+
+def numbers(text: str) -> list[float]:
+    """``5,10,20``."""
+    return [number(part) for part in text.split(",")]
+
+
+def column_file(text: str) -> tuple[str, Path | None]:
+    """``COLUMN`` or ``COLUMN=FILE``."""
+    column, sep, file = text.partition("=")
+    if not column or (sep and not file):
+        raise argparse.ArgumentTypeError(f"expected COLUMN or COLUMN=FILE.csv, got {text!r}")
+    return column, Path(file) if file else None
