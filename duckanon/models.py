@@ -15,7 +15,6 @@ changes the whole table's distribution that t-closeness compares with.
 from __future__ import annotations
 
 import math
-import numbers
 from abc import ABC
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ from . import sqlbuild as sb
 from .classes import SIZE, VALUE, VIOLATED, WEIGHT, Classes
 from .errors import PolicyError
 from .hierarchy import Hierarchy
+from .parameters import checked_number
 
 # Entropy and distances are floating point; a class exactly at the bound must pass.
 TOLERANCE = 1e-9
@@ -43,17 +43,11 @@ class DataFacts:
 
 
 def _count(n: object, name: str, model: str, minimum: int = 1) -> int:
-    if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < minimum:
-        raise PolicyError(f"{model}: {name} must be a whole number of at least {minimum}, got {n!r}")
-    return int(n)
+    return checked_number(n, name, model, whole=True, low=minimum)
 
 
 def _share(x: object, name: str, model: str, *, low_open: bool) -> float:
-    ok = isinstance(x, (int, float)) and not isinstance(x, bool) and (0 < x <= 1 if low_open else 0 <= x <= 1)
-    if not ok:
-        interval = "(0, 1]" if low_open else "[0, 1]"
-        raise PolicyError(f"{model}: {name} must lie in {interval}, got {x!r}")
-    return float(x)
+    return float(checked_number(x, name, model, low=0, high=1, low_open=low_open))
 
 
 def _ratio(numerator: exp.Expression, denominator: exp.Expression) -> exp.Expression:
@@ -156,9 +150,7 @@ class EntropyLDiversity(PrivacyModel):
     name = "entropy-l-diversity"
 
     def __init__(self, sensitive: str, l: float):  # noqa: E741
-        if isinstance(l, bool) or not isinstance(l, (int, float)) or l < 1:
-            raise PolicyError(f"{self.name}: l must be a number of at least 1, got {l!r}")
-        self.sensitive, self.l = sensitive, l
+        self.sensitive, self.l = sensitive, checked_number(l, "l", self.name, low=1)
 
     def class_violations(self, classes):
         n = sb.col(WEIGHT)
@@ -178,9 +170,8 @@ class RecursiveCLDiversity(PrivacyModel):
     name = "recursive-cl-diversity"
 
     def __init__(self, sensitive: str, c: float, l: int):  # noqa: E741
-        if isinstance(c, bool) or not isinstance(c, (int, float)) or c <= 0:
-            raise PolicyError(f"{self.name}: c must be a positive number, got {c!r}")
-        self.sensitive, self.c, self.l = sensitive, c, _count(l, "l", self.name, minimum=2)
+        self.sensitive, self.c = sensitive, checked_number(c, "c", self.name, low=0, low_open=True)
+        self.l = _count(l, "l", self.name, minimum=2)
 
     def class_violations(self, classes):
         rank = exp.Window(this=exp.func("ROW_NUMBER"), partition_by=classes.keys_of(),

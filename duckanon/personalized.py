@@ -42,6 +42,7 @@ from .generalization import Transformation
 from .grouping import Clusters, ClusteringMethod, Records, absorb
 from .hierarchy import SCHEMA, Hierarchy, _preview, level_column
 from .models import AlphaLDiversityKAnonymity, KAnonymity
+from .parameters import checked_number
 from .policy import Policy
 from .recoding import PartitionMap
 
@@ -57,7 +58,8 @@ class Personalization:
             raise PolicyError(f"the generalization hierarchy tree of the sensitive attribute must be a Hierarchy, "
                               f"got {type(hierarchy).__name__}")
         self.column, self.hierarchy = column, hierarchy
-        self.levels = {str(v): int(s) for v, s in levels.items()} if levels is not None else None
+        self.levels = {str(v): checked_number(s, f"the sensitivity level of {v!r}", "personalization", whole=True,
+                                              low=1) for v, s in levels.items()} if levels is not None else None
 
     @property
     def top(self) -> int:
@@ -118,9 +120,7 @@ class TopDownPartitioning(ClusteringMethod):
     name = "top-down partitioning"
 
     def __init__(self, seed: int = 0, personalization: Personalization | None = None):
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise PolicyError(f"{self.name}: seed must be a whole number, got {seed!r}")
-        self.seed = seed
+        self.seed = checked_number(seed, "seed", self.name, whole=True, low=0)
         self.personalization = personalization
 
     def extra_columns(self) -> list[str]:

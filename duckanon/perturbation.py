@@ -61,6 +61,7 @@ from . import disclosure
 from . import sqlbuild as sb
 from .disclosure import DisclosureReport, disclosure_report
 from .errors import AnonymizationError, PolicyError
+from .parameters import checked_number
 from .release import ReleaseContent, ReleaseInfo, release_format, write_release
 
 KEYS = ("__duckanon_key_1", "__duckanon_key_2")  # two seeded hashes of a record's columns
@@ -106,9 +107,9 @@ class EmpiricalSynthesis(Perturbation):
     bounded = True
 
     def __post_init__(self):
-        if isinstance(self.bins, bool) or not isinstance(self.bins, (int, np.integer)) or self.bins < 2:
-            raise PolicyError(f"EmpiricalSynthesis needs a whole number of bins >= 2 (the paper's k division points "
-                              f"x_1 = min, ..., x_k = max), got {self.bins!r}")
+        object.__setattr__(self, "bins", checked_number(
+            self.bins, "bins", self.name, whole=True, low=2, note="the paper's k division points x_1 = min, ..., "
+            "x_k = max"))
 
     def describe(self) -> dict:
         return {"method": self.name, "bins": int(self.bins)}
@@ -186,10 +187,8 @@ class AdditiveNoise(Perturbation):
     def __post_init__(self):
         if self.distribution not in NOISE_DISTRIBUTIONS:
             raise PolicyError(f"noise distribution must be one of {NOISE_DISTRIBUTIONS}, got {self.distribution!r}")
-        if isinstance(self.snr, bool) or not isinstance(self.snr, (int, float, np.number)) \
-                or not math.isfinite(self.snr) or self.snr <= 0:
-            raise PolicyError(f"the signal-to-noise ratio Var(X)/Var(noise) must be a finite number > 0, "
-                              f"got {self.snr!r}")
+        object.__setattr__(self, "snr", checked_number(self.snr, "snr", self.name, low=0, low_open=True,
+                                                       note="the signal-to-noise ratio Var(X)/Var(noise)"))
 
     def describe(self) -> dict:
         return {"method": self.name, "distribution": self.distribution, "snr": float(self.snr)}
@@ -217,10 +216,9 @@ class RandomizedResponse(Perturbation):
     categorical = True
 
     def __post_init__(self):
-        if isinstance(self.keep, bool) or not isinstance(self.keep, (int, float, np.number)) \
-                or not 0 <= self.keep < 1:
-            raise PolicyError(f"randomized response keeps a value with a probability in [0, 1) (1 would publish the "
-                              f"originals), got {self.keep!r}")
+        object.__setattr__(self, "keep", checked_number(
+            self.keep, "keep", self.name, low=0, high=1, high_open=True,
+            note="the probability of keeping a category; 1 would publish the originals"))
 
     def describe(self) -> dict:
         return {"method": self.name, "keep": float(self.keep)}
@@ -359,9 +357,7 @@ def perturb(con: duckdb.DuckDBPyConnection, source: exp.Expression, path: str | 
 def _checked_seed(seed: int | None) -> int:
     if seed is None:
         return int(np.random.SeedSequence().entropy)
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise PolicyError(f"seed must be a whole number >= 0 (or None for fresh entropy), got {seed!r}")
-    return int(seed)
+    return checked_number(seed, "seed", "perturb", whole=True, low=0, note="or None for fresh entropy")
 
 
 def _schema(con: duckdb.DuckDBPyConnection, source: exp.Expression) -> tuple[list[str], dict[str, str]]:

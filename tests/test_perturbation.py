@@ -272,13 +272,13 @@ def test_colliding_first_keys_fall_back_to_both(con, tmp_path, monkeypatch):
 
 # ------------------------------------------------------------------ bad input publishes nothing
 @pytest.mark.parametrize("make, error, match", [
-    (lambda: EmpiricalSynthesis(1), PolicyError, "bins >= 2"),
-    (lambda: EmpiricalSynthesis(2.5), PolicyError, "bins >= 2"),
-    (lambda: AdditiveNoise("gaussian", 0), PolicyError, "must be a finite number > 0"),
-    (lambda: AdditiveNoise("uniform", -2), PolicyError, "must be a finite number > 0"),
-    (lambda: AdditiveNoise("uniform", float("nan")), PolicyError, "must be a finite number > 0"),
+    (lambda: EmpiricalSynthesis(1), PolicyError, "empirical-synthesis: bins must be a whole number of at least 2"),
+    (lambda: EmpiricalSynthesis(2.5), PolicyError, "bins must be a whole number of at least 2, got 2.5"),
+    (lambda: AdditiveNoise("gaussian", 0), PolicyError, "additive-noise: snr must be a positive number, got 0"),
+    (lambda: AdditiveNoise("uniform", -2), PolicyError, "snr must be a positive number, got -2"),
+    (lambda: AdditiveNoise("uniform", float("nan")), PolicyError, "snr must be a positive number, got nan"),
     (lambda: AdditiveNoise("laplace", 1), PolicyError, "noise distribution"),
-    (lambda: RandomizedResponse(1.0), PolicyError, r"\[0, 1\)"),
+    (lambda: RandomizedResponse(1.0), PolicyError, r"keep must lie in \[0, 1\), got 1.0 \(.*1 would publish"),
 ])
 def test_bad_parameters(make, error, match):
     with pytest.raises(error, match=match):
