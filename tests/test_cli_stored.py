@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import re
 
 import duckdb
 import pandas as pd
@@ -40,8 +41,9 @@ def test_a_hierarchy_stored_in_the_source_database_is_found(tmp_path):
     assert _digest(source) == before
     with duckdb.connect(str(tmp_path / "release.duckdb"), read_only=True) as con:
         released = con.execute("SELECT * FROM people").df()
-    assert list(released.columns) == ["age", "disease"]
+    assert {"age", "disease"} <= set(released.columns) and "name" not in released.columns
     assert len(released) == len(frame)
     # Ages 20..49 in decades: the stored hierarchy's level 1, three classes of 20 records.
-    assert sorted(released["age"].unique()) == ["[20-30)", "[30-40)", "[40-50)"]
+    assert sorted(tuple(re.findall(r"\d+", a)) for a in released["age"].unique()) == [
+        ("20", "30"), ("30", "40"), ("40", "50")]
     assert released.groupby("age").size().min() >= 10
