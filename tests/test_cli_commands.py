@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from duckanon.cli import run
+from duckanon.cli import main, run
 
 SCRIPT = Path(sys.executable).with_name("duckanon")
 
@@ -96,11 +96,12 @@ def test_perturb_releases_only_perturbed_and_kept_columns(people, tmp_path):
     source, frame = people
     target = tmp_path / "noisy.duckdb"
     code, text = _run(["perturb", str(source), "--method", "additive-noise", "--snr", "4", "--numeric", "income",
-                       "--categorical", "disease", "--keep-probability", "0.5", "--keep", "sex", "--seed", "7",
+                       "--categorical", "disease", "--keep-probability", "0.5", "--insensitive", "sex",
+                       "--identifier", "name", "--others", "drop", "--seed", "7",
                        "-o", str(target)])
     assert code == 0, text
     released = _released(target)
-    assert sorted(released.columns) == ["disease", "income", "sex"]  # name, age, height: no role, dropped
+    assert sorted(released.columns) == ["disease", "income", "sex"]  # name dropped; age, height: others, dropped
     assert len(released) == len(frame)
     assert sorted(released["sex"]) == sorted(frame["sex"])
     assert set(released["disease"]) <= set(frame["disease"])
@@ -112,11 +113,22 @@ def test_perturb_releases_only_perturbed_and_kept_columns(people, tmp_path):
 def test_perturb_by_empirical_synthesis_keeps_the_range(people, tmp_path):
     source, frame = people
     target = tmp_path / "synthetic.duckdb"
-    code, text = _run(["perturb", str(source), "--numeric", "age", "--bins", "10", "--seed", "1", "-o", str(target)])
+    code, text = _run(["perturb", str(source), "--numeric", "age", "--bins", "10", "--seed", "1", "--others", "drop",
+                       "-o", str(target)])
     assert code == 0, text
     released = _released(target)
     assert list(released.columns) == ["age"]
     assert frame["age"].min() <= released["age"].min() and released["age"].max() <= frame["age"].max()
+
+
+def test_perturb_refuses_columns_without_a_role(people, tmp_path, capsys):
+    """Issue 12, fault 3 through the command line: a name column nobody classified is an error, not released."""
+    source, _ = people
+    target = tmp_path / "perturbed.duckdb"
+    assert main(["perturb", str(source), "--numeric", "income", "--insensitive", "age", "-o", str(target)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "'name'" in err, err
+    assert not target.exists()
 
 
 def test_check_reports_without_writing(people, tmp_path):

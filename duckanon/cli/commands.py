@@ -155,7 +155,7 @@ def perturb(args: argparse.Namespace, console: Console) -> int:
         source.relation, output, method=method, numeric=args.numeric, categorical=args.categorical,
         categorical_method=(EmpiricalSynthesis(args.bins) if categorical_method == "empirical-synthesis"
                             else RandomizedResponse(args.keep_probability)),
-        keep=args.keep, seed=args.seed, table=_release_table(args, source), format=args.format)
+        identifiers=args.identifier, insensitive=args.insensitive, others=args.others, seed=args.seed, table=_release_table(args, source), format=args.format)
     console.say(released.summary())
     console.say(f"time: {console.seconds():.2f} s")
     return OK

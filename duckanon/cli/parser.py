@@ -70,6 +70,15 @@ def _source(*, bundled: bool) -> Parser:
     return parser
 
 
+def _other_roles(group) -> None:
+    """The roles of the columns an algorithm does not transform."""
+    group.add_argument("--identifier", action="append", default=[], metavar="COLUMN", help="a column to drop")
+    group.add_argument("--insensitive", action="append", default=[], metavar="COLUMN",
+                       help="a column released as it is")
+    group.add_argument("--others", choices=("error", "drop", "insensitive"), default="error",
+                       help="what to do with columns given no role (default: %(default)s; drop on the bundled data)")
+
+
 def _policy() -> Parser:
     parser = _parent()
     roles = parser.add_argument_group("roles")
@@ -77,13 +86,9 @@ def _policy() -> Parser:
                        help="a quasi-identifier and its ARX-format hierarchy (or <COLUMN>.csv in --hierarchies, or a "
                             "hierarchy stored in the source database's anon schema)")
     roles.add_argument("--hierarchies", type=Path, metavar="DIR", help="folder of ARX hierarchies named <column>.csv")
-    roles.add_argument("--identifier", action="append", default=[], metavar="COLUMN", help="a column to drop")
     roles.add_argument("--sensitive", action="append", default=[], metavar="COLUMN",
                        help="a sensitive column, released as it is")
-    roles.add_argument("--insensitive", action="append", default=[], metavar="COLUMN",
-                       help="a column released as it is")
-    roles.add_argument("--others", choices=("error", "drop", "insensitive"), default="error",
-                       help="what to do with columns given no role (default: %(default)s; drop on the bundled data)")
+    _other_roles(roles)
     models = parser.add_argument_group("privacy models")
     models.add_argument("-k", "--k", type=values.whole,
                         help="k-anonymity (on the bundled data 5 unless given, also beside other models)")
@@ -179,8 +184,7 @@ def _perturb_options(parser: Parser) -> None:
     group.add_argument("--numeric", action="append", default=[], metavar="COLUMN", help="a numeric column to perturb")
     group.add_argument("--categorical", action="append", default=[], metavar="COLUMN",
                        help="a categorical column to perturb")
-    group.add_argument("--keep", action="append", default=[], metavar="COLUMN",
-                       help="a column released unchanged; columns neither perturbed nor kept are dropped")
+    _other_roles(group)
     group.add_argument("--method", choices=NUMERIC_PERTURBATIONS, default="empirical-synthesis",
                        help="for numeric columns: seed 004's empirical synthesis, or additive noise "
                             "(default %(default)s)")
