@@ -7,7 +7,8 @@ For each row count (each in its own process, so memory figures stay apart) the s
 timed, not part of the figures), checkpoints, and measures, as medians of ``--repeat`` runs (one run at 10M and
 above):
 
-- synthesis: ``anon.perturb(table, path, method=EmpiricalSynthesis(bins), numeric=<the nine>, measure=False)`` —
+- synthesis: ``anon.perturb(table, path, method=EmpiricalSynthesis(bins), numeric=<the nine>, insensitive=["class"],
+  measure=False)`` —
   keying the records, reading the nine attributes, synthesizing and re-associating them, writing the release file
   and verifying it: the issue's figure (target: under 5 s at 1M records); its stages from the progress messages;
 - synthesis + measures: the same with the disclosure measures (default: on a random sample of 200,000 records);
@@ -99,7 +100,8 @@ def child(n: int, repeat: int, bins: int) -> dict:
                     work = lambda: pandas_by_hand(con, target, bins, run)  # noqa: E731
                 else:
                     method = AdditiveNoise("gaussian", 10) if case == "gaussian noise" else EmpiricalSynthesis(bins)
-                    work = lambda: anon.perturb(TABLE, target, method=method, numeric=numeric, seed=run,  # noqa: E731
+                    work = lambda: anon.perturb(TABLE, target, method=method, numeric=numeric,  # noqa: E731
+                                                insensitive=["class"], seed=run,
                                                 measure=case == "synthesis + measures")
                 common.progress(f"{n:,} rows, run {run + 1}/{repeat}: {case}")
                 common.reset_peak_rss()

@@ -602,17 +602,21 @@ class Anonymizer:
             return run(self, bound, method, numeric)
 
     def perturb(self, source, path: str | os.PathLike, *, method, numeric: Sequence[str] = (), categorical=(),
-                categorical_method=None, keep: Sequence[str] | None = None, seed: int | None = None,
+                categorical_method=None, identifiers: Sequence[str] = (), insensitive: Sequence[str] = (),
+                others: str = "error", keep: Sequence[str] | None = None, seed: int | None = None,
                 table: str = "release", **measures):
         """Publish ``source`` with its private attributes replaced by perturbed values: seed 004's
         ``duckanon.EmpiricalSynthesis`` (rank re-associated draws from each attribute's empirical distribution), or
         the baselines ``duckanon.AdditiveNoise`` and ``duckanon.RandomizedResponse``; every release is measured
-        (``duckanon.disclosure``).  See :func:`duckanon.perturbation.perturb` for the parameters; returns a
+        (``duckanon.disclosure``).  Every column needs a role: ``identifiers`` dropped, ``numeric``/``categorical``
+        perturbed, ``insensitive`` released as they are, the rest as ``others`` says (an error by default).  See
+        :func:`duckanon.perturbation.perturb` for the parameters; returns a
         :class:`~duckanon.perturbation.PerturbedRelease`."""
         from .perturbation import perturb
         return perturb(self.con, self._relation(source), path, method=method, numeric=numeric,
-                       categorical=categorical, categorical_method=categorical_method, keep=keep, seed=seed,
-                       table=table, progress=self.progress, **measures)
+                       categorical=categorical, categorical_method=categorical_method, identifiers=identifiers,
+                       insensitive=insensitive, others=others, keep=keep, seed=seed, table=table,
+                       progress=self.progress, **measures)
 
 
 def _not_all_leaves(con: duckdb.DuckDBPyConnection, counted: exp.Table,

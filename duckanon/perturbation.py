@@ -63,6 +63,7 @@ from .disclosure import DisclosureReport, disclosure_report
 from .errors import AnonymizationError, PolicyError
 from .parameters import checked_number
 from .release import ReleaseContent, ReleaseInfo, release_format, write_release
+from .roles import assign_roles, check_others, released_columns
 
 KEYS = ("__duckanon_key_1", "__duckanon_key_2")  # two seeded hashes of a record's columns
 ORDER = "__duckanon_order"  # the release's row order
@@ -261,7 +262,8 @@ class _Attribute:
 def perturb(con: duckdb.DuckDBPyConnection, source: exp.Expression, path: str | os.PathLike, *,
             method: Perturbation, numeric: Sequence[str] = (),
             categorical: Sequence[str] | Mapping[str, Sequence | None] = (),
-            categorical_method: Perturbation | None = None, keep: Sequence[str] | None = None,
+            categorical_method: Perturbation | None = None, identifiers: Sequence[str] = (),
+            insensitive: Sequence[str] = (), others: str = "error", keep: Sequence[str] | None = None,
             seed: int | None = None, table: str = "release", measure: bool = True,
             known_records: Sequence[int] = (10, 100), mi_bins: int | None = None,
             measure_records: int | None = disclosure.SAMPLE,
@@ -271,10 +273,15 @@ def perturb(con: duckdb.DuckDBPyConnection, source: exp.Expression, path: str | 
 
     ``numeric`` attributes are perturbed by ``method``; ``categorical`` ones (a list, or a mapping to the categories in
     code order, None for sorted) by ``categorical_method``, which defaults to ``method`` when it can encode categories
-    (:class:`EmpiricalSynthesis`).  ``keep`` lists the other columns to release unchanged (default: all of them).
-    ``seed`` makes the release reproducible (default: fresh entropy); it is not written to the release.  With
-    ``measure`` the release is measured (:func:`duckanon.disclosure.disclosure_report`, which ``known_records``,
-    ``mi_bins`` and ``measure_records``, its ``sample``, go to).
+    (:class:`EmpiricalSynthesis`).  Every other column needs a role too, as in a :class:`~duckanon.policy.Policy`:
+    ``identifiers`` are dropped, ``insensitive`` columns released unchanged (staying with their records), and
+    ``others`` says what becomes of the columns named nowhere: ``"error"`` (the default: a column nobody classified,
+    such as a name, would otherwise be published), ``"drop"`` or ``"insensitive"``.  ``keep`` is the short form of
+    "release these unchanged and drop the rest": ``keep=[...]`` is ``insensitive=[...], others="drop"``, and cannot be
+    combined with either.  A column named in two roles, or one the source lacks, is an error.  ``seed`` makes the
+    release reproducible (default: fresh entropy); it is not written to the release.  With ``measure`` the release is
+    measured (:func:`duckanon.disclosure.disclosure_report`, which ``known_records``, ``mi_bins`` and
+    ``measure_records``, its ``sample``, go to).
 
     Raises PolicyError for bad parameters and AnonymizationError for bad data — a missing, constant, NULL-holding or
     non-numeric column marked numeric, or an empty source; nothing is written then.
@@ -290,8 +297,9 @@ def perturb(con: duckdb.DuckDBPyConnection, source: exp.Expression, path: str | 
     if measure:
         disclosure.check_parameters(known_records, mi_bins, measure_records)
     columns, types = _schema(con, source)
-    attributes = _attributes(columns, types, method, numeric, categorical, categorical_method)
-    released = _released_columns(columns, attributes, keep)
+    orders = _orders(categorical)
+    released = _released_columns(columns, numeric, orders, identifiers, insensitive, others, keep)
+    attributes = _attributes(columns, types, method, list(numeric), orders, categorical_method)
 
     temporaries: list[exp.Table] = []
     views: list[str] = []
@@ -372,24 +380,33 @@ def _schema(con: duckdb.DuckDBPyConnection, source: exp.Expression) -> tuple[lis
     return list(relation.columns), {c: t.id for c, t in zip(relation.columns, relation.types)}
 
 
-def _attributes(columns: list[str], types: dict[str, str], method: Perturbation, numeric: Sequence[str],
-                categorical, categorical_method: Perturbation | None) -> list[_Attribute]:
-    if isinstance(numeric, str) or isinstance(categorical, str):
-        raise PolicyError("numeric and categorical take lists of column names, not a single string")
-    orders = dict(categorical) if isinstance(categorical, Mapping) else {c: None for c in categorical}
-    numeric = list(numeric)
+def _orders(categorical: Sequence[str] | Mapping[str, Sequence | None]) -> dict[str, Sequence | None]:
+    """The categorical attributes and their categories in code order (None: sorted)."""
+    if isinstance(categorical, str):
+        raise PolicyError(f"categorical takes a list of column names, not the single string {categorical!r}")
+    return dict(categorical) if isinstance(categorical, Mapping) else {c: None for c in categorical}
+
+
+def _released_columns(columns: list[str], numeric: Sequence[str], orders: Mapping[str, object],
+                      identifiers: Sequence[str], insensitive: Sequence[str], others: str,
+                      keep: Sequence[str] | None) -> list[str]:
+    """The released columns in source order, every column of the source given a role (:mod:`duckanon.roles`)."""
+    if keep is not None:
+        if insensitive or others != "error":
+            raise PolicyError("keep lists the columns released unchanged and drops every other one (it is "
+                              "insensitive=..., others='drop'); give keep, or insensitive and others, not both")
+        insensitive, others = keep, "drop"
+    check_others(others)
+    assigned = assign_roles((("identifier", identifiers), ("numeric", numeric), ("categorical", list(orders)),
+                             ("insensitive", insensitive)))
+    return released_columns(assigned, columns, others, owner="the perturbation",
+                            role_names="identifiers, numeric, categorical, insensitive")
+
+
+def _attributes(columns: list[str], types: dict[str, str], method: Perturbation, numeric: list[str],
+                orders: Mapping[str, Sequence | None], categorical_method: Perturbation | None) -> list[_Attribute]:
     if not numeric and not orders:
         raise PolicyError("name at least one private attribute to perturb (numeric=[...] or categorical=[...])")
-    for name, group in (("numeric", numeric), ("categorical", list(orders))):
-        missing = [c for c in group if c not in columns]
-        if missing:
-            raise PolicyError(f"{name} attributes {missing} are not columns of the source {columns}")
-        twice = sorted({c for c in group if group.count(c) > 1})
-        if twice:
-            raise PolicyError(f"{name} attributes {twice} are named twice")
-    both = sorted(set(numeric) & set(orders))
-    if both:
-        raise PolicyError(f"{both} are marked both numeric and categorical")
     if not method.numeric and numeric:
         raise PolicyError(f"{type(method).__name__} perturbs categories, not the numeric attributes {numeric}; "
                           f"pass it as categorical_method")
@@ -411,21 +428,6 @@ def _attributes(columns: list[str], types: dict[str, str], method: Perturbation,
                 raise PolicyError(f"the categories of {column!r} must be distinct and not None, got {order}")
         result.append(_Attribute(column, columns.index(column), categorical_method, True, order))
     return sorted(result, key=lambda a: a.position)
-
-
-def _released_columns(columns: list[str], attributes: list[_Attribute], keep: Sequence[str] | None) -> list[str]:
-    private = {a.column for a in attributes}
-    if keep is None:
-        return columns
-    if isinstance(keep, str):
-        raise PolicyError("keep takes a list of column names, not a single string")
-    unknown = [c for c in keep if c not in columns]
-    if unknown:
-        raise PolicyError(f"keep names {unknown}, which are not columns of the source {columns}")
-    private_kept = [c for c in keep if c in private]
-    if private_kept:
-        raise PolicyError(f"{private_kept} are private attributes, perturbed; keep lists the columns released as is")
-    return [c for c in columns if c in private or c in set(keep)]
 
 
 def _description(attribute: _Attribute) -> dict:

@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from .errors import PolicyError
 from .hierarchy import Hierarchy
 from .models import PrivacyModel, model_from_params, sensitive_attributes
+from .roles import IDENTIFIER, assign_roles, check_others, released_columns
 
 SUPPRESSION_MODES = ("replace", "drop")
-OTHERS = ("error", "drop", "insensitive")
 SUPPRESSED = "*"
 
 
@@ -54,8 +54,7 @@ class Policy:
             raise PolicyError(f"not privacy models: {bad!r}")
         if self.suppression not in SUPPRESSION_MODES:
             raise PolicyError(f"suppression must be one of {SUPPRESSION_MODES}, got {self.suppression!r}")
-        if self.others not in OTHERS:
-            raise PolicyError(f"others must be one of {OTHERS}, got {self.others!r}")
+        check_others(self.others)
         if self.suppression_limit is None:
             self.suppression_limit = 1.0 if self.max_suppressed is not None else 0.0
         limit = self.suppression_limit
@@ -64,15 +63,9 @@ class Policy:
         if self.max_suppressed is not None and (isinstance(self.max_suppressed, bool) or not isinstance(
                 self.max_suppressed, int) or self.max_suppressed < 0):
             raise PolicyError(f"max_suppressed must be a whole number of records >= 0, got {self.max_suppressed!r}")
-        self._roles = {}
-        for role, columns in (("identifier", self.identifiers), ("quasi-identifier", self.quasi_identifiers),
-                              ("sensitive", self.sensitive), ("insensitive", self.insensitive)):
-            for column in columns:
-                if not isinstance(column, str):
-                    raise PolicyError(f"column names must be strings, got {column!r} as {role}")
-                if column in self._roles and not (role == "sensitive" and self._roles[column] == "sensitive"):
-                    raise PolicyError(f"column {column!r} is given two roles: {self._roles[column]} and {role}")
-                self._roles[column] = role
+        self._roles = assign_roles((
+            (IDENTIFIER, self.identifiers), ("quasi-identifier", self.quasi_identifiers),
+            ("sensitive", self.sensitive), ("insensitive", self.insensitive)), repeatable=["sensitive"])
         for model in self.models:
             if model.sensitive is not None and self._roles.get(model.sensitive) != "sensitive":
                 raise PolicyError(f"{model.name} protects {model.sensitive!r}, which is a {self._roles[model.sensitive]}")
@@ -91,17 +84,8 @@ class Policy:
 
     def bind(self, columns: Sequence[str]) -> list[str]:
         """Check the policy against the source's columns; return the columns the release keeps, in source order."""
-        unknown = [c for c in self._roles if c not in columns]
-        if unknown:
-            raise PolicyError(f"the policy names columns the source does not have: {unknown}; it has {list(columns)}")
-        unassigned = [c for c in columns if c not in self._roles]
-        if unassigned and self.others == "error":
-            raise PolicyError(
-                f"columns without a role: {unassigned}; classify them (identifiers, quasi_identifiers, sensitive, "
-                f"insensitive) or set others='drop' or others='insensitive'")
-        kept_roles = {"quasi-identifier", "sensitive", "insensitive"}
-        return [c for c in columns
-                if self._roles.get(c) in kept_roles or (c not in self._roles and self.others == "insensitive")]
+        return released_columns(self._roles, columns, self.others, owner="the policy",
+                                role_names="identifiers, quasi_identifiers, sensitive, insensitive")
 
     # ------------------------------------------------------------ stored as data
     def to_rows(self, hierarchy_tables: Mapping[str, str]) -> tuple[list[tuple], list[tuple], dict]:

@@ -4,6 +4,7 @@ the paper's worked example, hand-computed distribution functions and plain panda
 from __future__ import annotations
 
 import json
+import re
 
 import duckdb
 import numpy as np
@@ -112,7 +113,8 @@ def test_stable_argsort_is_numpys_stable_argsort(values):
 def test_synthesis_release_keeps_ranks_and_labels(con, tmp_path):
     path = tmp_path / "synth.duckdb"
     release = duckanon.connect(con).perturb("people", path, method=EmpiricalSynthesis(bins=25),
-                                            numeric=["age", "income", "score"], seed=11)
+                                            numeric=["age", "income", "score"], insensitive=["id", "disease", "label"],
+                                            seed=11)
     both = joined(con, path)
     assert len(both) == release.records == 3000
     assert list(read(path).columns) == list(source(con).columns)
@@ -137,11 +139,11 @@ def test_synthesis_release_keeps_ranks_and_labels(con, tmp_path):
 def test_release_rows_come_in_a_seeded_random_order(con, tmp_path):
     anon = duckanon.connect(con)
     first = read(anon.perturb("people", tmp_path / "a.duckdb", method=EmpiricalSynthesis(10), numeric=["income"],
-                              seed=3, measure=False).path)
+                              others="insensitive", seed=3, measure=False).path)
     again = read(anon.perturb("people", tmp_path / "b.duckdb", method=EmpiricalSynthesis(10), numeric=["income"],
-                              seed=3, measure=False).path)
+                              others="insensitive", seed=3, measure=False).path)
     other = read(anon.perturb("people", tmp_path / "c.duckdb", method=EmpiricalSynthesis(10), numeric=["income"],
-                              seed=4, measure=False).path)
+                              others="insensitive", seed=4, measure=False).path)
     pd.testing.assert_frame_equal(first, again)
     assert not first["income"].equals(other["income"])
     # Rows are not in the source's order, and the seed changes the order.
@@ -154,8 +156,8 @@ def test_additive_noise_has_the_asked_signal_to_noise_ratio(con, tmp_path):
     original = source(con)
     for distribution, snr in [("gaussian", 4.0), ("uniform", 0.5)]:
         path = tmp_path / f"{distribution}.duckdb"
-        anon.perturb("people", path, method=AdditiveNoise(distribution, snr), numeric=["income", "age"], seed=2,
-                     measure=False)
+        anon.perturb("people", path, method=AdditiveNoise(distribution, snr), numeric=["income", "age"],
+                     others="insensitive", seed=2, measure=False)
         both = joined(con, path)
         for column in ["income", "age"]:
             noise = both[f"{column}_released"] - both[column]
@@ -175,7 +177,7 @@ def test_randomized_response_keeps_with_probability_keep(con, tmp_path):
     order = ["asthma", "cold", "flu", "hiv", "measles"]  # 'measles' is in the domain but not in the data
     release = duckanon.connect(con).perturb(
         "people", path, method=AdditiveNoise("gaussian", 10), numeric=["age"], categorical={"disease": order},
-        categorical_method=RandomizedResponse(keep=0.6), seed=8)
+        categorical_method=RandomizedResponse(keep=0.6), others="insensitive", seed=8)
     both = joined(con, path)
     kept = both["disease"] == both["disease_released"]
     assert abs(kept.mean() - 0.6) < 4 * np.sqrt(0.6 * 0.4 / len(both))
@@ -208,7 +210,7 @@ def test_reads_csv_files_and_sources_are_untouched(con, tmp_path):
     source(con).to_csv(csv, index=False)
     contents = csv.read_bytes()
     release = duckanon.connect(con).perturb(csv, tmp_path / "from_csv.duckdb", method=EmpiricalSynthesis(5),
-                                            numeric=["score"], seed=0, measure=False)
+                                            numeric=["score"], others="insensitive", seed=0, measure=False)
     released = read(release.path)
     assert release.records == 3000 and sorted(released["id"]) == list(range(3000))
     assert csv.read_bytes() == contents
@@ -229,8 +231,8 @@ def test_every_record_accounted_for_and_ranks_kept(tmp_path_factory, values, dat
     path = tmp_path_factory.mktemp("property") / "release.duckdb"
     con = duckdb.connect()
     con.register("frame", frame)
-    duckanon.connect(con).perturb("frame", path, method=EmpiricalSynthesis(bins), numeric=["x", "y"], seed=seed,
-                                  measure=False)
+    duckanon.connect(con).perturb("frame", path, method=EmpiricalSynthesis(bins), numeric=["x", "y"],
+                                  insensitive=["id", "label"], seed=seed, measure=False)
     both = frame.merge(read(path), on="id", suffixes=("", "_released"), validate="one_to_one")
     assert len(both) == n and (both["label"] == both["label_released"]).all()
     for column in ["x", "y"]:
@@ -243,7 +245,7 @@ def test_identical_records_each_get_their_own_values(tmp_path):
     frame = pd.DataFrame({"x": [1.0, 1.0, 1.0, 2.0, 2.0, 3.0, 5.0, 5.0], "label": list("aaabbccd")})
     con.register("frame", frame)
     duckanon.connect(con).perturb("frame", tmp_path / "r.duckdb", method=EmpiricalSynthesis(4), numeric=["x"],
-                                  seed=5, measure=False)
+                                  insensitive=["label"], seed=5, measure=False)
     released = read(tmp_path / "r.duckdb")
     assert len(released) == 8 and released["x"].nunique() >= 7
     assert released.groupby("label").size().to_dict() == {"a": 3, "b": 2, "c": 2, "d": 1}
@@ -264,10 +266,68 @@ def test_colliding_first_keys_fall_back_to_both(con, tmp_path, monkeypatch):
 
     monkeypatch.setattr(perturbation, "keyed_query", colliding)
     duckanon.connect(con).perturb("people", tmp_path / "r.duckdb", method=EmpiricalSynthesis(6), numeric=["income"],
-                                  seed=2, measure=False)
+                                  others="insensitive", seed=2, measure=False)
     both = joined(con, tmp_path / "r.duckdb")
     assert len(both) == 3000 and (both["label"] == both["label_released"]).all()
     assert both.sort_values(["income", "income_released"])["income_released"].is_monotonic_increasing
+
+
+# ------------------------------------------------------------------ column roles
+def test_a_column_without_a_role_is_an_error_not_a_release(tmp_path):
+    """Issue 12: without keep=, every column not perturbed was released unchanged, a name column included."""
+    con = duckdb.connect()
+    con.execute("CREATE TABLE clients AS SELECT 'person ' || range AS name, range::DOUBLE AS income, "
+                "range % 2 AS label FROM range(50)")
+    anon = duckanon.connect(con)
+    with pytest.raises(PolicyError, match=r"columns without a role: \['name', 'label'\]"):
+        anon.perturb("clients", tmp_path / "r.duckdb", method=EmpiricalSynthesis(4), numeric=["income"], seed=1)
+    assert list(tmp_path.iterdir()) == []
+    release = anon.perturb("clients", tmp_path / "r.duckdb", method=EmpiricalSynthesis(4), numeric=["income"],
+                           identifiers=["name"], insensitive=["label"], seed=1, measure=False)
+    assert list(read(release.path).columns) == ["income", "label"]
+
+
+ROLE_COLUMNS = ("name", "age", "income", "label")
+
+
+@settings(max_examples=25, deadline=None)
+@given(roles=st.fixed_dictionaries({
+    "name": st.sampled_from(["identifier", "insensitive", None]),
+    "age": st.sampled_from(["identifier", "numeric", "insensitive", None]),
+    "income": st.just("numeric"),
+    "label": st.sampled_from(["identifier", "categorical", "insensitive", None])}),
+    others=st.sampled_from(["error", "drop", "insensitive"]), use_keep=st.booleans())
+def test_only_columns_given_a_releasing_role_are_released(tmp_path_factory, roles, others, use_keep):
+    """Property: a column is released iff it is perturbed, insensitive (or kept), or named nowhere with
+    others='insensitive'; a column named nowhere with others='error' stops the publish, and nothing is written."""
+    frame = people(40).rename(columns={"id": "name"})[list(ROLE_COLUMNS)]
+    frame["name"] = "person " + frame["name"].astype(str)
+    con = duckdb.connect()
+    con.register("frame", frame)
+    named = {role: [c for c in ROLE_COLUMNS if roles[c] == role]
+             for role in ("identifier", "numeric", "categorical", "insensitive")}
+    folder = tmp_path_factory.mktemp("roles")
+    arguments = dict(method=EmpiricalSynthesis(4), numeric=named["numeric"], categorical=named["categorical"],
+                     identifiers=named["identifier"], seed=3, measure=False)
+    if use_keep:  # keep= is insensitive= with others='drop'
+        arguments["keep"], others = named["insensitive"], "drop"
+    else:
+        arguments.update(insensitive=named["insensitive"], others=others)
+    unnamed = [c for c in ROLE_COLUMNS if roles[c] is None]
+    if unnamed and others == "error":
+        with pytest.raises(PolicyError, match="columns without a role: " + re.escape(str(unnamed))):
+            duckanon.connect(con).perturb("frame", folder / "r.duckdb", **arguments)
+        assert list(folder.iterdir()) == []
+        return
+    release = duckanon.connect(con).perturb("frame", folder / "r.duckdb", **arguments)
+    released = [c for c in ROLE_COLUMNS if roles[c] in ("numeric", "categorical", "insensitive")
+                or (roles[c] is None and others == "insensitive")]
+    table = read(release.path)
+    assert list(table.columns) == released
+    if "name" in released:  # released only when the user said so: as it is, with its record
+        assert sorted(table["name"]) == sorted(frame["name"])
+    else:
+        assert not set(frame["name"]) & {str(v) for row in table.itertuples(index=False) for v in row}
 
 
 # ------------------------------------------------------------------ bad input publishes nothing
@@ -298,9 +358,18 @@ def messy(tmp_path):
     (dict(numeric=["gaps"]), AnonymizationError, "'gaps' has 1 NULL"),
     (dict(numeric=["text"]), AnonymizationError, "'text' is VARCHAR"),
     (dict(numeric=["infinite"]), AnonymizationError, "'infinite' holds 1 infinite"),
-    (dict(numeric=["salary"]), PolicyError, r"\['salary'\] are not columns"),
-    (dict(numeric=["id"], categorical=["id"]), PolicyError, "both numeric and categorical"),
-    (dict(numeric=["id"], keep=["id"]), PolicyError, "are private attributes"),
+    (dict(numeric=["salary"]), PolicyError, r"the perturbation names columns the source does not have: \['salary'\]"),
+    (dict(numeric=["id"], categorical=["id"]), PolicyError, "'id' is given two roles: numeric and categorical"),
+    (dict(numeric=["id", "id"]), PolicyError, "'id' is named twice as numeric"),
+    (dict(numeric=["id"], keep=["id"], others="error"), PolicyError, "'id' is given two roles: numeric and insensitive"),
+    (dict(numeric=["id"], identifiers=["id"]), PolicyError, "'id' is given two roles: identifier and numeric"),
+    (dict(numeric=["id"], identifiers=["name"]), PolicyError, r"does not have: \['name'\]"),
+    (dict(numeric=["id"], identifiers="text"), PolicyError, "identifier takes a list of column names"),
+    (dict(numeric=["id"], others="error"), PolicyError,
+     r"columns without a role: \['constant', 'text', 'gaps', 'infinite'\]; classify them \(identifiers, numeric"),
+    (dict(numeric=["id"], others="keep"), PolicyError, "others must be one of"),
+    (dict(numeric=["id"], keep=["text"], insensitive=["gaps"], others="error"), PolicyError, "not both"),
+    (dict(numeric=["id"], keep=["text"]), PolicyError, "not both"),
     (dict(numeric=[]), PolicyError, "at least one private attribute"),
     (dict(categorical={"text": ["a", "b"]}), PolicyError, r"missing from its categories: \['c'\]"),
     (dict(categorical=["text"], method=AdditiveNoise("gaussian", 2)), PolicyError, "categorical_method"),
@@ -311,7 +380,7 @@ def messy(tmp_path):
 ])
 def test_bad_input_publishes_nothing(messy, tmp_path, arguments, error, match):
     before = messy.execute("SELECT * FROM messy ORDER BY id").df()
-    arguments = {"method": EmpiricalSynthesis(4), "seed": 1, **arguments}
+    arguments = {"method": EmpiricalSynthesis(4), "seed": 1, "others": "drop", **arguments}
     folder = tmp_path / "out"
     folder.mkdir()
     with pytest.raises(error, match=match):
@@ -326,7 +395,8 @@ def test_empty_source_publishes_nothing(tmp_path):
     con = duckdb.connect()
     con.execute("CREATE TABLE empty (x DOUBLE, y DOUBLE)")
     with pytest.raises(AnonymizationError, match="at least two"):
-        duckanon.connect(con).perturb("empty", tmp_path / "r.duckdb", method=EmpiricalSynthesis(3), numeric=["x"])
+        duckanon.connect(con).perturb("empty", tmp_path / "r.duckdb", method=EmpiricalSynthesis(3), numeric=["x"],
+                                      insensitive=["y"])
     assert list(tmp_path.iterdir()) == []
 
 
@@ -334,7 +404,7 @@ def test_a_release_equal_to_the_original_is_refused(con, tmp_path):
     """Noise too weak to change a double (SNR 1e40) would publish the original values: the check refuses it."""
     with pytest.raises(AnonymizationError, match="holds exactly the original values"):
         duckanon.connect(con).perturb("people", tmp_path / "r.duckdb", method=AdditiveNoise("gaussian", 1e40),
-                                      numeric=["age"], seed=1, measure=False)
+                                      numeric=["age"], others="drop", seed=1, measure=False)
     assert list(tmp_path.iterdir()) == []
 
 
@@ -350,7 +420,7 @@ def test_every_statement_transpiles_to_spark(con, tmp_path, monkeypatch):
     monkeypatch.setattr(sb, "to_sql", recording)
     duckanon.connect(con).perturb("people", tmp_path / "r.duckdb", method=EmpiricalSynthesis(5),
                                   numeric=["age", "income"], categorical={"disease": None, "label": ["no", "yes"]},
-                                  seed=1, measure=False)
+                                  identifiers=["id"], insensitive=["score"], seed=1, measure=False)
     query = sqlglot.exp.Query
     queries = [s for s in statements
                if isinstance(s, query) or (isinstance(s, sqlglot.exp.Create) and isinstance(s.expression, query))]
