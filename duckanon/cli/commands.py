@@ -192,6 +192,13 @@ def _distinct_values(source: Source, column: str) -> list:
 
 
 def _build_hierarchy(args: argparse.Namespace, name: str, values: list) -> Hierarchy:
+    try:
+        return _built(args, name, values)
+    except ValueError as error:  # Hierarchy.dates lets pandas' ValueError through, which names no column
+        raise AnonymizationError(f"--column {args.column!r}: {error}") from error
+
+
+def _built(args: argparse.Namespace, name: str, values: list) -> Hierarchy:
     if args.builder == "intervals":
         wrong = [v for v in values if v is not None and not isinstance(v, numbers.Number)]
         if wrong:

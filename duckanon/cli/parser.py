@@ -116,7 +116,7 @@ def _policy() -> Parser:
     suppression.add_argument("--suppression-limit", type=values.share, metavar="SHARE",
                              help="largest share of records that may be suppressed (default 0; 0.05 on the bundled "
                                   "data)")
-    suppression.add_argument("--max-suppressed", type=values.whole, metavar="RECORDS",
+    suppression.add_argument("--max-suppressed", type=values.count, metavar="RECORDS",
                              help="largest number of records that may be suppressed")
     return parser
 
@@ -255,7 +255,7 @@ def build_parser() -> Parser:
                                     description="build a hierarchy from a column's distinct values and write it as "
                                                 "an ARX-format CSV file or into a database", **_formatted())
     builders = hierarchy.add_subparsers(dest="builder", metavar="BUILDER", required=True, parser_class=Parser)
-    intervals = _hierarchy_command(builders, "intervals", "numeric intervals [lo-hi), finer levels first, then *")
+    intervals = _hierarchy_command(builders, "intervals", "numeric intervals, finer levels first, then *")
     cuts = intervals.add_mutually_exclusive_group(required=True)
     cuts.add_argument("--widths", type=values.numbers, metavar="W1,W2,…",
                       help="nested interval widths, each a multiple of the one before, e.g. 5,10,20")

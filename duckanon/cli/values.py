@@ -27,6 +27,13 @@ def whole(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
 
 
+def count(text: str) -> int:
+    value = whole(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a count (a whole number >= 0)")
+    return value
+
+
 def share(text: str) -> float:
     value = number(text)
     if not 0 <= value <= 1:
