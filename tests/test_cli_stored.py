@@ -117,3 +117,22 @@ def test_run_errors_name_what_is_missing(stored, tmp_path, capsys, argv, message
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and message in err, err
     assert _digest(source) == before and not (tmp_path / "r.duckdb").exists()
+
+
+def test_a_hierarchy_kept_as_a_view_by_a_shell_user_is_found(tmp_path):
+    source = tmp_path / "people.duckdb"
+    subprocess.run([str(SHELL), str(source), "-c", """
+        CREATE TABLE people AS SELECT 20 + i % 30 AS age, ['flu', 'cold', 'hiv'][1 + i % 3] AS disease
+            FROM range(60) t(i);
+        CREATE SCHEMA anon;
+        CREATE TABLE anon.age_rows AS SELECT CAST(a AS VARCHAR) AS level_0,
+            CASE WHEN a < 35 THEN 'young' ELSE 'old' END AS level_1, '*' AS level_2 FROM range(20, 50) t(a);
+        CREATE VIEW anon.hierarchy_age AS SELECT * FROM anon.age_rows;"""], check=True, timeout=60)
+    before = _digest(source)
+    out = io.StringIO()
+    assert run([str(source), "--table", "people", "--qi", "age", "--sensitive", "disease", "-k", "25", "--quiet",
+                "-o", str(tmp_path / "release.duckdb")], out=out) == 0, out.getvalue()
+    assert _digest(source) == before
+    with duckdb.connect(str(tmp_path / "release.duckdb"), read_only=True) as con:
+        assert con.execute("SELECT age, count(*) FROM people GROUP BY age ORDER BY age").fetchall() == [
+            ("old", 30), ("young", 30)]

@@ -1,8 +1,8 @@
 """The data a command reads: the bundled Adult records, a CSV/Parquet/JSON file, or a table of a DuckDB database file.
 
 A database file is attached read-only to an in-memory connection, so no command changes it; the hierarchies and
-policies stored in its ``anon`` schema are copied into the connection's own ``anon`` schema, where the anonymizer
-looks for them (and where it may store what it needs, such as a hierarchy given as a file).
+policies stored in its ``anon`` schema (tables, or views) are copied into the connection's own ``anon`` schema, where
+the anonymizer looks for them (and where it may store what it needs, such as a hierarchy given as a file).
 """
 
 from __future__ import annotations
@@ -97,11 +97,15 @@ def database_table(con: duckdb.DuckDBPyConnection, path: Path, table: str) -> ex
 
 
 def _tables(con: duckdb.DuckDBPyConnection, schema: str) -> list[str]:
-    catalog = exp.Table(this=exp.Anonymous(this="duckdb_tables", expressions=[]))
-    query = (exp.select(sb.col("table_name")).from_(catalog)
-             .where(exp.and_(sb.col("database_name").eq(sb.lit(ATTACHED)), sb.col("schema_name").eq(sb.lit(schema))))
-             .order_by(sb.col("table_name")))
-    return [row[0] for row in sb.fetch_rows(con, query)]
+    """The tables and views of a schema of the attached database (a shell user may keep a hierarchy as a view)."""
+    def listed(function: str, column: str) -> exp.Select:
+        catalog = exp.Table(this=exp.Anonymous(this=function, expressions=[]))
+        return (exp.select(sb.col(column).as_("name", quoted=True)).from_(catalog)
+                .where(exp.and_(sb.col("database_name").eq(sb.lit(ATTACHED)), sb.col("schema_name").eq(sb.lit(schema)),
+                                sb.col("internal").not_())))
+
+    query = exp.union(listed("duckdb_tables", "table_name"), listed("duckdb_views", "view_name"), distinct=False)
+    return sorted(row[0] for row in sb.fetch_rows(con, query))
 
 
 def _listing(tables: list[str]) -> str:
