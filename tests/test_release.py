@@ -1,4 +1,4 @@
-"""Releases: what a publish writes, checked from outside duckanon (pandas, the duckdb shell, SQLAlchemy)."""
+"""Releases: what a publish writes, checked from outside duckanon (pandas, the duckdb shell; SQLAlchemy: test_bi.py)."""
 
 from __future__ import annotations
 
@@ -107,19 +107,6 @@ def test_release_opens_in_the_duckdb_shell(adult_release):
                              "SELECT min(records) AS smallest, CAST(sum(records) AS BIGINT) AS total FROM adult_classes"],
                             capture_output=True, text=True, check=True)
     assert json.loads(result.stdout) == [{"smallest": 5, "total": 30162}]
-
-
-def test_release_opens_over_sqlalchemy(adult_release):
-    sqlalchemy = pytest.importorskip("sqlalchemy")
-    pytest.importorskip("duckdb_engine")
-    path, _ = adult_release
-    engine = sqlalchemy.create_engine(f"duckdb:///{path}", connect_args={"read_only": True})
-    with engine.connect() as connection:
-        inspector = sqlalchemy.inspect(connection)
-        assert "adult" in inspector.get_table_names()
-        smallest = connection.execute(sqlalchemy.text("SELECT min(records) FROM adult_classes")).scalar()
-    engine.dispose()
-    assert smallest == 5
 
 
 def test_drop_mode_accounts_for_every_record(adult_con, adult_policy, tmp_path):
