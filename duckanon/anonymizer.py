@@ -256,17 +256,29 @@ class Anonymizer:
             raise
 
     def policy(self, name: str) -> Policy:
+        """The policy stored as ``name``.  Rows written by hand or from SQL (sql/duckanon.sql) are checked as they are
+        read: a value that is not valid is a PolicyError naming the policy and the value."""
         settings = self._rows("policies", name)
         if not settings:
             raise AnonymizationError(f"no policy named {name!r}")
-        _, suppression, limit, maximum, others, _created = settings[0]
-        columns = [row[1:] for row in self._rows("policy_columns", name)]
-        models = [(int(row[1]), *row[2:]) for row in self._rows("policy_models", name)]
-        hierarchies = {c: Hierarchy.from_table(self.con, table, name=c) for c, role, table in columns
-                       if role == "quasi-identifier" and table is not None}
-        return Policy.from_rows(columns, models, {"suppression": suppression, "suppression_limit": limit,
-                                                  "max_suppressed": None if maximum is None else int(maximum),
-                                                  "others": others}, hierarchies)
+        try:
+            if len(settings) > 1:
+                raise PolicyError(f"it has {len(settings)} rows in anon.policies; delete all but one")
+            _, suppression, limit, maximum, others, _created = settings[0]
+            columns = [row[1:] for row in self._rows("policy_columns", name)]
+            models = [(int(row[1]), *row[2:]) for row in self._rows("policy_models", name)]
+            hierarchies = {c: Hierarchy.from_table(self.con, table, name=c) for c, role, table in columns
+                           if role == "quasi-identifier" and table is not None}
+            policy = Policy.from_rows(columns, models, {"suppression": suppression, "suppression_limit": limit,
+                                                        "max_suppressed": None if maximum is None else int(maximum),
+                                                        "others": others}, hierarchies)
+            unknown = [(c, role) for c, role, _table in columns if policy.role(c) != role]
+            if unknown:  # Policy.from_rows skips a role it does not know: the column would lose its role
+                raise PolicyError(f"column {unknown[0][0]!r} has the unknown role {unknown[0][1]!r}")
+        except (ValueError, TypeError, duckdb.CatalogException) as error:
+            shown = f"{error} in {error.doc!r}" if isinstance(error, json.JSONDecodeError) else str(error)
+            raise PolicyError(f"policy {name!r} as stored is not valid: {shown}") from error
+        return policy
 
     def policies(self) -> pd.DataFrame:
         return sb.fetch_df(self.con, exp.select(exp.Star()).from_(sb.table("policies", SCHEMA)).order_by("name"))

@@ -36,22 +36,26 @@ CREATE OR REPLACE TEMP MACRO anon__num(v) AS
         ELSE CAST(CAST(v AS DOUBLE) AS VARCHAR)
     END;
 
--- anon__from(tbl) -> the text 'SELECT * FROM "part"."part"' that query() runs to read the
--- table or view named tbl. A part of the name is "…" (with "" for a quote inside) or a run
--- of characters other than '.' and '"'; each part is re-quoted, so the text is only ever a
--- name. query_table(tbl) is not used: the 1.5 shell's query_table reads table ab when
--- given '"a""b"'.
-CREATE OR REPLACE TEMP MACRO anon__from(tbl) AS
+-- anon__ident(s) -> s as a quoted SQL identifier: '"' || s || '"' with each '"' doubled.
+CREATE OR REPLACE TEMP MACRO anon__ident(s) AS '"' || replace(s, '"', '""') || '"';
+
+-- anon__name(tbl) -> the table or view name tbl as SQL text: '"part"."part"'. A part of
+-- tbl is "…" (with "" for a quote inside) or a run of characters other than '.' and '"';
+-- each part is re-quoted, so the text is only ever a name.
+CREATE OR REPLACE TEMP MACRO anon__name(tbl) AS
     CASE
         WHEN tbl IS NULL THEN error('duckanon: no table name given')
         WHEN NOT regexp_full_match(tbl, '("(?:[^"]|"")*"|[^."]+)(\.("(?:[^"]|"")*"|[^."]+))*')
             THEN error('duckanon: not a valid qualified name of a table: ' || tbl
                        || ' (quote a part holding a dot or a quote as in SQL: "my.table", "a""b")')
-        ELSE 'SELECT * FROM ' || array_to_string(list_transform(
-                 regexp_extract_all(tbl, '"(?:[^"]|"")*"|[^."]+'),
-                 lambda p: '"' || replace(CASE WHEN p[1] = '"' THEN replace(p[2:-2], '""', '"') ELSE p END,
-                                          '"', '""') || '"'), '.')
+        ELSE array_to_string(list_transform(regexp_extract_all(tbl, '"(?:[^"]|"")*"|[^."]+'),
+                 lambda p: anon__ident(CASE WHEN p[1] = '"' THEN replace(p[2:-2], '""', '"') ELSE p END)), '.')
     END;
+
+-- anon__from(tbl) -> the text 'SELECT * FROM "part"."part"' that query() runs to read the
+-- table or view named tbl. query_table(tbl) is not used: the 1.5 shell's query_table
+-- reads table ab when given '"a""b"'.
+CREATE OR REPLACE TEMP MACRO anon__from(tbl) AS 'SELECT * FROM ' || anon__name(tbl);
 
 -- anon__check(tbl, cols) -> one row (ok = true); raises an error naming every entry of
 -- cols that is not a column of tbl.
@@ -222,9 +226,382 @@ CREATE OR REPLACE TEMP MACRO anon_interval(x, width) AS
 -- anon_redact(s, n) -> s as text with its last n characters replaced by '*', keeping
 -- its length: anon_redact(47677, 2) = '476**'; n >= length redacts everything, n <= 0
 -- changes nothing; NULL s or n -> NULL.
-CREATE OR REPLACE TEMP MACRO anon_redact(s, n) AS
+-- anon_redact(s, n, mask) -> the same with each redacted character replaced by mask.
+-- anon__redact(s, n, mask) -> anon_redact(s, n, mask) (a macro cannot call its own overload).
+CREATE OR REPLACE TEMP MACRO anon__redact(s, n, mask) AS
     CASE
         WHEN n IS NULL THEN NULL
         ELSE left(CAST(s AS VARCHAR), greatest(length(CAST(s AS VARCHAR)) - greatest(n, 0), 0))
-             || repeat('*', least(greatest(n, 0), length(CAST(s AS VARCHAR))))
+             || repeat(mask, least(greatest(n, 0), length(CAST(s AS VARCHAR))))
     END;
+CREATE OR REPLACE TEMP MACRO anon_redact(s, n) AS anon__redact(s, n, '*'),
+(s, n, mask) AS anon__redact(s, n, mask);
+
+-- ---------------------------------------------------------------------------------------
+-- Hierarchy builders. Each returns a hierarchy as duckanon stores it: one row per distinct
+-- non-NULL value, VARCHAR columns level_0 (the value's text, as data values are matched)
+-- to level_<height> ('*'), rows in the order the Python builder of the same name lists
+-- them. Store one for duckanon with CREATE TABLE (after .read duckanon_catalog.sql, which
+-- creates schema anon):
+--   CREATE OR REPLACE TABLE anon.hierarchy_age AS
+--       SELECT * FROM anon_hierarchy_intervals('patients', 'age', [5, 10, 20]);
+-- The policy names it 'age'. At most 32 levels.
+-- ---------------------------------------------------------------------------------------
+
+-- anon__levels(l) -> a struct of the 32 fields level_0 .. level_31 holding l's elements
+-- (NULL past its end); unnest() it and keep the first n with anon__is_level(c, n).
+CREATE OR REPLACE TEMP MACRO anon__levels(l) AS
+    CASE
+        WHEN len(l) > 32 THEN error('duckanon: a hierarchy has at most 32 levels, not ' || len(l))
+        ELSE struct_pack(
+        level_0 := l[1],
+        level_1 := l[2],
+        level_2 := l[3],
+        level_3 := l[4],
+        level_4 := l[5],
+        level_5 := l[6],
+        level_6 := l[7],
+        level_7 := l[8],
+        level_8 := l[9],
+        level_9 := l[10],
+        level_10 := l[11],
+        level_11 := l[12],
+        level_12 := l[13],
+        level_13 := l[14],
+        level_14 := l[15],
+        level_15 := l[16],
+        level_16 := l[17],
+        level_17 := l[18],
+        level_18 := l[19],
+        level_19 := l[20],
+        level_20 := l[21],
+        level_21 := l[22],
+        level_22 := l[23],
+        level_23 := l[24],
+        level_24 := l[25],
+        level_25 := l[26],
+        level_26 := l[27],
+        level_27 := l[28],
+        level_28 := l[29],
+        level_29 := l[30],
+        level_30 := l[31],
+        level_31 := l[32])
+    END;
+
+-- anon__is_level(c, n) -> true when column name c is one of level_0 .. level_<n - 1>.
+CREATE OR REPLACE TEMP MACRO anon__is_level(c, n) AS
+    list_contains(list_transform(range(n), lambda i: 'level_' || i), c);
+
+-- anon__values(tbl, col) -> one row per distinct non-NULL value __anon_v of column col of
+-- tbl (a column that is not there is the binder's error naming it and the candidates).
+CREATE OR REPLACE TEMP MACRO anon__values(tbl, col) AS TABLE
+    SELECT DISTINCT __anon_v
+    FROM query('SELECT ' || CASE WHEN col IS NULL THEN error('duckanon: no column name given')
+                                 ELSE anon__ident(col) END
+               || ' AS __anon_v FROM ' || anon__name(tbl))
+    WHERE __anon_v IS NOT NULL;
+
+-- anon__fixed(x) -> abs(x) as text with six decimals ('2.500000'): the digits a label shows.
+CREATE OR REPLACE TEMP MACRO anon__fixed(x) AS CAST(CAST(abs(x) AS DECIMAL(38, 6)) AS VARCHAR);
+
+-- anon__decimals(x) -> how many decimals x shows (at most six): 2.5 -> 1, 5 -> 0.
+CREATE OR REPLACE TEMP MACRO anon__decimals(x) AS length(rtrim(split_part(anon__fixed(x), '.', 2), '0'));
+
+-- anon__bound(x, digits, decimals, signed) -> x written as duckanon writes the bounds of a
+-- column's labels (duckanon.notation): zero-padded to `digits` integer digits, `decimals`
+-- decimals, and a sign place ('-', or '0') when the column has negative bounds (`signed`),
+-- so that the labels sort as text in numeric order: anon__bound(5, 2, 0, false) = '05'.
+CREATE OR REPLACE TEMP MACRO anon__bound(x, digits, decimals, signed) AS
+    CASE WHEN x < 0 THEN '-' WHEN signed THEN '0' ELSE '' END
+    || lpad(split_part(anon__fixed(x), '.', 1), CAST(digits AS INTEGER), '0')
+    || CASE WHEN decimals > 0 THEN '.' || left(split_part(anon__fixed(x), '.', 2), CAST(decimals AS INTEGER)) ELSE '' END;
+
+-- anon__hierarchy_intervals(tbl, col, widths, origin) -> anon_hierarchy_intervals(tbl, col, widths, origin).
+-- Every level's grid spans the coarsest level's intervals around the values, from `first`
+-- to `last`; the bounds of all labels are written alike (anon__bound) with the integer
+-- digits of the largest bound and the decimals of `first` or of a width, whichever shows
+-- more (first + width shows a width's last decimal when first shows fewer).
+CREATE OR REPLACE TEMP MACRO anon__hierarchy_intervals(tbl, col, widths, origin) AS TABLE
+    SELECT COLUMNS(lambda c: anon__is_level(c, len(widths) + 2))
+    FROM (SELECT unnest(anon__levels(__anon_l)), __anon_v FROM (
+        SELECT [CAST(__anon_v AS VARCHAR)]
+                   || list_transform(widths, lambda w:
+                          '[' || anon__bound(anon__lower(__anon_v, w, origin), __anon_digits, __anon_decimals,
+                                             __anon_signed)
+                          || ', ' || anon__bound(anon__lower(__anon_v, w, origin) + w, __anon_digits,
+                                                 __anon_decimals, __anon_signed) || ')')
+                   || ['*'] AS __anon_l,
+               __anon_v
+        FROM (
+            SELECT __anon_v,
+                   length(split_part(anon__fixed(greatest(abs(__anon_first), abs(__anon_last))), '.', 1))
+                       AS __anon_digits,
+                   greatest(anon__decimals(__anon_first),
+                            list_max(list_transform(widths, lambda w: anon__decimals(w)))) AS __anon_decimals,
+                   __anon_first < 0 AS __anon_signed
+            FROM (
+                SELECT __anon_v,
+                       anon__lower(min(__anon_v) OVER (), widths[-1], origin) AS __anon_first,
+                       anon__lower(max(__anon_v) OVER (), widths[-1], origin) + widths[-1] AS __anon_last
+                FROM anon__values(tbl, col)
+            )
+        )
+        WHERE CASE
+                  WHEN widths IS NULL OR len(widths) = 0
+                      THEN error('anon_hierarchy_intervals: give at least one interval width')
+                  WHEN len(list_filter(widths, lambda w: w IS NULL OR w <= 0)) > 0
+                      THEN error('anon_hierarchy_intervals: interval widths must be positive, got '
+                                 || CAST(widths AS VARCHAR))
+                  WHEN len(list_filter(range(2, len(widths) + 1),
+                                       lambda i: widths[i] % widths[i - 1] <> 0)) > 0
+                      THEN error('anon_hierarchy_intervals: widths must nest (each a multiple of the '
+                                 || 'one before), got ' || CAST(widths AS VARCHAR))
+                  ELSE true
+              END
+    ))
+    ORDER BY __anon_v;
+
+-- anon_hierarchy_intervals(tbl, col, widths) -> the interval hierarchy of the numbers in
+-- column col, as Hierarchy.intervals(values, widths=widths): level i (1 .. len(widths))
+-- holds each value's interval of width widths[i] as '[lo, hi)' (lo <= value < hi, lo a
+-- multiple of the width), then '*'. The bounds of all labels are written alike, zero-padded
+-- so that they sort as text in numeric order: '[05, 10)', '[10, 20)'. Widths are
+-- positive and nest (each a multiple of the one before), e.g. [5, 10, 20].
+-- anon_hierarchy_intervals(tbl, col, widths, origin) -> the same with the intervals
+-- counted from origin (Hierarchy.intervals(..., origin=origin)).
+CREATE OR REPLACE TEMP MACRO anon_hierarchy_intervals(tbl, col, widths) AS TABLE (
+    SELECT * FROM anon__hierarchy_intervals(tbl, col, widths, 0)
+),
+(tbl, col, widths, origin) AS TABLE (
+    SELECT * FROM anon__hierarchy_intervals(tbl, col, widths, origin)
+);
+
+-- anon_hierarchy_redaction(tbl, col, height) -> the redaction hierarchy of the values of
+-- column col: level i (1 .. height - 1) masks the last i characters with '*'
+-- (anon_redact(value, i)), level height is '*'. With height the longest value's length
+-- (SELECT max(length(CAST(col AS VARCHAR))) FROM tbl) it is Hierarchy.redaction(values);
+-- a smaller height masks fewer characters before '*'; a larger one is an error (levels of
+-- only masks).
+-- anon_hierarchy_redaction(tbl, col, height, mask) -> the same masking with mask
+-- (Hierarchy.redaction(values, mask=mask)).
+-- anon__hierarchy_redaction(tbl, col, height, mask) -> anon_hierarchy_redaction(tbl, col, height, mask).
+CREATE OR REPLACE TEMP MACRO anon__hierarchy_redaction(tbl, col, height, mask) AS TABLE
+    SELECT COLUMNS(lambda c: anon__is_level(c, height + 1))
+    FROM (SELECT unnest(anon__levels(__anon_l)), __anon_t FROM (
+        SELECT list_transform(range(height), lambda i: anon__redact(__anon_t, i, mask)) || ['*'] AS __anon_l,
+               __anon_t
+        FROM (
+            SELECT CAST(__anon_v AS VARCHAR) AS __anon_t,
+                   max(length(CAST(__anon_v AS VARCHAR))) OVER () AS __anon_longest
+            FROM anon__values(tbl, col)
+        )
+        WHERE CASE
+                  WHEN height IS NULL OR height < 1 OR height <> trunc(height)
+                      THEN error('anon_hierarchy_redaction: height must be a whole number of at least 1, got '
+                                 || coalesce(CAST(height AS VARCHAR), 'NULL'))
+                  WHEN height > __anon_longest
+                      THEN error('anon_hierarchy_redaction: height ' || height || ' exceeds the longest value''s '
+                                 || 'length ' || __anon_longest || ': its top levels would mask every character')
+                  ELSE true
+              END
+    ))
+    ORDER BY __anon_t;
+CREATE OR REPLACE TEMP MACRO anon_hierarchy_redaction(tbl, col, height) AS TABLE (
+    SELECT * FROM anon__hierarchy_redaction(tbl, col, height, '*')
+),
+(tbl, col, height, mask) AS TABLE (
+    SELECT * FROM anon__hierarchy_redaction(tbl, col, height, mask)
+);
+
+-- anon_hierarchy_dates(tbl, col) -> the date hierarchy of column col (DATE, TIMESTAMP or
+-- ISO text), as Hierarchy.dates(values): the value, month '2020-03', year '2020', decade
+-- '2020-2029', '*'. For a DATE column it equals Hierarchy.dates; for a TIMESTAMP column
+-- level_0 is the timestamp's text, as data values are matched.
+CREATE OR REPLACE TEMP MACRO anon_hierarchy_dates(tbl, col) AS TABLE
+    SELECT COLUMNS(lambda c: anon__is_level(c, 5))
+    FROM (SELECT unnest(anon__levels(__anon_l)), __anon_v FROM (
+        SELECT [CAST(__anon_v AS VARCHAR),
+                strftime(__anon_d, '%Y-%m'),
+                lpad(CAST(year(__anon_d) AS VARCHAR), 4, '0'),
+                lpad(CAST(year(__anon_d) - year(__anon_d) % 10 AS VARCHAR), 4, '0') || '-'
+                    || lpad(CAST(year(__anon_d) - year(__anon_d) % 10 + 9 AS VARCHAR), 4, '0'),
+                '*'] AS __anon_l,
+               __anon_v
+        FROM (SELECT __anon_v, CAST(__anon_v AS DATE) AS __anon_d FROM anon__values(tbl, col))
+    ))
+    ORDER BY __anon_v;
+
+-- anon__group_label(vals, first, last) -> the label of the group vals[first .. last]:
+-- 'first..last', or the value itself for a group of one.
+CREATE OR REPLACE TEMP MACRO anon__group_label(vals, first, last) AS
+    CASE WHEN first = last THEN vals[first] ELSE vals[first] || '..' || vals[last] END;
+
+-- anon_hierarchy_ordered_groups(ordered_values, sizes) -> the hierarchy of categories
+-- grouped in the given order, as Hierarchy.ordered_groups(ordered_values, sizes=sizes):
+-- level 1 groups sizes[1] values, level 2 groups sizes[2] level-1 groups, and so on, then
+-- '*'; a group is labelled 'first..last' (or its only value). Sizes are whole numbers of
+-- at least 2; values are listed once each, e.g.
+-- anon_hierarchy_ordered_groups(['Preschool', '1st-4th', '5th-6th', '7th-8th'], [2]).
+CREATE OR REPLACE TEMP MACRO anon_hierarchy_ordered_groups(ordered_values, sizes) AS TABLE
+    SELECT COLUMNS(lambda c: anon__is_level(c, len(sizes) + 2))
+    FROM (SELECT unnest(anon__levels(__anon_l)), __anon_i FROM (
+        SELECT [__anon_v]
+                   || list_transform(__anon_spans, lambda span: anon__group_label(__anon_all,
+                          (__anon_i - 1) // span * span + 1,
+                          least((__anon_i - 1) // span * span + span, len(__anon_all))))
+                   || ['*'] AS __anon_l,
+               __anon_i
+        FROM (
+            SELECT unnest(__anon_all) AS __anon_v, generate_subscripts(__anon_all, 1) AS __anon_i,
+                   __anon_all, __anon_spans
+            FROM (
+                SELECT list_transform(ordered_values, lambda v: CAST(v AS VARCHAR)) AS __anon_all,
+                       list_transform(range(1, len(sizes) + 1),
+                                      lambda j: CAST(list_aggregate(sizes[1:j], 'product') AS BIGINT))
+                           AS __anon_spans
+            )
+            WHERE CASE
+                      WHEN ordered_values IS NULL OR len(ordered_values) = 0
+                          THEN error('anon_hierarchy_ordered_groups: no categories to group')
+                      WHEN len(list_distinct(__anon_all)) <> len(__anon_all)
+                           OR list_contains(__anon_all, NULL)
+                          THEN error('anon_hierarchy_ordered_groups: categories listed twice or NULL: '
+                                     || CAST(list_filter(__anon_all, lambda v: v IS NULL
+                                            OR len(list_filter(__anon_all, lambda w: w = v)) > 1) AS VARCHAR))
+                      WHEN sizes IS NULL OR len(sizes) = 0
+                           OR len(list_filter(sizes, lambda s: s IS NULL OR s < 2 OR s <> trunc(s))) > 0
+                          THEN error('anon_hierarchy_ordered_groups: group sizes must be whole numbers of at '
+                                     || 'least 2, got ' || coalesce(CAST(sizes AS VARCHAR), 'NULL'))
+                      ELSE true
+                  END
+        )
+    ))
+    ORDER BY __anon_i;
+
+-- ---------------------------------------------------------------------------------------
+-- Declaring a policy: the rows duckanon's Anonymizer.save_policy writes, for a database
+-- whose catalog exists (.read duckanon_catalog.sql). One policy is three INSERTs:
+--   INSERT INTO anon.policies SELECT * FROM anon_policy('patients_k5', suppression_limit := 0.02);
+--   INSERT INTO anon.policy_columns SELECT * FROM anon_policy_columns('patients_k5',
+--       MAP {'age': 'age', 'zip': 'zip'}, identifiers := ['name'], sensitive := ['disease']);
+--   INSERT INTO anon.policy_models SELECT * FROM anon_policy_models('patients_k5', [
+--       anon_model('k-anonymity', {'k': 5}),
+--       anon_model('distinct-l-diversity', {'sensitive': 'disease', 'l': 3})]);
+-- Each refuses a policy that already has rows in its table; to declare one again, first
+--   DELETE FROM anon.policies WHERE name = 'patients_k5';
+--   DELETE FROM anon.policy_columns WHERE policy = 'patients_k5';
+--   DELETE FROM anon.policy_models WHERE policy = 'patients_k5';
+-- duckanon checks every value when it reads the policy (duckanon.connect(con).policy(name),
+-- duckanon run DB --policy NAME) and names the policy and the value at fault.
+-- ---------------------------------------------------------------------------------------
+
+-- anon__undeclared(policy, tbl) -> true; an error when table anon.<tbl> already holds rows
+-- of policy `policy` (in its column name or policy). The table is looked up when a
+-- macro using this runs, not when duckanon.sql is read (which works without the catalog):
+-- DuckDB binds a table name that depends on no argument at once, so the name is joined
+-- with an empty piece of `policy`.
+CREATE OR REPLACE TEMP MACRO anon__undeclared(policy, tbl) AS
+    CASE
+        WHEN policy IS NULL THEN error('duckanon: a policy needs a name')
+        WHEN EXISTS (SELECT 1
+                     FROM (SELECT COLUMNS(lambda c: c IN ('name', 'policy'))
+                           FROM query('SELECT * FROM anon.' || tbl || left(CAST(policy AS VARCHAR), 0)))
+                          AS __anon_rows(__anon_policy)
+                     WHERE __anon_policy = policy)
+            THEN error('duckanon: policy ' || policy || ' already has rows in anon.' || tbl
+                       || '; delete its rows from anon.policies, anon.policy_columns and '
+                       || 'anon.policy_models to declare it again')
+        ELSE true
+    END;
+
+-- anon_policy(policy) -> the row of anon.policies declaring policy `policy`: suppression,
+-- suppression_limit, max_suppressed and others as duckanon.Policy's arguments of those
+-- names, given by name, e.g. anon_policy('p', suppression := 'drop', suppression_limit :=
+-- 0.05). Defaults as Policy's: suppression 'replace' (or 'drop'); suppression_limit the
+-- share of records that may be suppressed, 0 (1 when max_suppressed is given);
+-- max_suppressed a number of records, none; others 'error' (or 'drop', 'insensitive':
+-- what happens to columns given no role).
+CREATE OR REPLACE TEMP MACRO anon_policy(policy, suppression := 'replace', suppression_limit := NULL,
+                                         max_suppressed := NULL, others := 'error') AS TABLE
+    SELECT CAST(policy AS VARCHAR) AS name,
+           CAST(suppression AS VARCHAR) AS suppression,
+           CASE
+               WHEN suppression_limit IS NOT NULL THEN CAST(suppression_limit AS VARCHAR)
+               -- unset, as Policy: no share limit beyond max_suppressed when that is given
+               WHEN max_suppressed IS NULL THEN '0.0'
+               ELSE '1.0'
+           END AS suppression_limit,
+           CAST(max_suppressed AS VARCHAR) AS max_suppressed,
+           CAST(others AS VARCHAR) AS others,
+           strftime(make_timestamp(epoch_us(get_current_timestamp())), '%Y-%m-%dT%H:%M:%S.%f') || '+00:00'
+               AS created
+    WHERE anon__undeclared(policy, 'policies');
+
+-- anon_policy_columns(policy, quasi_identifiers) -> the rows of anon.policy_columns giving
+-- each column its role: quasi_identifiers maps each quasi-identifier to the name of its
+-- stored hierarchy (table anon.hierarchy_<name>), or to NULL for none (Mondrian and
+-- clustering only), e.g. MAP {'age': 'age', 'zip': 'zip'}. Named lists add the other
+-- roles: identifiers := [...] (dropped), sensitive := [...] (released as they are,
+-- protected by the models naming them), insensitive := [...] (released as they are).
+CREATE OR REPLACE TEMP MACRO anon_policy_columns(policy, quasi_identifiers,
+                                                 identifiers := CAST([] AS VARCHAR[]),
+                                                 sensitive := CAST([] AS VARCHAR[]),
+                                                 insensitive := CAST([] AS VARCHAR[])) AS TABLE
+    SELECT CAST(policy AS VARCHAR) AS policy, column_name, role, hierarchy_table
+    FROM (
+        SELECT 1 AS __anon_role, unnest(identifiers) AS column_name, 'identifier' AS role,
+               CAST(NULL AS VARCHAR) AS hierarchy_table, generate_subscripts(identifiers, 1) AS __anon_i
+        UNION ALL
+        SELECT 2, __anon_e.key, 'quasi-identifier', 'hierarchy_' || __anon_e.value, __anon_i
+        FROM (SELECT unnest(map_entries(quasi_identifiers)) AS __anon_e,
+                     generate_subscripts(map_entries(quasi_identifiers), 1) AS __anon_i)
+        UNION ALL
+        SELECT 3, unnest(sensitive), 'sensitive', NULL, generate_subscripts(sensitive, 1)
+        UNION ALL
+        SELECT 4, unnest(insensitive), 'insensitive', NULL, generate_subscripts(insensitive, 1)
+    )
+    WHERE anon__undeclared(policy, 'policy_columns')
+    ORDER BY __anon_role, __anon_i;
+
+-- anon_model(name, params) -> one privacy model as anon_policy_models takes it: name is
+-- one of duckanon's models and params a struct of its Python constructor's arguments:
+--   anon_model('k-anonymity', {'k': 5})
+--   anon_model('distinct-l-diversity', {'sensitive': 'disease', 'l': 3})
+--   anon_model('entropy-l-diversity', {'sensitive': 'disease', 'l': 2.5})
+--   anon_model('recursive-cl-diversity', {'sensitive': 'disease', 'c': 3, 'l': 2})
+--   anon_model('alpha-k-anonymity', {'sensitive': 'disease', 'alpha': 0.5, 'k': 5})
+--       (optionally 'highly_sensitive': ['hiv'])
+--   anon_model('p-sensitive-k-anonymity', {'sensitive': 'disease', 'p': 2, 'k': 5})
+--   anon_model('t-closeness', {'sensitive': 'disease', 't': 0.2, 'distance': 'equal'})
+--       (distance 'ordered', or 'hierarchical' with 'hierarchy': anon_hierarchy_rows('disease'))
+--   anon_model('alpha-l-diversity-k-anonymity', {'sensitive': 'disease', 'alpha': 0.6, 'l': 2,
+--       'k': 5, 'levels': MAP {'flu': 1, 'hiv': 3}})
+CREATE OR REPLACE TEMP MACRO anon_model(name, params) AS
+    CASE
+        WHEN name IS NULL OR NOT list_contains(['k-anonymity', 'distinct-l-diversity', 'entropy-l-diversity',
+                'recursive-cl-diversity', 'alpha-k-anonymity', 'p-sensitive-k-anonymity', 't-closeness',
+                'alpha-l-diversity-k-anonymity'], name)
+            THEN error('duckanon: unknown privacy model ' || coalesce(name, 'NULL') || '; known: k-anonymity, '
+                       || 'distinct-l-diversity, entropy-l-diversity, recursive-cl-diversity, alpha-k-anonymity, '
+                       || 'p-sensitive-k-anonymity, t-closeness, alpha-l-diversity-k-anonymity')
+        ELSE struct_pack(model := CAST(name AS VARCHAR),
+                         sensitive := json_extract_string(to_json(params), '$.sensitive'),
+                         params := CAST(to_json(params) AS VARCHAR))
+    END;
+
+-- anon_hierarchy_rows(name) -> the rows of stored hierarchy `name` (table
+-- anon.hierarchy_<name>) as a list of lists of level values, as t-closeness's
+-- hierarchical distance takes them: anon_model('t-closeness', {'sensitive': 'disease',
+-- 't': 0.2, 'distance': 'hierarchical', 'hierarchy': anon_hierarchy_rows('disease')}).
+CREATE OR REPLACE TEMP MACRO anon_hierarchy_rows(name) AS
+    (SELECT list(list_value(*COLUMNS(*)))
+     FROM query(anon__from('anon."hierarchy_' || replace(name, '"', '""') || '"')));
+
+-- anon_policy_models(policy, models) -> the rows of anon.policy_models: the privacy models
+-- of policy `policy`, a list of anon_model(...) values, numbered in their order.
+CREATE OR REPLACE TEMP MACRO anon_policy_models(policy, models) AS TABLE
+    SELECT CAST(policy AS VARCHAR) AS policy, CAST(__anon_i - 1 AS VARCHAR) AS position,
+           __anon_m.model AS model, __anon_m.sensitive AS sensitive, __anon_m.params AS params
+    FROM (SELECT unnest(models) AS __anon_m, generate_subscripts(models, 1) AS __anon_i)
+    WHERE anon__undeclared(policy, 'policy_models')
+    ORDER BY __anon_i;
