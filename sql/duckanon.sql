@@ -202,8 +202,10 @@ CREATE OR REPLACE TEMP MACRO anon__lower(x, width, origin) AS
     x - ((((x - origin) % nullif(width, 0)) + width) % nullif(width, 0));
 
 -- anon_interval(x, width) -> the interval of width `width` holding x as text
--- '[lower-upper)' with lower = floor(x / width) * width (inclusive) and upper = lower +
--- width (exclusive): anon_interval(32, 5) = '[30-35)', anon_interval(-3, 5) = '[-5-0)'.
+-- '[lower, upper)' (duckanon's notation of a half-open range) with lower = floor(x / width)
+-- * width (inclusive) and upper = lower + width (exclusive): anon_interval(32, 5) =
+-- '[30, 35)', anon_interval(-3, 5) = '[-5, 0)'. Unlike the labels of a hierarchy (see
+-- anon_hierarchy_intervals), its numbers are not zero-padded to sort as text.
 -- anon_interval(x, width, origin) -> the same with the interval grid shifted to start
 -- at origin: lower = origin + floor((x - origin) / width) * width.
 -- NULL in -> NULL out; width <= 0 raises an error. Exact for integers and DECIMALs (use
@@ -213,14 +215,14 @@ CREATE OR REPLACE TEMP MACRO anon_interval(x, width) AS
         WHEN width <= 0 THEN error('anon_interval: width must be > 0')
         WHEN x IS NULL OR width IS NULL THEN NULL
         ELSE '[' || anon__num(anon__lower(x, width, 0))
-             || '-' || anon__num(anon__lower(x, width, 0) + width) || ')'
+             || ', ' || anon__num(anon__lower(x, width, 0) + width) || ')'
     END,
 (x, width, origin) AS
     CASE
         WHEN width <= 0 THEN error('anon_interval: width must be > 0')
         WHEN x IS NULL OR width IS NULL OR origin IS NULL THEN NULL
         ELSE '[' || anon__num(anon__lower(x, width, origin))
-             || '-' || anon__num(anon__lower(x, width, origin) + width) || ')'
+             || ', ' || anon__num(anon__lower(x, width, origin) + width) || ')'
     END;
 
 -- anon_redact(s, n) -> s as text with its last n characters replaced by '*', keeping
