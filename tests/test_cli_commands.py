@@ -92,6 +92,29 @@ def test_cluster_methods_release_groups_that_satisfy_the_policy(people, tmp_path
             assert released[column].astype(float).sum() == pytest.approx(frame[column].sum(), abs=0.05 * len(frame))
 
 
+def test_top_down_with_personalization_shows_ancestors_to_who_asked(tmp_path):
+    """Seed 003 from the command line: a record whose protection level (2) exceeds its value's sensitivity level (1
+    for flu and cold) shows the value's level-2 ancestor in the sensitive attribute's tree."""
+    rng = np.random.default_rng(1)
+    n = 60
+    frame = pd.DataFrame({"age": rng.integers(18, 80, n),
+                          "disease": rng.choice(["flu", "cold", "asthma", "hiv", "cancer"], n),
+                          "ppl": np.where(rng.random(n) < 0.3, 2, None)})
+    frame.to_csv(tmp_path / "visits.csv", index=False)
+    (tmp_path / "tree.csv").write_text("flu;respiratory;*\ncold;respiratory;*\nasthma;respiratory;*\n"
+                                       "hiv;severe;*\ncancer;severe;*\n")
+    target = tmp_path / "visits.duckdb"
+    code, text = _run(["cluster", str(tmp_path / "visits.csv"), "--method", "top-down", "--personalization",
+                       f"ppl={tmp_path / 'tree.csv'}", "--qi", "age", "--sensitive", "disease", "--identifier", "ppl",
+                       "-k", "5", "--alpha-l-k", "disease:0.6:2", "--sensitivity-levels",
+                       "hiv=3,cancer=3,asthma=2,flu=1,cold=1", "-o", str(target)])
+    assert code == 0, text
+    released = _released(target, "visits")["disease"].value_counts().to_dict()
+    asked = frame["ppl"].eq(2) & frame["disease"].isin(["flu", "cold"])
+    expected = frame.loc[~asked, "disease"].value_counts().to_dict() | {"respiratory": int(asked.sum())}
+    assert released == expected
+
+
 def test_perturb_releases_only_perturbed_and_kept_columns(people, tmp_path):
     source, frame = people
     target = tmp_path / "noisy.duckdb"

@@ -18,9 +18,9 @@ import duckdb
 from ..errors import AnonymizationError, PolicyNotSatisfied
 from .commands import COMMANDS
 from .console import Console
-from .parser import DEFAULT_COMMAND, UsageError, build_parser
+from .parser import (DEFAULT_COMMAND, EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_IO, EXIT_NOT_MET,
+                     EXIT_UNVERIFIED, UsageError, build_parser)
 
-EXIT_NOT_MET, EXIT_INPUT, EXIT_UNVERIFIED, EXIT_IO, EXIT_INTERNAL, EXIT_INTERRUPTED = 1, 2, 3, 4, 70, 130
 # The library's release check prefixes what it found wrong with a written release so.
 _VERIFICATION = "release check"
 _TOP_LEVEL = ("-h", "--help", "--version")

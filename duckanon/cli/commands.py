@@ -22,16 +22,15 @@ from ..policy import Policy
 from ..release import release_format
 from . import policy_options
 from .console import Console
+from .parser import EXIT_NOT_MET as NOT_MET, EXIT_OK as OK
 from .sources import Source, attach_database, database_table, existing_file, open_source
-
-OK, NOT_MET = 0, 1
 
 
 # ------------------------------------------------------------------------------------------------ shared steps
 
 def _open(args: argparse.Namespace, console: Console) -> tuple[Source, Anonymizer]:
     source = open_source(args.source, args.table)
-    if source.bundled and hasattr(args, "qi"):
+    if source.bundled and hasattr(args, "qi"):  # the commands that take a policy (perturb takes none)
         policy_options.bundled_defaults(args)
     return source, Anonymizer(source.con, progress=console.progress)
 

@@ -23,6 +23,8 @@ Adult census data (eight quasi-identifiers with ARX's hierarchies, salary-class 
 suppressed). A source database file is only read (attached read-only); hierarchies and policies stored in its `anon`
 schema are found. `duckanon COMMAND --help` lists a command's options."""
 
+# The exit codes, as EPILOG documents them.
+EXIT_OK, EXIT_NOT_MET, EXIT_INPUT, EXIT_UNVERIFIED, EXIT_IO, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 70, 130
 EPILOG = """exit codes:
   0    done (check: the policy holds)
   1    the policy cannot be met: no transformation satisfies it within the suppression limit, or the given one does not
@@ -107,6 +109,11 @@ def _policy() -> Parser:
                         help="(alpha,k)-anonymity with -k for the listed highly sensitive values only")
     models.add_argument("--p-sensitive", action="append", default=[], metavar="COLUMN:P",
                         type=values.column_values("COLUMN:P", values.whole), help="p-sensitive k-anonymity with -k")
+    models.add_argument("--alpha-l-k", action="append", default=[], metavar="COLUMN:ALPHA:L",
+                        type=values.column_values("COLUMN:ALPHA:L", values.number, values.whole),
+                        help="(alpha,l)-diversity k-anonymity with -k and --sensitivity-levels (seed 003)")
+    models.add_argument("--sensitivity-levels", type=values.assignments("VALUE=LEVEL,…", values.whole),
+                        metavar="VALUE=LEVEL,…", help="every sensitive value's sensitivity level, for --alpha-l-k")
     models.add_argument("--t-closeness", action="append", default=[], metavar="COLUMN:T[:ordered]",
                         type=values.t_closeness, help="t-closeness, equal distance unless ':ordered' follows")
     suppression = parser.add_argument_group("suppression")

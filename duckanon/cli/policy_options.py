@@ -9,8 +9,8 @@ from .. import datasets
 from ..anonymizer import Anonymizer
 from ..errors import AnonymizationError
 from ..hierarchy import Hierarchy
-from ..models import (AlphaKAnonymity, DistinctLDiversity, EntropyLDiversity, KAnonymity, PrivacyModel,
-                      PSensitiveKAnonymity, RecursiveCLDiversity, TCloseness)
+from ..models import (AlphaKAnonymity, AlphaLDiversityKAnonymity, DistinctLDiversity, EntropyLDiversity, KAnonymity,
+                      PrivacyModel, PSensitiveKAnonymity, RecursiveCLDiversity, TCloseness)
 from ..policy import Policy
 
 BUNDLED_K = 5
@@ -37,8 +37,10 @@ def bundled_defaults(args: argparse.Namespace) -> None:
 def models(args: argparse.Namespace) -> list[PrivacyModel]:
     k = args.k
     chosen: list[PrivacyModel] = [KAnonymity(k)] if k is not None else []
-    if (args.alpha_k or args.p_sensitive) and k is None:
-        raise AnonymizationError("--alpha-k and --p-sensitive need -k")
+    if (args.alpha_k or args.alpha_k_values or args.p_sensitive or args.alpha_l_k) and k is None:
+        raise AnonymizationError("--alpha-k, --alpha-k-values, --alpha-l-k and --p-sensitive need -k")
+    if args.alpha_l_k and args.sensitivity_levels is None:
+        raise AnonymizationError("--alpha-l-k needs --sensitivity-levels VALUE=LEVEL,…")
     chosen += [DistinctLDiversity(column, l) for column, l in args.l_diversity]
     chosen += [EntropyLDiversity(column, l) for column, l in args.entropy_l]
     chosen += [RecursiveCLDiversity(column, c, l) for column, c, l in args.recursive_l]
@@ -46,6 +48,8 @@ def models(args: argparse.Namespace) -> list[PrivacyModel]:
     chosen += [AlphaKAnonymity(column, alpha, k, highly_sensitive=values.split(","))
                for column, alpha, values in args.alpha_k_values]
     chosen += [PSensitiveKAnonymity(column, p, k) for column, p in args.p_sensitive]
+    chosen += [AlphaLDiversityKAnonymity(column, alpha, l, k, args.sensitivity_levels)
+               for column, alpha, l in args.alpha_l_k]
     chosen += [TCloseness(column, t, distance) for column, t, distance in args.t_closeness]
     if not chosen:
         raise AnonymizationError("give at least one privacy model, e.g. -k 5")
