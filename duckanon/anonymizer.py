@@ -35,6 +35,7 @@ from .hierarchy import SCHEMA, Hierarchy, level_column
 from .metrics import METRICS, WEIGHTED, Loss, Metric, metric_names
 from .models import DataFacts
 from .mondrian import Mondrian, MondrianResult, dimensions, output_styles
+from .ranges import Ranges
 from .recoding import PartitionMap
 from .search import STRATEGIES, NodeEvaluator, SearchResult, solution_space
 from .weights import attribute_weights
@@ -507,13 +508,16 @@ class Anonymizer:
             metrics = self._measure(bound, transformation)
         temporaries = _Temporaries(self.con)
         with temporaries:
+            ranges = transformation.ranges(self.con, bound.source, bound.columns, bound.hierarchies, temporaries.create)
             self._progress("recoding the quasi-identifiers")
             generalized = temporaries.create(transformation.compile(bound.source, bound.columns, bound.hierarchies))
             self._progress("checking the policy and suppressing")
             report, final, suppressed = self._suppress(bound, generalized, temporaries)
+            final = ranges.joined(final, bound.columns)  # numbers' bounds beside their labels, NULL for '*'
             quasi = bound.quasi_identifiers
-            classes_view = (exp.select(*[sb.col(q) for q in quasi], exp.func("COUNT", exp.Star()).as_("records"))
-                            .from_(sb.table(table)).group_by(*[sb.col(q) for q in quasi]))
+            classes_view = (exp.select(*[sb.col(c) for c in ranges.columns(quasi)],
+                                       exp.func("COUNT", exp.Star()).as_("records"))
+                            .from_(sb.table(table)).group_by(*[sb.col(c) for c in ranges.columns(quasi)]))
             info = ReleaseInfo(
                 kind="full-domain generalization" if isinstance(transformation, FullDomainGeneralization)
                 else "recoding by groups", source_records=bound.facts.records, suppressed_records=suppressed,
@@ -524,7 +528,7 @@ class Anonymizer:
             expected = bound.facts.records - dropped
             self._progress(f"writing and verifying {path}")
             path = write_release(self.con, path, content,
-                                 lambda reader: verify_release(reader, table, bound, transformation, expected),
+                                 lambda reader: verify_release(reader, table, bound, transformation, expected, ranges),
                                  format=format)
             return Release(path, table, bound.facts.records, expected, suppressed, report)
 
@@ -688,12 +692,14 @@ class _Temporaries:
 
 
 def verify_release(reader: duckdb.DuckDBPyConnection, table: str, bound: _Bound, transformation: Transformation,
-                   expected_records: int) -> None:
-    """Re-check a written release on its own: columns, record count, the policy, and that no raw value shows."""
+                   expected_records: int, ranges: Ranges) -> None:
+    """Re-check a written release on its own: columns, record count, the policy, that no raw value shows, and the
+    numbers' bound columns."""
     released = sb.table(table)
     columns = sb.column_names(reader, released)
-    if columns != bound.columns:
-        raise AnonymizationError(f"release check: columns {columns} differ from the expected {bound.columns}")
+    if columns != ranges.columns(bound.columns):
+        raise AnonymizationError(f"release check: columns {columns} differ from the expected "
+                                 f"{ranges.columns(bound.columns)}")
     records = sb.fetch_rows(reader, exp.select(exp.func("COUNT", exp.Star())).from_(released))[0][0]
     if records != expected_records:
         raise AnonymizationError(f"release check: {records} records written, {expected_records} expected")
@@ -711,6 +717,7 @@ def verify_release(reader: duckdb.DuckDBPyConnection, table: str, bound: _Bound,
             raise AnonymizationError(
                 f"release check: {attribute!r} shows values its transformation does not produce: "
                 f"{sorted(leaked, key=str)[:10]}")
+    ranges.verify(reader, table, transformation, bound.hierarchies)
     views = [r[0] for r in reader.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()]
     for view in views:
         sb.fetch_rows(reader, exp.select(exp.Star()).from_(sb.table(view)).limit(1))

@@ -2,22 +2,27 @@
 
 A quasi-identifier's value at a level is the ``level_j`` column of its hierarchy table, reached by one LEFT JOIN on
 the value's text form (NULL-safe, so a hierarchy row for NULL maps missing values), or a CASE expression for interval
-hierarchies.  Level 0 is the value's text itself.  Generalized columns are VARCHAR.
+hierarchies.  Level 0 is the value's text itself.  Generalized columns are VARCHAR; a release adds typed bounds of
+generalized numbers (:meth:`Transformation.ranges`, :mod:`duckanon.ranges`).
 """
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+import duckdb
 from sqlglot import exp
 
 from . import sqlbuild as sb
 from .errors import HierarchyError, PolicyError
 from .hierarchy import TOP, Hierarchy, _preview, level_column
+from .ranges import Ranges, column_types, is_numeric, range_relation, require_free
 
 SOURCE = "src"
+LEAF_LABEL, LEAF_VALUE = "__leaf_label", "__leaf_value"
 
 
 @dataclass(frozen=True)
@@ -55,11 +60,14 @@ def level_expressions(bound: BoundHierarchy, levels: Sequence[int], source: str,
     return expressions, join
 
 
+def _from_source(source: exp.Expression) -> exp.Expression:
+    return exp.alias_(source, SOURCE, quoted=True) if isinstance(source, exp.Table) else source.subquery(SOURCE)
+
+
 def generalize(source: exp.Expression, columns: Sequence[str], bound: Mapping[str, BoundHierarchy],
                levels: Mapping[str, int]) -> exp.Select:
     """SELECT ``columns`` of ``source`` with each quasi-identifier generalized to its level."""
-    select = exp.select().from_(exp.alias_(source, SOURCE, quoted=True) if isinstance(source, exp.Table)
-                                else source.subquery(SOURCE))
+    select = exp.select().from_(_from_source(source))
     for i, column in enumerate(columns):
         if column in bound:
             (expression,), join = level_expressions(bound[column], [levels[column]], SOURCE, f"h{i}")
@@ -91,6 +99,20 @@ class Transformation(ABC):
     def describe(self) -> dict:
         """A JSON-able description for the release's metadata."""
 
+    def ranges(self, con: duckdb.DuckDBPyConnection, source: exp.Expression, columns: Sequence[str],
+               hierarchies: Mapping[str, BoundHierarchy], materialize: Callable[[exp.Expression], exp.Table]
+               ) -> Ranges:
+        """The bound columns of the numbers this transformation generalizes (:mod:`duckanon.ranges`): per such
+        attribute, its labels and the bounds of what each stands for.  ``materialize`` turns a query into a
+        temporary table the caller drops.  By default there are none."""
+        return Ranges({})
+
+    def range_problems(self, attribute: str, bound: BoundHierarchy | None,
+                       rows: Sequence[tuple[str, object, object]]) -> list[str]:
+        """What is wrong with a written release's distinct (label, low, high) of ``attribute`` by this
+        transformation's definition of a label's bounds, computed apart from the SQL that wrote them."""
+        return []
+
 
 class FullDomainGeneralization(Transformation):
     """Every value of an attribute generalized to the same level of its hierarchy."""
@@ -119,6 +141,75 @@ class FullDomainGeneralization(Transformation):
 
     def describe(self):
         return {"full-domain generalization": self.levels}
+
+    def ranges(self, con, source, columns, hierarchies, materialize):
+        """A hierarchy node's bounds: the smallest and largest of its leaves -- the hierarchy table's level-0 values
+        that are numbers of the column's type, and, on levels computed without the table (interval hierarchies, level
+        0), the source's values the level places under the node."""
+        self.validate(hierarchies)
+        types = column_types(con, source)
+        ranged = [a for a in hierarchies if is_numeric(types[a])]
+        require_free(ranged, columns)
+        return Ranges({a: materialize(range_relation(self._leaves(hierarchies[a], types[a], source).subquery("leaves"),
+                                                     LEAF_LABEL, LEAF_VALUE, LEAF_VALUE)) for a in ranged})
+
+    def _leaves(self, bound: BoundHierarchy, type_name: str, source: exp.Expression) -> exp.Select:
+        """Each leaf of the attribute's hierarchy (and each value of the source the level places without the table)
+        with its label on the attribute's level."""
+        level = self.levels[bound.column]
+        leaf = sb.col(level_column(0))
+        typed = exp.TryCast(this=leaf, to=exp.DataType.build(type_name, dialect=sb.DIALECT))
+        # A text such as '47.5' casts to the INTEGER 48: only leaves that are numbers of the type count.
+        exact = sb.as_double(typed.copy()).eq(exp.TryCast(this=leaf.copy(), to=exp.DataType.build("DOUBLE")))
+        leaves = (exp.select(sb.col(level_column(level)).as_(LEAF_LABEL, quoted=True),
+                             typed.as_(LEAF_VALUE, quoted=True)).from_(bound.table).where(exact))
+        (label,), join = level_expressions(bound, [level], SOURCE, "h")
+        if join is not None:
+            return leaves
+        placed = exp.select(label.as_(LEAF_LABEL, quoted=True),
+                            sb.col(bound.column, SOURCE).as_(LEAF_VALUE, quoted=True)).from_(_from_source(source))
+        return exp.union(leaves, placed, distinct=False)
+
+    def range_problems(self, attribute, bound, rows):
+        level = self.levels[attribute]
+        hierarchy = bound.hierarchy
+        leaves: dict[str | None, list[float]] = {}
+        for row in hierarchy.rows:
+            number = _number(row[0])
+            if number is not None:
+                leaves.setdefault(row[level], []).append(number)
+        unlisted = level > 0 and hierarchy.generalize_sql(sb.col(attribute), level) is not None
+        problems = []
+        for label, low, high in rows:
+            low, high = (None if b is None else float(b) for b in (low, high))
+            under = leaves.get(label, [])
+            if level == 0:
+                expected = (_number(label),) * 2
+            elif unlisted:
+                # Values the table does not list are leaves too: the bounds hold the listed ones and lie within the
+                # interval.
+                try:
+                    lowest, highest = hierarchy.interval(level, label)
+                except KeyError:
+                    problems.append(f"{label!r} is not an interval of level {level}")
+                    continue
+                if low is None or not (lowest <= low <= min(under, default=low) and
+                                       max(under, default=high) <= high < highest):
+                    problems.append(f"{label!r} shows [{low}, {high}], not within its interval around its leaves")
+                continue
+            else:
+                expected = (min(under), max(under)) if under else (None, None)
+            if (low, high) != expected:
+                problems.append(f"{label!r} shows [{low}, {high}], its leaves span {list(expected)}")
+        return problems
+
+
+def _number(text: str | None) -> float | None:
+    try:
+        number = float(text)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
 
 
 def uncovered_values(con, source: exp.Expression, bound: BoundHierarchy) -> tuple[int, list[object]]:

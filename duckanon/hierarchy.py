@@ -27,6 +27,7 @@ from sqlglot import exp
 
 from . import sqlbuild as sb
 from .errors import HierarchyError
+from .notation import NumberFormat, half_open_label
 
 SCHEMA = "anon"
 TOP = "*"
@@ -199,7 +200,10 @@ class Hierarchy:
     def intervals(cls, values: Iterable[float], *, widths: Sequence[float] | None = None,
                   cuts: Sequence[Sequence[float]] | None = None, origin: float = 0,
                   name: str = "hierarchy") -> IntervalHierarchy:
-        """Numeric intervals ``[lo-hi)``, finer levels first, ending in ``*``.
+        """Numeric intervals ``[lo, hi)`` (``lo <= value < hi``), finer levels first, ending in ``*``.
+
+        The numbers of all labels are written alike so that labels sort as text in numeric order (zero-padded, the
+        same decimals: ``[005, 010)``, ``[010, 020)``, ``[100, 120)``; see :mod:`duckanon.notation`).
 
         ``widths`` gives nested widths (each a multiple of the one before, e.g. 5, 10, 20) counted from ``origin``;
         ``cuts`` gives each level's cut points (each level's points a subset of the finer level's).
@@ -262,6 +266,12 @@ class Hierarchy:
         return cls(list(zip(*columns)), name=name)
 
 
+def _steps(number: float) -> float:
+    """``number`` without float noise (to 9 decimals): 0.7 / 0.1 is 6.999…, and 3 * 0.1 is 0.30000000000000004,
+    which would put 0.7 above the last cut and 0.3 below the cut at 0.3."""
+    return round(number, 9)
+
+
 def _format_number(value: float) -> str:
     if math.isinf(value):
         return "inf" if value > 0 else "-inf"
@@ -284,6 +294,8 @@ class IntervalHierarchy(Hierarchy):
             raise HierarchyError(f"hierarchy {name!r}: give at least one level of intervals (widths or cuts)")
         self.cuts = [sorted(float(c) for c in level) for level in cuts]
         self._check_cuts(numbers, name)
+        # Every label writes its numbers alike, so that they sort as text in numeric order (duckanon.notation).
+        self.number_format = NumberFormat.of(c for level in self.cuts for c in level)
         rows = [[_format_number(v)] + [self._label(level, v) for level in range(len(self.cuts))] + [TOP]
                 for v in numbers]
         super().__init__(rows, name=name)
@@ -293,7 +305,7 @@ class IntervalHierarchy(Hierarchy):
         if any(w <= 0 for w in widths):
             raise HierarchyError(f"hierarchy {name!r}: interval widths must be positive, got {list(widths)!r}")
         for finer, coarser in zip(widths, widths[1:]):
-            if coarser % finer:
+            if not _steps(coarser / finer).is_integer():
                 raise HierarchyError(
                     f"hierarchy {name!r}: widths must nest (each a multiple of the one before); {coarser} is not a "
                     f"multiple of {finer}")
@@ -301,9 +313,9 @@ class IntervalHierarchy(Hierarchy):
             return []
         # Every level spans the coarsest level's range, so each coarser level's cut points are also finer ones'.
         low, high, widest = numbers[0], numbers[-1], widths[-1]
-        first = origin + math.floor((low - origin) / widest) * widest
-        last = origin + (math.floor((high - origin) / widest) + 1) * widest
-        return [[first + i * width for i in range(int(round((last - first) / width)) + 1)] for width in widths]
+        first = origin + math.floor(_steps((low - origin) / widest)) * widest
+        last = origin + (math.floor(_steps((high - origin) / widest)) + 1) * widest
+        return [[_steps(first + i * width) for i in range(int(round((last - first) / width)) + 1)] for width in widths]
 
     def _check_cuts(self, numbers: list[float], name: str) -> None:
         for level, points in enumerate(self.cuts, start=1):
@@ -353,6 +365,5 @@ class IntervalHierarchy(Hierarchy):
                 return lo, hi
         raise KeyError(f"{label!r} is not an interval of level {level} of hierarchy {self.name!r}")
 
-    @staticmethod
-    def _interval(lo: float, hi: float) -> str:
-        return f"[{_format_number(lo)}-{_format_number(hi)})"
+    def _interval(self, lo: float, hi: float) -> str:
+        return half_open_label(self.number_format.text(lo), self.number_format.text(hi))

@@ -238,11 +238,17 @@ class PersonalizedRelease(PartitionMap):
         self.sensitive, self.personalization = sensitive, personalization
         self.levels, self.tree = dict(levels), tree
 
+    def _read(self, columns: Sequence[str]) -> list[str]:
+        """The partition map numbers records by the columns it is given: the same ones the records were read by."""
+        protection = self.personalization.column
+        return list(columns) + ([protection] if protection not in columns else [])
+
+    def ranges(self, con, source, columns, hierarchies, materialize):
+        return super().ranges(con, source, self._read(columns), hierarchies, materialize)
+
     def compile(self, source, columns, hierarchies):
         protection = self.personalization.column
-        # The partition map numbers records by the columns it is given: the same ones the records were read by.
-        read = list(columns) + ([protection] if protection not in columns else [])
-        recoded = super().compile(source, read, hierarchies).subquery("recoded")
+        recoded = super().compile(source, self._read(columns), hierarchies).subquery("recoded")
         value = sb.col(self.sensitive, "recoded")
         published = self.personalization.published(value, sb.col(protection, "recoded"), "tree", self.levels)
         on = exp.EQ(this=sb.col(level_column(0), "tree"), expression=sb.as_text(value.copy()))

@@ -36,14 +36,15 @@ Mondrian's does, and the summaries then look nothing up.
 
 **Output styles**, one per quasi-identifier (every quasi-identifier must have one):
 
-- ``range`` (numeric): ``[lo-hi]``, the group's smallest and largest value;
+- ``range`` (numeric): ``[lo, hi]``, the group's smallest and largest value (:mod:`duckanon.notation`), released with
+  typed bound columns ``<column>_low`` / ``<column>_high`` (:mod:`duckanon.ranges`);
 - ``mean`` (numeric): the group's mean (microaggregation);
 - ``lca`` (categorical, needs the attribute's hierarchy): the lowest common ancestor of the group's values;
 - ``set`` (categorical): the group's distinct values, sorted, as ``{a,b,c}``.
 
 NULL is a value of its own, as everywhere in duckanon: a group whose values are all NULL shows NULL; a group mixing
 NULL with other values shows ``*`` (for ``lca`` only when the hierarchy has no row for NULL: no node covers both).
-Released values are VARCHAR.
+Released values are VARCHAR; the bound columns of ``range`` have the source column's type.
 
 **Costs.**  Per record and attribute (seed 002's LM and Xu et al.'s NCP, as :mod:`duckanon.metrics` defines them):
 numeric styles ``(hi - lo) / (U - L)`` over the source's range (for ``mean`` too: the mean stands for that range);
@@ -69,6 +70,8 @@ from .generalization import SOURCE, BoundHierarchy, Transformation
 from .hierarchy import TOP, level_column
 from .metrics import AverageClassSize, Discernibility, Loss, NodeTotals, NormalizedCertaintyPenalty
 from .models import PrivacyModel, sensitive_attributes
+from .notation import SqlNumberFormat, close_to, parse_closed
+from .ranges import Ranges, column_types, is_numeric, range_relation, require_free
 
 RECORD = "__record"
 NUMERIC_STYLES = ("range", "mean")
@@ -112,18 +115,15 @@ def _aliased(relation: exp.Expression, alias: str) -> exp.Expression:
 
 def numeric_kind(con: duckdb.DuckDBPyConnection, relation: exp.Expression, columns: Sequence[str]) -> dict[str, bool]:
     """Whether each column of ``relation`` is numeric in DuckDB (integers, decimals, floating point)."""
-    query = relation if isinstance(relation, exp.Query) else exp.select(exp.Star()).from_(relation)
-    description = con.execute(sb.to_sql(query.limit(0))).description
-    types = {d[0]: str(d[1]).upper() for d in description}
-    numeric = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT",
-               "UHUGEINT", "FLOAT", "DOUBLE", "DECIMAL", "NUMBER")
-    return {c: types[c].startswith(numeric) for c in columns}
+    types = column_types(con, relation)
+    return {c: is_numeric(types[c]) for c in columns}
 
 
 @dataclass
 class _Summary:
     """One attribute's summary of a group: ``aggregates`` (name -> aggregate over the group's rows, joined to
-    ``leaf_join`` when given), and ``label``, ``lm``, ``ncp`` over those (alias ``g``, joined to ``node_join``)."""
+    ``leaf_join`` when given), and ``label``, ``lm``, ``ncp`` and the numeric ``bounds`` over those (alias ``g``,
+    joined to ``node_join``)."""
 
     aggregates: dict[str, exp.Expression]
     label: exp.Expression
@@ -131,6 +131,7 @@ class _Summary:
     ncp: exp.Expression
     leaf_join: exp.Join | None = None
     node_join: exp.Join | None = None
+    bounds: tuple[exp.Expression, exp.Expression] | None = None  # the group's smallest and largest value (``range``)
 
 
 @dataclass(frozen=True)
@@ -420,10 +421,11 @@ class PartitionMap(Transformation):
         return self._recoded(source, columns, hierarchies)
 
     def _summaries(self, relation: exp.Expression, hierarchies: Mapping[str, BoundHierarchy], weighted: bool,
-                   costs: bool, coded: CodedHierarchies | None) -> exp.Select:
+                   costs: bool, coded: CodedHierarchies | None, bounds: bool = False) -> exp.Select:
         """One row per group of ``relation`` (records or weighted rows with ``__group_id``): its generalized value
-        per styled attribute, and when ``costs`` its records ``__group_records`` and the cost columns ``__lm_<i>`` /
-        ``__ncp_<i>``.
+        per styled attribute, when ``costs`` its records ``__group_records`` and the cost columns ``__lm_<i>`` /
+        ``__ncp_<i>``, and when ``bounds`` the smallest and largest value of each ``range`` attribute (``__lower_<i>``,
+        ``__upper_<i>``).
 
         One aggregation over the group's rows, then a join per ``lca`` attribute with its hierarchy's nodes, which
         turns the smallest and largest leaf code into the lowest common ancestor (:class:`HierarchyCoding`)."""
@@ -447,27 +449,48 @@ class PartitionMap(Transformation):
             if costs:
                 summaries = summaries.select(part.lm.as_(_cost_column("lm", i), quoted=True),
                                              part.ncp.as_(_cost_column("ncp", i), quoted=True), copy=False)
+            if bounds and part.bounds is not None:
+                summaries = summaries.select(*[b.as_(b.name, quoted=True) for b in part.bounds], copy=False)
         summaries = summaries.from_(aggregated.subquery("g", copy=False), copy=False)
         for join in joins:
             summaries = summaries.join(join, copy=False)
         return summaries
 
+    def _rows(self, source: exp.Expression, columns: Sequence[str]) -> tuple[exp.Table, exp.Select, bool]:
+        """The rows groups are summarized over: a CTE's name, its query, and whether its rows are weighted (the
+        assignment's own rows, see :attr:`summarizes_assignment`) rather than the assigned records."""
+        if self.summarizes_assignment:
+            return exp.Table(this=sb.ident(_WEIGHTED)), self.assignment.weighted(list(self.styles)), True
+        return exp.Table(this=sb.ident(_ASSIGNED)), self.assignment.assigned(source, columns), False
+
     def _recoded(self, source: exp.Expression, columns: Sequence[str], hierarchies: Mapping[str, BoundHierarchy]
                  ) -> exp.Select:
         """The released columns with quasi-identifiers replaced by their group's summary."""
         assigned, summaries = sb.table(_ASSIGNED), sb.table(_SUMMARIES)
-        if self.summarizes_assignment:
-            summarized = self._summaries(exp.Table(this=sb.ident(_WEIGHTED)), hierarchies, True, False, self.coded)
-        else:
-            summarized = self._summaries(exp.Table(this=sb.ident(_ASSIGNED)), hierarchies, False, False, self.coded)
+        rows, definition, weighted = self._rows(source, columns)
+        summarized = self._summaries(rows, hierarchies, weighted, False, self.coded)
         projection = [sb.col(c, "g") if c in self.styles else sb.col(c, "r") for c in columns]
         query = (exp.select(*projection).from_(exp.alias_(assigned, "r", quoted=True))
                  .join(exp.alias_(summaries, "g", quoted=True), join_type="INNER",
                        on=exp.EQ(this=sb.col(_GROUP, "r"), expression=sb.col(_GROUP, "g"))))
         query = query.with_(sb.ident(_ASSIGNED), as_=self.assignment.assigned(source, columns), copy=False)
-        if self.summarizes_assignment:
-            query = query.with_(sb.ident(_WEIGHTED), as_=self.assignment.weighted(list(self.styles)), copy=False)
+        if weighted:
+            query = query.with_(rows.this, as_=definition, copy=False)
         return query.with_(sb.ident(_SUMMARIES), as_=summarized, copy=False)
+
+    def ranges(self, con, source, columns, hierarchies, materialize):
+        """The ``range`` attributes' bounds: each group's smallest and largest value (over the groups showing a
+        label, which have the same ones unless a label rounds beyond six decimals)."""
+        ranged = {a: i for i, (a, style) in enumerate(self.styles.items()) if style == "range"}
+        if not ranged:
+            return Ranges({})
+        require_free(ranged, columns)
+        self._validate(columns, hierarchies)
+        rows, definition, weighted = self._rows(source, columns)
+        summarized = materialize(self._summaries(rows, hierarchies, weighted, False, self.coded, bounds=True)
+                                 .with_(rows.this, as_=definition, copy=False))
+        return Ranges({a: materialize(range_relation(summarized, a, _cost_column("lower", i), _cost_column("upper", i)))
+                       for a, i in ranged.items()})
 
     def _summary(self, index: int, attribute: str, style: str, bound: BoundHierarchy | None,
                  relation: exp.Expression, weighted: bool, coded: CodedHierarchies | None) -> _Summary:
@@ -481,12 +504,13 @@ class PartitionMap(Transformation):
         label_name, lm_name, ncp_name = (_cost_column(kind, index) for kind in ("label", "lm", "ncp"))
         g = lambda name: sb.col(name, "g")  # noqa: E731
 
-        def guarded(label: exp.Expression, lm: exp.Expression, ncp: exp.Expression | None) -> _Summary:
+        def ifs(all_null: exp.Expression, mixed: exp.Expression, counted: exp.Expression = values,
+                total: exp.Expression = records) -> list[exp.If]:
             # All NULL: NULL, no loss; NULL mixed with values: '*', full loss.
-            def ifs(all_null: exp.Expression, mixed: exp.Expression) -> list[exp.If]:
-                return [exp.If(this=values.copy().eq(sb.lit(0)), true=all_null),
-                        exp.If(this=values.copy() < records.copy(), true=mixed)]
+            return [exp.If(this=counted.copy().eq(sb.lit(0)), true=all_null),
+                    exp.If(this=counted.copy() < total.copy(), true=mixed)]
 
+        def guarded(label: exp.Expression, lm: exp.Expression, ncp: exp.Expression | None) -> _Summary:
             aggregates = {label_name: exp.Case(ifs=ifs(exp.Null(), sb.lit(TOP)), default=label),
                           lm_name: exp.Case(ifs=ifs(zero.copy(), one.copy()), default=lm)}
             if ncp is not None:
@@ -495,19 +519,29 @@ class PartitionMap(Transformation):
 
         if style in NUMERIC_STYLES:
             low, high = exp.func("MIN", value()), exp.func("MAX", value())
+            column = sb.col(attribute)
+            domain = exp.select(exp.func("MAX", column) - exp.func("MIN", column)).from_(relation.copy())
+            # A numeric summary stands for its range: LM and NCP are the same share of the domain.
+            lm = _share(high.copy() - low.copy(), domain.subquery())
             if style == "range":
-                label = exp.Concat(expressions=[sb.lit("["), sb.as_text(low), sb.lit("-"), sb.as_text(high),
-                                                sb.lit("]")], safe=False)
-            elif weighted:
+                # The label is written from the group's bounds, in the format of every range the column shows
+                # (window aggregates over the groups whose values are all known).
+                lower, upper, counted = (g(_cost_column(kind, index)) for kind in ("lower", "upper", "values"))
+                shown = lambda bound: exp.Case(ifs=[exp.If(this=counted.copy().eq(g(_RECORDS)),  # noqa: E731
+                                                           true=bound.copy())])
+                written = SqlNumberFormat.of_bounds(shown(lower), shown(upper))
+                label = exp.Case(ifs=ifs(exp.Null(), sb.lit(TOP), counted, g(_RECORDS)),
+                                 default=written.closed(lower.copy(), upper.copy()))
+                aggregates = {lower.name: low, upper.name: high, counted.name: values,
+                              lm_name: exp.Case(ifs=ifs(zero.copy(), one.copy()), default=lm)}
+                return _Summary(aggregates, label, g(lm_name), g(lm_name), bounds=(lower.copy(), upper.copy()))
+            if weighted:
                 weight = sb.col(_WEIGHT, SOURCE)
                 label = sb.as_text(exp.Div(this=exp.func("SUM", sb.as_double(value()) * weight),
                                            expression=exp.func("SUM", weight.copy())))
             else:
                 label = sb.as_text(exp.func("AVG", value()))
-            column = sb.col(attribute)
-            domain = exp.select(exp.func("MAX", column) - exp.func("MIN", column)).from_(relation.copy())
-            # A numeric summary stands for its range: LM and NCP are the same share of the domain.
-            return guarded(label, _share(high.copy() - low.copy(), domain.subquery()), None)
+            return guarded(label, lm, None)
         if style == "set":
             text = sb.as_text(value())
             distinct = exp.func("COUNT", exp.Distinct(expressions=[text.copy()]))
@@ -569,6 +603,18 @@ class PartitionMap(Transformation):
         return _Summary(aggregates, label, lm, ncp, leaf_join, node_join)
 
     # ------------------------------------------------------------ the rest of the Transformation interface
+    def range_problems(self, attribute, bound, rows):
+        """A range's bounds are the numbers its label shows (within its rounding beyond six decimals)."""
+        problems = []
+        for label, low, high in rows:
+            shown = parse_closed(label)
+            if shown is None:
+                problems.append(f"{label!r} is not a range [low, high]")
+            elif low is None or not (close_to(float(low), shown[0], shown[2]) and
+                                     close_to(float(high), shown[1], shown[2])):
+                problems.append(f"{label!r} shows the bounds [{low}, {high}]")
+        return problems
+
     def allowed_values(self, attribute, bound):
         if self.styles.get(attribute) != "lca":
             return None

@@ -309,7 +309,7 @@ def test_adult_release(con, anon, tmp_path):
     release = clusters.publish(tmp_path / "adult.duckdb")
     assert release.records_out == 3000 and release.suppressed == 0
     released = duckdb.connect(str(tmp_path / "adult.duckdb"), read_only=True).sql("SELECT * FROM release").df()
-    assert released["age"].str.fullmatch(r"\[\d+-\d+\]").all()  # numbers as their cluster's range
+    assert released["age"].str.fullmatch(r"\[\d+, \d+\]").all()  # numbers as their cluster's range
     frame = con.sql(f"SELECT * FROM {source}").df()
     bounds = {"Prof-specialty": 0.3, "Exec-managerial": 0.3, **{v: 0.4 for v in frame["occupation"].unique()
                                                                 if v not in ("Prof-specialty", "Exec-managerial")}}

@@ -164,48 +164,58 @@ def test_arx_reader_skips_blank_lines_and_bom(tmp_path):
 def test_intervals_nested_widths():
     h = Hierarchy.intervals([47], widths=[5, 10, 20], name="age")
     assert isinstance(h, IntervalHierarchy)
-    assert h.rows == [("47", "[45-50)", "[40-50)", "[40-60)", "*")]
+    assert h.rows == [("47", "[45, 50)", "[40, 50)", "[40, 60)", "*")]
     assert h.levels == 5 and h.height == 4
 
 
 def test_intervals_nested_widths_over_a_range():
     values = list(range(1, 101))
     h = Hierarchy.intervals(values, widths=[5, 10, 20])
-    expected = [(str(v), f"[{v // 5 * 5}-{v // 5 * 5 + 5})", f"[{v // 10 * 10}-{v // 10 * 10 + 10})",
-                 f"[{v // 20 * 20}-{v // 20 * 20 + 20})", "*") for v in values]
+    # The cuts run to 120: every number is written with three digits, so that labels sort as text.
+    expected = [(str(v), f"[{v // 5 * 5:03d}, {v // 5 * 5 + 5:03d})", f"[{v // 10 * 10:03d}, {v // 10 * 10 + 10:03d})",
+                 f"[{v // 20 * 20:03d}, {v // 20 * 20 + 20:03d})", "*") for v in values]
     assert h.rows == expected
     # Labels on a level cover the whole range, including intervals no value falls in.
-    assert h.labels(3) == {"[0-20)", "[20-40)", "[40-60)", "[60-80)", "[80-100)", "[100-120)"}
-    assert "[115-120)" in h.labels(1)
+    assert h.labels(3) == {"[000, 020)", "[020, 040)", "[040, 060)", "[060, 080)", "[080, 100)", "[100, 120)"}
+    assert "[115, 120)" in h.labels(1)
 
 
 def test_intervals_origin_and_fractions():
     h = Hierarchy.intervals([3, 12.5], widths=[5, 10], origin=2)
-    assert h.rows == [("3", "[2-7)", "[2-12)", "*"), ("12.5", "[12-17)", "[12-22)", "*")]
+    assert h.rows == [("3", "[02, 07)", "[02, 12)", "*"), ("12.5", "[12, 17)", "[12, 22)", "*")]
     h = Hierarchy.intervals([0.25, 0.75], widths=[0.5, 1])
-    assert h.rows == [("0.25", "[0-0.5)", "[0-1)", "*"), ("0.75", "[0.5-1)", "[0-1)", "*")]
+    assert h.rows == [("0.25", "[0.0, 0.5)", "[0.0, 1.0)", "*"), ("0.75", "[0.5, 1.0)", "[0.0, 1.0)", "*")]
+
+
+def test_intervals_of_decimal_widths_place_values_at_their_cut():
+    """Float noise: 3 * 0.1 is 0.30000000000000004 and 0.7 / 0.1 is 6.999…; the cuts are the decimals meant."""
+    h = Hierarchy.intervals([0.3, 0.55, 0.7], widths=[0.1, 0.2])
+    assert h.cuts == [[0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8], [0.2, 0.4, 0.6, 0.8]]
+    assert h.rows == [("0.3", "[0.3, 0.4)", "[0.2, 0.4)", "*"), ("0.55", "[0.5, 0.6)", "[0.4, 0.6)", "*"),
+                      ("0.7", "[0.7, 0.8)", "[0.6, 0.8)", "*")]
 
 
 def test_intervals_negative_values():
     h = Hierarchy.intervals([-7, 3], widths=[5, 10])
-    assert h.rows == [("-7", "[-10--5)", "[-10-0)", "*"), ("3", "[0-5)", "[0-10)", "*")]
+    # A sign place: negatives sort before the others (among themselves by magnitude; the bound columns sort them).
+    assert h.rows == [("-7", "[-10, -05)", "[-10, 000)", "*"), ("3", "[000, 005)", "[000, 010)", "*")]
 
 
 def test_intervals_with_cut_points():
     h = Hierarchy.intervals([17, 47, 64, 65, 89], cuts=[[0, 18, 30, 65, 120], [0, 30, 120]])
     assert h.rows == [
-        ("17", "[0-18)", "[0-30)", "*"),
-        ("47", "[30-65)", "[30-120)", "*"),
-        ("64", "[30-65)", "[30-120)", "*"),
-        ("65", "[65-120)", "[30-120)", "*"),
-        ("89", "[65-120)", "[30-120)", "*"),
+        ("17", "[000, 018)", "[000, 030)", "*"),
+        ("47", "[030, 065)", "[030, 120)", "*"),
+        ("64", "[030, 065)", "[030, 120)", "*"),
+        ("65", "[065, 120)", "[030, 120)", "*"),
+        ("89", "[065, 120)", "[030, 120)", "*"),
     ]
-    assert h.labels(1) == {"[0-18)", "[18-30)", "[30-65)", "[65-120)"}
+    assert h.labels(1) == {"[000, 018)", "[018, 030)", "[030, 065)", "[065, 120)"}
 
 
 def test_intervals_ignore_missing_values_and_duplicates():
     h = Hierarchy.intervals([5, None, float("nan"), 5, 5.0], widths=[10])
-    assert h.rows == [("5", "[0-10)", "*")]
+    assert h.rows == [("5", "[00, 10)", "*")]
 
 
 def test_intervals_non_nesting_widths():
@@ -524,7 +534,7 @@ def test_null_row_keeps_null_at_level_zero(anon, con):
 def hand_interval_rows(values):
     def interval(v, w):
         lo = v // w * w
-        return f"[{lo}-{lo + w})"
+        return f"[{lo:03d}, {lo + w:03d})"  # the interval hierarchy's cuts reach 100: three digits
     return [[str(v), interval(v, 5), interval(v, 10), interval(v, 20), "*"] for v in values]
 
 
@@ -564,8 +574,8 @@ def test_interval_generalization_of_unseen_values_via_publish(anon, con, tmp_pat
     reader = duckdb.connect(str(tmp_path / "r.duckdb"), read_only=True)
     got = reader.execute("SELECT id, age FROM release ORDER BY id").fetchall()
     reader.close()
-    assert got == [(0, "[15-20)"), (1, "[15-20)"), (2, "[20-25)"), (3, "[20-25)"), (4, "[35-40)"),
-                   (5, "[35-40)"), (6, "[40-45)"), (7, "[40-45)")]
+    assert got == [(0, "[15, 20)"), (1, "[15, 20)"), (2, "[20, 25)"), (3, "[20, 25)"), (4, "[35, 40)"),
+                   (5, "[35, 40)"), (6, "[40, 45)"), (7, "[40, 45)")]
 
 
 # =============================================================================================== hostile names
@@ -615,7 +625,18 @@ def test_hostile_interval_hierarchy_name(con):
 # =============================================================================================== hypothesis
 
 
-LABEL = re.compile(r"^\[(-?\d+)-(-?\d+)\)$")
+LABEL = re.compile(r"^\[(-?\d+), (-?\d+)\)$")
+
+
+def hand_label(lo: int, hi: int, cuts: list[float]) -> str:
+    """An interval's label by hand: every number of the hierarchy with as many digits as its widest cut, and a sign
+    place (``-`` or ``0``) when a cut is negative."""
+    digits, signed = max(len(str(abs(int(c)))) for c in cuts), min(cuts) < 0
+
+    def number(n: int) -> str:
+        return ("-" if n < 0 else "0" if signed else "") + str(abs(n)).zfill(digits)
+
+    return f"[{number(lo)}, {number(hi)})"
 
 
 @st.composite
@@ -647,6 +668,11 @@ def test_random_intervals_contain_their_value_and_nest(widths, values, origin):
             if previous is not None:
                 assert lo <= previous[0] and previous[1] <= hi
             previous = (lo, hi)
+    for level in range(1, len(widths) + 1):
+        labels = sorted(h.labels(level), key=lambda label: int(LABEL.match(label).group(1)))
+        assert len({len(label) for label in labels}) == 1  # written alike
+        if min(v for level_cuts in h.cuts for v in level_cuts) >= 0:
+            assert sorted(labels) == labels  # text order is numeric order
 
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -665,6 +691,7 @@ def test_random_interval_case_matches_hand_labels(widths, seen, fresh):
             query = generalize(sb.table("n"), ["v"], {"v": bound}, {"v": level})
             query = query.select(sb.col("v", "src").as_("original", quoted=True))
             got = dict((o, g) for g, o in sb.fetch_rows(connection, query))
-            assert got == {v: f"[{v // width * width}-{v // width * width + width})" for v in inside}
+            cuts = [c for level_cuts in h.cuts for c in level_cuts]
+            assert got == {v: hand_label(v // width * width, v // width * width + width, cuts) for v in inside}
     finally:
         connection.close()

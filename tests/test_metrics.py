@@ -335,13 +335,13 @@ def test_tiny_interval_hierarchy_shape():
     assert isinstance(TINY_B, IntervalHierarchy)
     assert TINY_B.cuts == [[0.0, 10.0, 20.0]]
     assert TINY_B.levels == 3
-    assert {r[0]: r[1] for r in TINY_B.rows}["12"] == "[10-20)"
+    assert {r[0]: r[1] for r in TINY_B.rows}["12"] == "[10, 20)"
 
 
 def test_tiny_without_suppression_by_hand(con):
     _, results, _ = tiny_results(con, [KAnonymity(3)], 0.0)
     r = results[(1, 1)]
-    # classes (X, [0-10)) and (Y, [10-20)), 3 records each
+    # classes (X, [00, 10)) and (Y, [10, 20)), 3 records each
     assert r.satisfied and r.suppressed == 0
     # a: (2-1)/(4-1) per record; b: width 10 of domain 20
     assert_close(r.values["loss"], 1 / 3 + 1 / 2, "loss")
@@ -364,7 +364,7 @@ def test_tiny_with_suppression_by_hand(con):
     _, results, allowed = tiny_results(con, [KAnonymity(2)], 0.5)
     assert allowed == 3
     r = results[(0, 1)]
-    # classes (x1,[0-10)) = {1, 7}, (x2,[0-10)) = {3}, (y1,[10-20)) = {12, 14}, (y2,[10-20)) = {18}: 3 and 18 go
+    # classes (x1,[00, 10)) = {1, 7}, (x2,[00, 10)) = {3}, (y1,[10, 20)) = {12, 14}, (y2,[10, 20)) = {18}: 3, 18 go
     assert r.suppressed == 2 and r.satisfied and r.classes == 4
     # a: only the 2 suppressed lose (1 each); b: 4 kept × 0.5 + 2 suppressed × 1
     assert_close(r.values["loss"], 2 / 6 + 4 / 6, "loss")
@@ -414,7 +414,7 @@ def test_interval_numeric_width_over_domain(con):
         r = results[(0, level)]
         assert_close(r.values["loss"], width, ("loss", level))
         assert_close(r.values["ncp"], 8 * width, ("ncp", level))
-    # A hierarchy from explicit, uneven cuts: [0-10), [10-40) over a domain of 40.
+    # A hierarchy from explicit, uneven cuts: [00, 10), [10, 40) over a domain of 40.
     uneven = Hierarchy.intervals(range(40), cuts=[[0, 10, 40]], name="b_uneven")
     _, results, _ = tiny_results(con, [KAnonymity(1)], 0.0, frame=frame, hierarchies={"a": TINY_A, "b": uneven})
     expected = (3 * 10 / 40 + 5 * 30 / 40) / 8

@@ -110,9 +110,14 @@ def reference_mondrian(frame: pd.DataFrame, k: int, l: int | None, t: float | No
 
 
 def expected_labels(frame: pd.DataFrame, partitions: list[frozenset[int]]) -> pd.DataFrame:
-    """Each record's generalized values, computed in pandas from its partition."""
+    """Each record's generalized values, computed in pandas from its partition, and its age's bounds."""
     _, ancestors = leaf_positions(COLOR)
     out = frame.astype(object)
+    out["age_low"] = out["age_high"] = None
+    # Ranges are written with as many digits as the widest number any range shows (ages are never negative here).
+    shown = [frame.loc[sorted(part), "age"] for part in partitions]
+    digits = max([len(str(int(v))) for ages in shown if ages.notna().all() for v in (ages.min(), ages.max())],
+                 default=1)
     for part in partitions:
         rows = sorted(part)
         ages, colors, sizes = (frame.loc[rows, a] for a in QUASI)
@@ -122,7 +127,9 @@ def expected_labels(frame: pd.DataFrame, partitions: list[frozenset[int]]) -> pd
                 return None
             return "*" if values.isna().any() else label(values)
 
-        out.loc[rows, "age"] = guarded(ages, lambda v: f"[{int(v.min())}-{int(v.max())}]")
+        out.loc[rows, "age"] = guarded(ages, lambda v: f"[{int(v.min()):0{digits}d}, {int(v.max()):0{digits}d}]")
+        if ages.notna().all():
+            out.loc[rows, "age_low"], out.loc[rows, "age_high"] = int(ages.min()), int(ages.max())
         distinct = set(colors.dropna())
         out.loc[rows, "color"] = guarded(colors, lambda v: next(
             iter(distinct)) if len(distinct) == 1 else next(
@@ -204,7 +211,8 @@ def test_strict_mondrian_finds_the_reference_partitions_and_publishes_them(rows,
     assert sorted(released["id"]) == list(range(len(frame)))
     expected = expected_labels(frame, partitions)
     got = released.set_index("id").sort_index()
-    for attribute in QUASI:
+    assert list(released.columns) == ["id", "age", "age_low", "age_high", "color", "size", "s"]
+    for attribute in [*QUASI, "age_low", "age_high"]:
         want = expected.set_index("id").sort_index()[attribute].astype(object)
         assert [None if pd.isna(v) else v for v in got[attribute]] == [None if pd.isna(v) else v for v in want], \
             attribute
@@ -256,7 +264,7 @@ def test_relaxed_splits_records_equal_to_the_median():
     relaxed = anon.mondrian("t", pol, relaxed=True)
     assert strict.partitioning.partitions == 1 and strict.metrics["loss"] == pytest.approx(1.0)
     assert relaxed.partitioning.partitions == 2
-    # [5-5] for five records, [5-9] for six: loss 6/11 of the range.
+    # [5, 5] for five records, [5, 9] for six: loss 6/11 of the range.
     assert relaxed.metrics["loss"] == pytest.approx(6 / 11)
     assert relaxed.metrics["dm"] == 5 ** 2 + 6 ** 2 and relaxed.metrics["average-class-size"] == 5.5
 

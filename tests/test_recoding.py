@@ -53,11 +53,14 @@ def test_record_id_assignment_publishes_each_style(anon, tmp_path):
     styles = {"age": "range", "color": "lca", "size": "set"}
     release = anon.publish("t", POLICY, PartitionMap(by_id, styles), tmp_path / "r.duckdb")
     released = read(tmp_path / "r.duckdb")
-    assert release.suppressed == 0 and list(released.columns) == ["age", "color", "size", "disease"]
+    assert release.suppressed == 0
+    assert list(released.columns) == ["age", "age_low", "age_high", "color", "size", "disease"]
     # The groups by hand: ages 20..30 / 40,44,NULL / NULL,60,61; colors red,orange / blue,green,blue / all NULL;
     # sizes S,M,S / L,L,XL / M,S,NULL.
     expected = pd.DataFrame({
-        "age": ["[20-30]"] * 3 + ["*"] * 3 + ["*"] * 3,
+        "age": ["[20, 30]"] * 3 + ["*"] * 3 + ["*"] * 3,
+        "age_low": [20] * 3 + [None] * 6,  # a range's bounds; none for '*' (NULL beside numbers)
+        "age_high": [30] * 3 + [None] * 6,
         "color": ["warm"] * 3 + ["cold"] * 3 + [None] * 3,
         "size": ["{M,S}"] * 3 + ["{L,XL}"] * 3 + ["*"] * 3,
         "disease": FRAME["disease"],
@@ -67,6 +70,7 @@ def test_record_id_assignment_publishes_each_style(anon, tmp_path):
                         tmp_path / "m.duckdb")
     assert mean.records_out == 9
     released = read(tmp_path / "m.duckdb")
+    assert "age_low" not in released  # beside a mean, a group's bounds would reveal more than the mean
     assert sorted(set(released["age"].dropna())) == ["*", "25.0"]
     assert sorted(set(released["color"].dropna())) == ["{blue,green}", "{orange,red}"]
 

@@ -85,7 +85,25 @@ def test_adult_release_shows_no_raw_value(adult_release, adult_con):
 
 
 def QUASI_ORDER(columns) -> list[str]:
-    return [c for c in columns if c in QUASI or c == "salary-class"]
+    """The released columns: the source's order, age (a number) followed by its bounds."""
+    kept = [c for c in columns if c in QUASI or c == "salary-class"]
+    return [name for c in kept for name in ([c, "age_low", "age_high"] if c == "age" else [c])]
+
+
+def test_adult_release_bounds_are_the_leaves_of_each_age_node(adult_release):
+    """ARX's age labels ("20-39") stay as they are; the bounds are the smallest and largest leaf under each node, read
+    from the hierarchy file with plain csv; suppressed records have none."""
+    path, _ = adult_release
+    released = read_release(path)
+    leaves = pd.Series(arx_map("age", LEVELS["age"]))
+    expected = leaves.index.to_series().astype(int).groupby(leaves.values).agg(["min", "max"])
+    suppressed = released["age"] == "*"
+    assert released.loc[suppressed, ["age_low", "age_high"]].isna().all().all()
+    kept = released[~suppressed]
+    assert (kept["age_low"].to_numpy() == expected.loc[kept["age"], "min"].to_numpy()).all()
+    assert (kept["age_high"].to_numpy() == expected.loc[kept["age"], "max"].to_numpy()).all()
+    assert pd.api.types.is_integer_dtype(released["age_low"])  # the source column's type
+    assert set(kept["age"]) <= set(leaves)  # the user's labels, unchanged
 
 
 def test_release_file_has_only_the_table_views_and_info(adult_release):
