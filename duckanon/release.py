@@ -360,23 +360,20 @@ def _fresh_connection(path: Path | None = None) -> duckdb.DuckDBPyConnection:
 class _DuckDBFile(_Writer):
     def write(self, con, partial, content, info):
         alias = f"__duckanon_release_{uuid.uuid4().hex}"  # one per publish: cursors of a connection share aliases
-        home = con.execute("SELECT current_database()").fetchone()[0]
         sb.run(con, exp.Attach(this=exp.alias_(sb.lit(str(partial)), alias, quoted=True), expressions=[
             exp.AttachOption(this=exp.var("STORAGE_VERSION"), expression=sb.lit(STORAGE_VERSION))]))
         try:
             sb.run(con, sb.create_table_as(sb.table(content.table, "main", alias), content.query))
             sb.run(con, sb.create_table_as(sb.table(INFO_TABLE, "main", alias), _info_select(info)))
-            # Views must name their tables without a catalog, so they resolve in whatever name the file is opened
-            # under.
-            sb.run(con, exp.Use(this=sb.ident(alias)))
-            try:
-                for name, view in content.views.items():
-                    sb.run(con, sb.create_view_as(sb.table(name), view))
-            finally:
-                sb.run(con, exp.Use(this=sb.ident(home)))
         finally:
             with contextlib.suppress(duckdb.Error):
                 sb.run(con, exp.Detach(this=sb.ident(alias)))
+        # Views name their tables without a catalog, so they resolve in whatever name the file is opened under; they
+        # are bound in a connection of their own, where no temporary table or registered frame of the caller's can
+        # stand in for the release's table.
+        with duckdb.connect(str(partial), config={"python_enable_replacements": False}) as own:
+            for name, view in content.views.items():
+                sb.run(own, sb.create_view_as(sb.table(name), view))
 
     def reader(self, path, table):
         return _fresh_connection(path)

@@ -75,7 +75,7 @@ class RefHierarchy:
         if self.interval_domain is not None:
             if label == "*":
                 return 1.0, 1.0
-            lo, hi = (float(x) for x in label[1:-1].split("-"))
+            lo, hi = (float(x) for x in label[1:-1].split(","))  # "[lo, hi)"
             width = (hi - lo) / (self.interval_domain[1] - self.interval_domain[0])
             return width, width
         total, covered = len(self.rows), self.leaves[level][label]

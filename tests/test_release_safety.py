@@ -161,11 +161,11 @@ def frame_anon():
 def expected_release() -> pd.DataFrame:
     """The k-anonymous release of PEOPLE at age level 1, computed with pandas: decades, no name."""
     low = (PEOPLE["age"] // 10) * 10
-    return pd.DataFrame({"age": "[" + low.astype(str) + "-" + (low + 10).astype(str) + ")",
+    return pd.DataFrame({"age": "[" + low.astype(str) + ", " + (low + 10).astype(str) + ")",
                          "disease": PEOPLE["disease"]})
 
 
-@pytest.mark.parametrize("name,format,magic", [("r.parquet", None, b"PAR1"), ("r.csv", None, b"age,disease"),
+@pytest.mark.parametrize("name,format,magic", [("r.parquet", None, b"PAR1"), ("r.csv", None, b"age,age_low"),
                                                ("r.duckdb", None, None), ("plain", "parquet", b"PAR1"),
                                                ("r.db", None, None)])
 def test_each_format_is_written_as_named_and_holds_the_release(tmp_path, frame_anon, name, format, magic):
@@ -178,7 +178,7 @@ def test_each_format_is_written_as_named_and_holds_the_release(tmp_path, frame_a
     else:
         assert head.startswith(magic)
     with duckdb.connect() as con:
-        reader = {b"PAR1": "read_parquet", b"age,disease": "read_csv", None: None}[magic]
+        reader = {b"PAR1": "read_parquet", b"age,age_low": "read_csv", None: None}[magic]
         if reader is None:
             con.execute(f"ATTACH '{path}' AS r (READ_ONLY)")
             got = con.execute("SELECT * FROM r.people").df()
@@ -222,6 +222,16 @@ def test_a_failed_verification_leaves_the_earlier_release_and_no_partial(tmp_pat
     with pytest.raises(AnonymizationError, match="broken on purpose"):
         frame_anon.publish("frame", POLICY, {"age": 2}, target, table="people")
     assert {p.name: digest(p) for p in tmp_path.iterdir()} == before
+
+
+def test_views_bind_to_the_release_not_to_a_same_named_object_of_the_connection(tmp_path, frame_anon):
+    # frame_anon's connection has a registered frame "people" (the raw records); the release's table is "people" too.
+    target = tmp_path / "r.duckdb"
+    frame_anon.publish("frame", POLICY, {"age": 1}, target, table="people")
+    with duckdb.connect(str(target), read_only=True) as con:
+        classes = con.execute("SELECT age, records FROM people_classes ORDER BY age").fetchall()
+    expected = expected_release().groupby("age").size()
+    assert classes == list(zip(expected.index, expected.tolist()))
 
 
 def test_a_csv_whose_info_file_does_not_match_is_refused(tmp_path, frame_anon):
