@@ -26,7 +26,7 @@ import pandas as pd
 from sqlglot import exp
 
 from . import sqlbuild as sb
-from .checks import CheckReport, RiskReport, check, class_verdicts, risk
+from .checks import CheckReport, RiskReport, check, class_verdicts, risk, verdict_report
 from .classes import SIZE, VIOLATED, Classes
 from .encoding import COUNT, Encoding, count_combinations
 from .errors import AnonymizationError, PolicyError, PolicyNotSatisfied
@@ -122,7 +122,7 @@ class EncodedSource:
         levels = self.bound.levels(levels)
         classes = self.encoding.classes(levels)
         report = check(self.con, classes, self.bound.policy.models, key_names=self.bound.quasi_identifiers,
-                       allowed_suppressed=self.bound.allowed_suppressed)
+                       allowed_suppressed=self.bound.allowed_suppressed, drop=self.bound.policy.suppression == "drop")
         # The listing holds level codes; show the generalized values they stand for.
         for i, attribute in enumerate(self.bound.quasi_identifiers):
             report.violations[attribute] = report.violations[attribute].map(
@@ -559,17 +559,20 @@ class Anonymizer:
                   ) -> tuple[CheckReport, exp.Select, int]:
         """The policy's check of the generalized records and the final query with violating classes suppressed.
 
-        Replaced records form one class of their own (every quasi-identifier ``*``), which must satisfy the policy too:
-        while it does not, the smallest kept classes join it.  Dropped records change the table's distribution, so
-        after dropping, whatever violates against the new distribution is dropped too.
+        Dropped records leave the table: what is dropped is drop mode's fixed point
+        (:func:`~duckanon.checks.settle_drops`), as checks and searches count it.  Replaced records form one class of
+        their own (every quasi-identifier ``*``), which must satisfy the policy too: while it does not, the smallest
+        kept classes join it.
         """
         policy, quasi = bound.policy, bound.quasi_identifiers
         models = policy.models
+        dropping = policy.suppression == "drop"
         classes = Classes.of(generalized, quasi)
-        report = check(self.con, classes, models, key_names=quasi, allowed_suppressed=bound.allowed_suppressed)
+        verdicts = temporaries.create(class_verdicts(classes, models))
+        report = verdict_report(self.con, verdicts, classes, models, key_names=quasi,
+                                allowed_suppressed=bound.allowed_suppressed, drop=dropping)
         if not report.within_limit:
             raise PolicyNotSatisfied(report.summary(), report)
-        verdicts = temporaries.create(class_verdicts(classes, models))
         suppressed_keys = temporaries.create(
             exp.select(*classes.keys_of(), sb.col(SIZE)).from_(verdicts).where(sb.col(VIOLATED)))
         absorbed = 0
@@ -577,17 +580,12 @@ class Anonymizer:
             final = _suppressed_query(generalized, bound.columns, quasi, suppressed_keys, policy.suppression)
             suppressed = sb.fetch_rows(self.con, exp.select(exp.func("COALESCE", exp.func("SUM", sb.col(SIZE)),
                                                                      sb.lit(0))).from_(suppressed_keys))[0][0]
-            if suppressed == 0:
+            # Dropped records leave no class behind, and no kept class violates at the fixed point.
+            if suppressed == 0 or dropping:
                 break
             after = Classes.of(final.subquery("final"), quasi)
             if check(self.con, after, models, key_names=quasi).satisfied:
                 break
-            if policy.suppression == "drop":
-                # Dropping records changed the table's distribution, which t-closeness compares with: drop what
-                # violates now too.  The kept set only shrinks, so this ends.
-                newly = exp.select(*after.keys_of(), sb.col(SIZE)).from_(class_verdicts(after, models).subquery("v"))
-                sb.run(self.con, exp.insert(newly.where(sb.col(VIOLATED)), suppressed_keys))
-                continue
             # Replaced records form one all-'*' class that violates: the smallest kept classes join it.
             remaining = sb.fetch_rows(self.con, exp.select(exp.func("COUNT", exp.Star())).from_(verdicts)
                                       .where(sb.col(VIOLATED).not_()))[0][0]

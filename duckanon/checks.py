@@ -3,6 +3,9 @@
 :func:`class_verdicts` is the one query every check runs: per class its size, whether each model is violated, and
 whether any is.  Size-only models fold into the size aggregation; every other model adds one UNION ALL branch, and a
 single GROUP BY merges the branches, so no join is needed however many models a policy has.
+
+When suppressed records are dropped, :func:`settle_drops` turns those verdicts into drop mode's fixed point; checks,
+searches and publishing all suppress what it says.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from .models import PrivacyModel
 
 
 _serial = itertools.count()
+ROUND = "__round"
 
 
 def verdict_column(i: int) -> str:
@@ -74,6 +78,72 @@ def class_verdicts(classes: Classes, models: Sequence[PrivacyModel],
             .from_(union.subquery("branches")).group_by(*classes.keys_of()))
 
 
+def settle_drops(con: duckdb.DuckDBPyConnection, classes: Classes, models: Sequence[PrivacyModel],
+                 verdicts: exp.Table) -> int:
+    """Drop mode's fixed point, in place on ``verdicts`` (a table of :func:`class_verdicts` of ``classes`` and
+    ``models``); returns the records it adds to the violating classes.  See :class:`DropFixedPoint`."""
+    return DropFixedPoint(classes, models, verdicts).settle(con)
+
+
+class DropFixedPoint:
+    """Drop mode's fixed point of the class verdicts in table ``verdicts``, its statements built once.
+
+    Dropped records leave the table, so a model that compares a class with its whole table
+    (:attr:`~duckanon.models.PrivacyModel.compares_with_table`) must compare with the records kept: they are what the
+    release's recipient, and its verification, see.  So the kept classes are checked again against the kept records,
+    those that violate now are dropped too, and so on until none does.  The kept records only shrink, so this ends.
+    Each table of ``classes`` (:attr:`~duckanon.classes.Classes.table_keys`) settles on its own, and a round checks
+    only the tables that lost records in the round before: the others keep the records they were last checked with.
+    Class-local models cannot change their verdicts, so only the others are checked again."""
+
+    def __init__(self, classes: Classes, models: Sequence[PrivacyModel], verdicts: exp.Table):
+        again = [i for i, model in enumerate(models) if model.compares_with_table]
+        self.needed = bool(again)
+        keys, flags = classes.key_columns, [verdict_column(i) for i in again]
+        # The dropped classes, with the round that dropped them (0: those violating to begin with).
+        dropped = sb.table(f"{verdicts.name}_dropped")
+        last = exp.select(exp.func("MAX", sb.col(ROUND))).from_(dropped).subquery()
+
+        def dropped_where(condition: exp.Expression, pairs) -> exp.Exists:
+            return exp.Exists(this=exp.select(sb.lit(1)).from_(exp.alias_(dropped, "d", quoted=True)).where(
+                exp.and_(condition, *[exp.NullSafeEQ(this=sb.col(key, "r"), expression=sb.col(k, "d"))
+                                      for key, k in pairs])))
+
+        pairs = list(zip(classes.keys, keys))
+        kept = (exp.select(exp.Column(this=exp.Star(), table=sb.ident("r"))).from_(classes.source("r"))
+                .where(exp.and_(dropped_where(exp.true(), pairs).not_(),
+                                dropped_where(sb.col(ROUND, "d").eq(last), pairs[:classes.table_keys]))))
+        remaining = Classes.of(kept, classes.keys, classes.weight, table_keys=classes.table_keys)
+        now = class_verdicts(remaining, [models[i] for i in again]).subquery("now")
+        self.start = sb.to_sql(sb.create_table_as(dropped, exp.select(
+            *[sb.col(c) for c in [*keys, *flags]], sb.lit(0).as_(ROUND, quoted=True)).from_(verdicts)
+            .where(sb.col(VIOLATED)), temporary=True))
+        self.round = sb.to_sql(exp.insert(exp.select(
+            *[sb.col(k, "now") for k in keys], *[sb.col(verdict_column(j), "now") for j in range(len(again))],
+            last.copy() + sb.lit(1)).from_(now).where(sb.col(VIOLATED, "now")), dropped))
+        self.mark = sb.to_sql(exp.update(
+            verdicts, {VIOLATED: exp.true(), **{f: sb.col(f, "d") for f in flags}},
+            from_=exp.From(this=exp.alias_(dropped, "d", quoted=True)),
+            where=exp.and_(sb.col(ROUND, "d") > sb.lit(0), sb.null_safe_join(verdicts.name, "d", keys))))
+        self.finish = sb.to_sql(sb.drop("TABLE", dropped))
+        self.held = sb.to_sql(exp.select(exp.func("COALESCE", exp.func("SUM", sb.col(SIZE)), sb.lit(0)))
+                              .from_(verdicts).where(sb.col(VIOLATED)))
+
+    def settle(self, con: duckdb.DuckDBPyConnection) -> int:
+        """Settle the table; the records this adds to the violating classes."""
+        if not self.needed:
+            return 0
+        before = con.execute(self.held).fetchall()[0][0]
+        con.execute(self.start)
+        try:
+            while con.execute(self.round).fetchall()[0][0]:
+                pass
+            con.execute(self.mark)
+        finally:
+            con.execute(self.finish)
+        return int(con.execute(self.held).fetchall()[0][0] - before)
+
+
 def suppressed_class_violates(con: duckdb.DuckDBPyConnection, classes: Classes,
                               models: Sequence[PrivacyModel]) -> bool:
     """Whether the records of the violating classes, replaced by one class of their own (every quasi-identifier
@@ -106,6 +176,9 @@ class CheckReport:
     allowed_suppressed: int
     per_model: pd.DataFrame
     violations: pd.DataFrame
+    # Drop mode: of the violating records, those in classes that violate only against the records kept once the
+    # others are dropped (models that compare with the whole table; see settle_drops).
+    cascaded_records: int = 0
 
     @property
     def satisfied(self) -> bool:
@@ -118,27 +191,38 @@ class CheckReport:
         return self.violating_records <= self.allowed_suppressed
 
     def summary(self) -> str:
+        share = f"{self.violating_records / self.records:.2%}"
+        cascaded = (f", {self.cascaded_records} of them in classes that violate only against the records left once "
+                    f"the others are dropped" if self.cascaded_records else "")
         verdict = "holds" if self.satisfied else (
             f"holds after suppressing {self.violating_records} records in {self.violating_classes} classes "
-            f"({self.violating_records / self.records:.2%})" if self.within_limit else
+            f"({share}{cascaded})" if self.within_limit else
             f"fails: {self.violating_records} records in {self.violating_classes} classes violate it "
-            f"({self.violating_records / self.records:.2%}; at most {self.allowed_suppressed} may be suppressed)")
+            f"({share}{cascaded}; at most {self.allowed_suppressed} may be suppressed)")
         return f"{self.records} records in {self.classes} classes (smallest {self.smallest_class}); the policy {verdict}"
 
 
 def check(con: duckdb.DuckDBPyConnection, classes: Classes, models: Sequence[PrivacyModel], *,
-          key_names: Sequence[str], allowed_suppressed: int = 0, most_violations: int = 1000) -> CheckReport:
+          key_names: Sequence[str], allowed_suppressed: int = 0, most_violations: int = 1000,
+          drop: bool = False) -> CheckReport:
+    """How ``classes`` fare under ``models``.  ``drop``: suppressed records are dropped, not kept as replaced ones, so
+    the violating classes are those of drop mode's fixed point (:func:`settle_drops`)."""
     # The verdicts feed both the totals and the listing: computed once into a temporary table.
     verdicts = sb.table(f"__duckanon_verdicts_{next(_serial)}")
     sb.run(con, sb.create_table_as(verdicts, class_verdicts(classes, models), temporary=True))
     try:
-        return _report(con, verdicts, classes, models, key_names, allowed_suppressed, most_violations)
+        return verdict_report(con, verdicts, classes, models, key_names=key_names,
+                              allowed_suppressed=allowed_suppressed, most_violations=most_violations, drop=drop)
     finally:
         sb.run(con, sb.drop("TABLE", verdicts))
 
 
-def _report(con: duckdb.DuckDBPyConnection, verdicts: exp.Table, classes: Classes, models: Sequence[PrivacyModel],
-            key_names: Sequence[str], allowed_suppressed: int, most_violations: int) -> CheckReport:
+def verdict_report(con: duckdb.DuckDBPyConnection, verdicts: exp.Table, classes: Classes,
+                   models: Sequence[PrivacyModel], *, key_names: Sequence[str], allowed_suppressed: int = 0,
+                   most_violations: int = 1000, drop: bool = False) -> CheckReport:
+    """The :class:`CheckReport` of ``verdicts``, a table of :func:`class_verdicts` of ``classes`` and ``models``; with
+    ``drop`` the table is first settled in place (:func:`settle_drops`), so it then marks what drop mode suppresses."""
+    cascaded = settle_drops(con, classes, models, verdicts) if drop else 0
     size, violated = sb.col(SIZE), sb.col(VIOLATED)
 
     def records_where(condition: exp.Expression) -> exp.Expression:
@@ -166,7 +250,7 @@ def _report(con: duckdb.DuckDBPyConnection, verdicts: exp.Table, classes: Classe
                .limit(most_violations))
     return CheckReport(records=records, classes=n_classes, smallest_class=smallest, violating_classes=bad_classes,
                        violating_records=bad_records, allowed_suppressed=allowed_suppressed, per_model=per_model,
-                       violations=sb.fetch_df(con, listing))
+                       violations=sb.fetch_df(con, listing), cascaded_records=cascaded)
 
 
 @dataclass

@@ -31,11 +31,14 @@ class Classes:
     keys: tuple[str, ...]
     weight: str | None = None
     carry: tuple[str, ...] = ()  # further columns passed through the normalized projection under their own names
+    # How many leading keys tell apart tables whose classes are evaluated together (a search's lattice nodes): models
+    # that compare a class with its whole table compare it with the records of its own table.
+    table_keys: int = 0
 
     @classmethod
     def of(cls, relation: exp.Expression, keys: Sequence[str], weight: str | None = None,
-           carry: Sequence[str] = ()) -> Classes:
-        return cls(relation, tuple(keys), weight, tuple(carry))
+           carry: Sequence[str] = (), table_keys: int = 0) -> Classes:
+        return cls(relation, tuple(keys), weight, tuple(carry), table_keys)
 
     @property
     def key_columns(self) -> list[str]:
@@ -43,6 +46,10 @@ class Classes:
 
     def keys_of(self, alias: str | None = None) -> list[exp.Column]:
         return [sb.col(k, alias) for k in self.key_columns]
+
+    def table_keys_of(self, alias: str | None = None) -> list[exp.Column]:
+        """The keys that name a class's table (none when all classes form one table)."""
+        return self.keys_of(alias)[:self.table_keys]
 
     def normalized(self, sensitive: str | None = None) -> exp.Select:
         """``__k0 … , [__value,] __n[, carried…]``: one row per input row."""

@@ -6,10 +6,11 @@ predicate over the size (:meth:`PrivacyModel.size_violation`); models that look 
 by UNION ALL and one GROUP BY, so adding a model adds no join.  Models do not know how classes were formed (full-domain
 levels, partitions, clusters) nor who searches; they see :class:`~duckanon.classes.Classes`.
 
-All models here are class-local: whether a class violates depends on that class alone (t-closeness compares with the
-distribution of the whole input, which no transformation changes).  Suppressing a violating class therefore never
-makes another class violate -- as long as the suppressed records stay in the table, as replaced ones do: dropping them
-changes the whole table's distribution that t-closeness compares with.
+Whether a class violates depends on that class alone, except for models that compare it with its whole table
+(:attr:`PrivacyModel.compares_with_table`: t-closeness).  No transformation changes the table, and replaced records
+stay in it, so suppressing a violating class never makes another class violate -- unless suppressed records are
+dropped: that moves the distribution such models compare with, so drop mode suppresses to a fixed point
+(:func:`duckanon.checks.settle_drops`).
 """
 
 from __future__ import annotations
@@ -71,6 +72,9 @@ class PrivacyModel(ABC):
     # Whether a class merged with any class satisfying the model satisfies it: then generalization never grows the
     # set of records in violating classes, so "at most N suppressed" is monotone and searches may tag by it.
     monotone_under_suppression: bool = False
+    # Whether a class's verdict depends on the records of its whole table, not on the class alone: dropping other
+    # classes' records then changes it (and such a model is never monotone under drop suppression).
+    compares_with_table: bool = False
 
     def size_violation(self, size: exp.Expression) -> exp.Expression | None:
         """A predicate over the class size that is true when a class violates this model's size bound."""
@@ -262,6 +266,7 @@ class TCloseness(PrivacyModel):
 
     name = "t-closeness"
     DISTANCES = ("equal", "ordered", "hierarchical")
+    compares_with_table = True
 
     def __init__(self, sensitive: str, t: float, distance: str = "equal", hierarchy: Hierarchy | None = None):
         self.sensitive = sensitive
@@ -295,10 +300,11 @@ class TCloseness(PrivacyModel):
         """Cells with the class share p and the table share q of each value."""
         n = sb.col(WEIGHT)
         over = lambda *partition: exp.Window(this=_sum(n), partition_by=list(partition))  # noqa: E731
+        table = classes.table_keys_of()
         return exp.select(
             *classes.keys_of(), sb.col(VALUE), n,
             _ratio(n, over(*classes.keys_of())).as_("__p", quoted=True),
-            _ratio(over(sb.col(VALUE)), over()).as_("__q", quoted=True),
+            _ratio(over(*table, sb.col(VALUE)), over(*table)).as_("__q", quoted=True),
         ).from_(classes.cells(self.sensitive).subquery("cells"))
 
     def _equal(self, classes):
@@ -310,15 +316,18 @@ class TCloseness(PrivacyModel):
 
     def _ordered(self, classes):
         # Every class meets every value of the ordered domain so the running difference of p and q can be summed.
+        # The domain is that of the class's table: the values its records take, in order.
         cells = classes.cells(self.sensitive)
         n = sb.col(WEIGHT)
+        table = classes.table_keys_of()
+        table_columns = classes.key_columns[:classes.table_keys]
         domain = (exp.select(
-            sb.col(VALUE),
-            _ratio(_sum(n), exp.Window(this=_sum(_sum(n)))).as_("__q", quoted=True),
-            exp.Window(this=exp.func("ROW_NUMBER"), order=exp.Order(expressions=[exp.Ordered(this=sb.col(VALUE))]))
-            .as_("__pos", quoted=True),
-            exp.Window(this=exp.func("COUNT", exp.Star())).as_("__m", quoted=True),
-        ).from_(cells.subquery("cells")).group_by(sb.col(VALUE)))
+            *table, sb.col(VALUE),
+            _ratio(_sum(n), exp.Window(this=_sum(_sum(n)), partition_by=table)).as_("__q", quoted=True),
+            exp.Window(this=exp.func("ROW_NUMBER"), partition_by=table,
+                       order=exp.Order(expressions=[exp.Ordered(this=sb.col(VALUE))])).as_("__pos", quoted=True),
+            exp.Window(this=exp.func("COUNT", exp.Star()), partition_by=table).as_("__m", quoted=True),
+        ).from_(cells.subquery("cells")).group_by(*table, sb.col(VALUE)))
         sizes = (exp.select(*classes.keys_of(), _sum(n).as_(SIZE, quoted=True))
                  .from_(cells.subquery("cells")).group_by(*classes.keys_of()))
         joined_on = sb.and_all([sb.null_safe_join("s", "c", classes.key_columns),
@@ -326,9 +335,11 @@ class TCloseness(PrivacyModel):
         difference = _ratio(exp.func("COALESCE", sb.col(WEIGHT, "c"), sb.lit(0)), sb.col(SIZE, "s")) - sb.col("__q", "d")
         running = exp.Window(this=_sum(difference), partition_by=classes.keys_of("s"),
                              order=exp.Order(expressions=[exp.Ordered(this=sb.col("__pos", "d"))]))
+        in_table = ({"on": sb.null_safe_join("s", "d", table_columns), "join_type": "INNER"} if table_columns
+                    else {"join_type": "CROSS"})
         grid = (exp.select(*classes.keys_of("s"), running.as_("__cum", quoted=True), sb.col("__m", "d"))
                 .from_(sizes.subquery("s"))
-                .join(domain.subquery("d"), join_type="CROSS")
+                .join(domain.subquery("d"), **in_table)
                 .join(cells.subquery("c"), on=joined_on, join_type="LEFT"))
         steps = exp.func("GREATEST", exp.func("MAX", sb.col("__m")) - sb.lit(1), sb.lit(1))
         emd = _ratio(_sum(exp.func("ABS", sb.col("__cum"))), steps)
@@ -353,8 +364,10 @@ class TCloseness(PrivacyModel):
         ]).from_(classes.cells(self.sensitive).subquery("cells"))
         share = lambda partition: _ratio(exp.Window(this=_sum(n), partition_by=partition),  # noqa: E731
                                          exp.Window(this=_sum(n), partition_by=classes.keys_of()))
-        table_share = lambda level: _ratio(exp.Window(this=_sum(n), partition_by=[sb.col(f"__a{level}")]),  # noqa: E731
-                                           exp.Window(this=_sum(n)))
+        table = classes.table_keys_of()
+        table_share = lambda level: _ratio(  # noqa: E731
+            exp.Window(this=_sum(n), partition_by=[*table, sb.col(f"__a{level}")]),
+            exp.Window(this=_sum(n), partition_by=table))
         shares = exp.select(*classes.keys_of(), *[sb.col(f"__a{j}") for j in range(top + 1)], *[
             column for level in range(top + 1) for column in (
                 share(classes.keys_of() + [sb.col(f"__a{level}")]).as_(f"__p{level}", quoted=True),

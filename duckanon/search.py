@@ -19,17 +19,22 @@ Monotonicity: without suppression every model here is monotone (generalization m
 classes satisfying a model satisfies it).  With suppression only models for which a class merged with any satisfying
 class satisfies again keep the suppressed-record count monotone: k-anonymity, distinct l-diversity and p-sensitive
 k-anonymity (:attr:`~duckanon.models.PrivacyModel.monotone_under_suppression`).  For the others the search falls back
-to lower-bound pruning alone, which is still exact.
+to lower-bound pruning alone, which is still exact: every metric's bound holds whichever records are suppressed.
 
 What is monotone is "within the suppression limit"; a node *satisfies* the policy when, besides, the suppressed
 records -- replaced by ``*``, one class of their own -- satisfy it too (size-only models: from the node's totals;
 others: one query, made only for a node about to become the best).  So tags follow the limit, and only nodes that
-satisfy become the best: the search returns what publishing releases unchanged.
+satisfy become the best: the search returns what publishing releases unchanged.  Dropped records form no class, but
+they leave the table that models such as t-closeness compare with
+(:attr:`~duckanon.models.PrivacyModel.compares_with_table`): with such a model a node suppresses what drop mode's
+fixed point does (:func:`~duckanon.checks.settle_drops`, a few more queries per batch of nodes), as publishing does,
+and the policy is not monotone under suppression.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import time
 from abc import ABC, abstractmethod
@@ -42,8 +47,8 @@ import pandas as pd
 from sqlglot import exp
 
 from . import sqlbuild as sb
-from .checks import class_verdicts, suppressed_class_violates
-from .classes import SIZE, VIOLATED, Classes
+from .checks import DropFixedPoint, class_verdicts, suppressed_class_violates
+from .classes import SIZE, VIOLATED, Classes, key_name
 from .encoding import COUNT, Encoding, code_column
 from .hierarchy import Hierarchy
 from .lattice import Lattice, Node
@@ -108,6 +113,20 @@ class _Snapshot:
     above: np.ndarray  # mask of the lattice nodes it can evaluate (the node's up-set)
 
 
+@dataclass(frozen=True)
+class _Settling:
+    """The statements of a batch's evaluation with drop mode's fixed point: the records grouped into a temporary table
+    (``group_head`` + the records' SQL + ``group_tail``), its class verdicts into another, settled, the totals read
+    and both tables dropped."""
+
+    group_head: str
+    group_tail: str
+    create_verdicts: str
+    fixed_point: DropFixedPoint
+    totals: str
+    drops: list[str]
+
+
 class NodeEvaluator:
     """Evaluates lattice nodes against a policy's models and scores them with metrics, over an encoded source.
 
@@ -125,11 +144,15 @@ class NodeEvaluator:
         self.con, self.encoding, self.models, self.metrics = con, encoding, list(models), list(metrics)
         self.hierarchies = list(hierarchies)
         self.allowed_suppressed = allowed_suppressed
-        self.monotone = monotone
-        # Whether generalizing never increases the suppressed records (then the top node suppresses least).
-        self.suppressed_monotone = suppressed_monotone
-        # Whether suppressed records stay, all quasi-identifiers '*', as a class that must satisfy the policy too.
+        # Whether suppressed records stay, all quasi-identifiers '*', as a class that must satisfy the policy too;
+        # otherwise they are dropped.
         self.suppressed_class = suppressed_class
+        # Dropped records leave the table some models compare with: each node is settled to drop mode's fixed point,
+        # and being within the limit is then not monotone (whatever the models claim).
+        self.settles = not suppressed_class and any(m.compares_with_table for m in self.models)
+        self.monotone = monotone and not (self.settles and allowed_suppressed > 0)
+        # Whether generalizing never increases the suppressed records (then the top node suppresses least).
+        self.suppressed_monotone = suppressed_monotone and not self.settles
         self.objective = metrics[0].name
         self.lattice = Lattice(encoding.attributes, [h.levels for h in hierarchies])
         self.masks = LatticeMasks(self.lattice)
@@ -241,18 +264,28 @@ class NodeEvaluator:
                  .where(sb.col("__source", "n").eq(sb.lit(source_id))))
         return sb.to_sql(query)
 
+    def _classes(self, relation: str) -> Classes:
+        """The classes of every node in ``relation`` (rows of the nodes' records): the node id leads the class key
+        and tells the nodes' tables apart."""
+        keys = ["__node"] + [f"__node_k{i}" for i in range(len(self.hierarchies))]
+        return Classes.of(sb.table(relation), keys, weight=COUNT, carry=self.carried, table_keys=1)
+
+    def _verdicts(self, classes: Classes) -> exp.Select:
+        return class_verdicts(classes, self.models, {name: sb.col(name) for name in self.carried})
+
     def _totals_query(self) -> str:
         """Per node of the records relation (the union of the sources' fragments, named ``records_name``): the
-        models' verdicts per class (node id leading the class key), then the node's totals.  Built once."""
-        keys = ["__node"] + [f"__node_k{i}" for i in range(len(self.hierarchies))]
-        classes = Classes.of(sb.table(self.records_name), keys, weight=COUNT, carry=self.carried)
-        verdicts = class_verdicts(classes, self.models, {name: sb.col(name) for name in self.carried}).subquery("v")
+        models' verdicts per class, then the node's totals.  Built once."""
+        return sb.to_sql(self._totals(self._verdicts(self._classes(self.records_name)).subquery("v")))
+
+    def _totals(self, verdicts: exp.Expression) -> exp.Select:
+        """Per node, its totals from the class verdicts ``verdicts``."""
         size, violated = sb.as_double(sb.col(SIZE)), sb.col(VIOLATED)
 
         def where(condition: exp.Expression, value: exp.Expression) -> exp.Expression:
             return exp.func("COALESCE", exp.func("SUM", exp.Case().when(condition, value)), sb.lit(0))
 
-        node = sb.col(classes.key_columns[0])
+        node = sb.col(key_name(0))  # the node id leads every class key
         suppressed = where(violated, size)
         # The suppressed records' own class against the size-only models (the others need a query of their own).
         too_small = [p for m in self.models if (p := m.size_violation(suppressed.copy())) is not None]
@@ -264,7 +297,37 @@ class NodeEvaluator:
             if metric.cost_kind is not None:
                 every, dropped = sb.col(f"__all_{metric.name}"), sb.col(f"__suppressed_{metric.name}")
                 columns += [exp.func("SUM", every), where(violated.not_(), every), where(violated, dropped)]
-        return sb.to_sql(exp.select(*columns).from_(verdicts).group_by(node))
+        return exp.select(*columns).from_(verdicts).group_by(node)
+
+    @functools.cached_property
+    def _settling(self) -> _Settling:
+        """The statements that evaluate a batch with drop mode's fixed point (:meth:`_settled_totals`), built once."""
+        grouped = self._classes(f"__duckanon_grouped_{next(_serial)}")
+        keys = [sb.col(k) for k in [*grouped.keys, *self.encoding.sensitive]]
+        count = exp.cast(exp.func("SUM", sb.col(COUNT)), exp.DataType.build("BIGINT")).as_(COUNT, quoted=True)
+        grouping = (exp.select(*keys, count, *[exp.func("SUM", sb.col(c)).as_(c, quoted=True) for c in self.carried])
+                    .from_(sb.table(self.records_name)).group_by(*keys))
+        verdicts = sb.table(f"__duckanon_settled_{next(_serial)}")
+        return _Settling(
+            group_head=f'CREATE TEMPORARY TABLE "{grouped.relation.name}" AS WITH "{self.records_name}" AS (',
+            group_tail=f") {sb.to_sql(grouping)}",
+            create_verdicts=sb.to_sql(sb.create_table_as(verdicts, self._verdicts(grouped), temporary=True)),
+            fixed_point=DropFixedPoint(grouped, self.models, verdicts), totals=sb.to_sql(self._totals(verdicts)),
+            drops=[sb.to_sql(sb.drop("TABLE", t)) for t in (verdicts, grouped.relation)])
+
+    def _settled_totals(self, records: str) -> list[tuple]:
+        """The totals of the nodes in ``records`` (SQL of their records' relation), each node's verdicts settled to
+        drop mode's fixed point: the records grouped by class and sensitive values into a temporary table, the
+        verdicts into another, settled in place."""
+        settling = self._settling
+        try:
+            self.con.execute(settling.group_head + records + settling.group_tail)
+            self.con.execute(settling.create_verdicts)
+            settling.fixed_point.settle(self.con)
+            return self.con.execute(settling.totals).fetchall()
+        finally:
+            for drop in settling.drops:
+                self.con.execute(drop)
 
     def _new_snapshot(self, node: Node, table: exp.Table, rows: int) -> _Snapshot:
         source_id = next(_serial)
@@ -307,11 +370,13 @@ class NodeEvaluator:
         frame = pd.DataFrame({"__node": np.asarray(nodes, dtype=np.int64),
                               "__source": np.asarray([self.snapshots[k].id for _, k in batch], dtype=np.int64),
                               **{f"__l{i}": levels[:, i] for i in range(levels.shape[1])}})
-        sql = (f'WITH "{self.records_name}" AS ('
-               + " UNION ALL ".join(self.snapshots[k].fragment for k in used) + ") " + self._tail)
+        records = " UNION ALL ".join(self.snapshots[k].fragment for k in used)
         self.con.register(self.nodes_view, frame)
         try:
-            rows = self.con.execute(sql).fetchall()
+            if self.settles:
+                rows = self._settled_totals(records)
+            else:
+                rows = self.con.execute(f'WITH "{self.records_name}" AS ({records}) {self._tail}').fetchall()
         finally:
             self.con.unregister(self.nodes_view)
         self.queries += 1
