@@ -32,8 +32,10 @@ def generalize_in_pandas(frame: pd.DataFrame, levels: dict[str, int]) -> pd.Data
         mapping = {row[0]: row[levels[column]] for row in hierarchy.rows}
         out[column] = frame[column].map(lambda v, m=mapping: None if pd.isna(v) else m[v])
     width = {0: None, 1: 5, 2: 20, 3: None}[levels["size"]]
+    # Interval labels "[lo, hi)" with every number of the hierarchy (cuts up to 40) padded to two digits.
     out["size"] = frame["size"].map(
-        lambda v: "*" if levels["size"] == 3 else str(v) if width is None else f"[{v // width * width}-{v // width * width + width})")
+        lambda v: "*" if levels["size"] == 3 else str(v) if width is None
+        else f"[{v // width * width:02d}, {v // width * width + width:02d})")
     return out
 
 
