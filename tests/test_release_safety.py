@@ -327,3 +327,29 @@ def test_release_info_refuses_a_seed():
 
     with pytest.raises(AnonymizationError, match="seed"):
         ReleaseInfo(kind="clustering", source_records=1, transformation={"method": "x", "seed": 7})
+
+
+@pytest.mark.parametrize("name", ["r.duckdb", "r.parquet", "r.csv"])
+def test_the_shell_reads_every_format_and_its_info(tmp_path, frame_anon, name):
+    shell = shutil.which("duckdb")
+    if shell is None:
+        pytest.skip("the duckdb shell (PyPI duckdb-cli) is not installed")
+    target = tmp_path / name
+    frame_anon.publish("frame", POLICY, {"age": 1}, target, table="people")
+    reads = {
+        "r.duckdb": ("SELECT count(*), min(age_low), max(age_high) FROM people",
+                     "SELECT released_records, tool FROM release_info"),
+        "r.parquet": (f"SELECT count(*), min(age_low), max(age_high) FROM '{target}'",
+                      f"SELECT max(decode(value)) FILTER (decode(key) = 'released_records'), "
+                      f"max(decode(value)) FILTER (decode(key) = 'tool') FROM parquet_kv_metadata('{target}')"),
+        "r.csv": (f"SELECT count(*), min(age_low), max(age_high) FROM read_csv('{target}')",
+                  f"SELECT release_info.released_records, release_info.tool "
+                  f"FROM read_json('{target}.release_info.json')"),
+    }[name]
+    opened = ["-readonly", str(target)] if name == "r.duckdb" else []
+    table, info = (subprocess.run([shell, "-csv", "-noheader", *opened, "-c", sql],
+                                  capture_output=True, text=True) for sql in reads)
+    assert table.returncode == 0 and info.returncode == 0, table.stderr + info.stderr
+    ages = PEOPLE["age"] // 10 * 10
+    assert table.stdout.strip() == f"{len(PEOPLE)},{ages.min()},{ages.max() + 9}"
+    assert info.stdout.strip() == f"{len(PEOPLE)},duckanon"
