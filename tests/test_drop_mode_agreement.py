@@ -9,7 +9,6 @@ half the L1 distance between a class's distribution and the kept records'.
 from __future__ import annotations
 
 import contextlib
-import csv
 import math
 import tempfile
 from pathlib import Path
@@ -23,6 +22,7 @@ from hypothesis import strategies as st
 
 import duckanon
 from duckanon import DistinctLDiversity, Hierarchy, KAnonymity, Policy, PolicyError, PolicyNotSatisfied, TCloseness
+from adult_files import arx_map
 from duckanon.datasets import adult_hierarchy_dir, load_adult
 from duckanon.search import ExhaustiveSearch, OptimalSearch
 
@@ -57,11 +57,6 @@ def drop_fixed_point(frame: pd.DataFrame, quasi: list[str], sensitive: str, *, k
 
 
 # ----------------------------------------------------------------------------------------------------------- Adult
-def arx_map(attribute: str, level: int) -> dict[str, str]:
-    with open(adult_hierarchy_dir() / f"{attribute}.csv", newline="") as handle:
-        return {row[0]: row[level] for row in csv.reader(handle, delimiter=";")}
-
-
 @pytest.fixture(scope="module")
 def adult():
     con = duckdb.connect()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import json
 import shutil
@@ -15,18 +14,13 @@ import sqlglot
 
 import duckanon
 from duckanon import DistinctLDiversity, Hierarchy, KAnonymity, Policy, PolicyNotSatisfied
+from adult_files import arx_map
 from duckanon.datasets import adult_hierarchy_dir, load_adult
 from duckanon.generalization import generalize
 
 QUASI = ["sex", "age", "race", "marital-status", "education", "native-country", "workclass", "occupation"]
 LEVELS = {"sex": 0, "age": 2, "race": 1, "marital-status": 1, "education": 2, "native-country": 2,
           "workclass": 1, "occupation": 1}
-
-
-def arx_map(attribute: str, level: int) -> dict[str, str]:
-    """The hierarchy file read with plain csv: value -> its level-``level`` generalization."""
-    with open(adult_hierarchy_dir() / f"{attribute}.csv", newline="") as handle:
-        return {row[0]: row[level] for row in csv.reader(handle, delimiter=";")}
 
 
 @pytest.fixture(scope="module")
