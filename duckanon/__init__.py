@@ -6,7 +6,7 @@ separate database file that the DuckDB shell and BI tools open.
 
 from .anonymizer import Anonymizer, EncodedSource, Release, connect
 from .checks import CheckReport, RiskReport
-from .errors import AnonymizationError, HierarchyError, PolicyError, PolicyNotSatisfied
+from .errors import AnonymizationError, HierarchyError, PolicyError, PolicyNotSatisfied, ReleaseCheckFailed
 from .hierarchy import Hierarchy, IntervalHierarchy
 from .models import (
     AlphaKAnonymity,
@@ -39,7 +39,8 @@ __all__ = [
     "CheckReport", "Discernibility", "DistinctLDiversity", "EncodedSource", "EntropyLDiversity", "Hierarchy",
     "HierarchyError", "IntervalHierarchy", "KAnonymity", "Loss", "Metric", "MondrianResult", "NonUniformEntropy",
     "NormalizedCertaintyPenalty", "PartitionMap", "Policy", "PolicyError", "PolicyNotSatisfied", "PrivacyModel",
-    "PSensitiveKAnonymity", "RecursiveCLDiversity", "Release", "RiskReport", "SearchResult", "TCloseness", "connect",
+    "PSensitiveKAnonymity", "RecursiveCLDiversity", "Release", "ReleaseCheckFailed", "RiskReport", "SearchResult",
+    "TCloseness", "connect",
 ]
 __all__ += ["AdditiveNoise", "DisclosureReport", "EmpiricalSynthesis", "PerturbedRelease", "RandomizedResponse"]
 __all__ += ["Clusters", "MDAV", "Personalization", "SemiSupervisedClustering", "TopDownPartitioning"]

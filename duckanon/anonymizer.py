@@ -29,7 +29,7 @@ from . import sqlbuild as sb
 from .checks import CheckReport, RiskReport, check, class_verdicts, risk, verdict_report
 from .classes import SIZE, VIOLATED, Classes
 from .encoding import COUNT, Encoding, count_combinations
-from .errors import AnonymizationError, PolicyError, PolicyNotSatisfied
+from .errors import AnonymizationError, PolicyError, PolicyNotSatisfied, ReleaseCheckFailed
 from .generalization import BoundHierarchy, FullDomainGeneralization, Transformation, require_coverage
 from .hierarchy import SCHEMA, Hierarchy, level_column
 from .metrics import METRICS, WEIGHTED, Loss, Metric, metric_names
@@ -66,6 +66,31 @@ def connect(database: duckdb.DuckDBPyConnection | str | os.PathLike | None = Non
         else:
             database = duckdb.connect(str(database), config={"storage_compatibility_version": STORAGE_VERSION})
     return Anonymizer(database, progress)
+
+
+def source_relation(con: duckdb.DuckDBPyConnection, source: str | os.PathLike | exp.Expression) -> exp.Expression:
+    """What a source names, as SQL: a sqlglot expression as it is, a CSV/Parquet/JSON file path as its reader, or a
+    table of ``con``; a missing file or table is an error naming it."""
+    if isinstance(source, exp.Expression):
+        return source
+    path = Path(source)
+    reader = FILE_READERS.get(path.suffix.lower())
+    if reader and (isinstance(source, os.PathLike) or path.is_file()):
+        if not path.is_file():
+            raise AnonymizationError(f"no such file: {str(path)!r}")
+        return exp.Table(this=exp.Anonymous(this=reader, expressions=[sb.lit(str(path))]))
+    relation = sb.table(str(source))
+    if not _exists(con, relation):
+        raise AnonymizationError(f"no table named {str(source)!r}")
+    return relation
+
+
+def _exists(con: duckdb.DuckDBPyConnection, relation: exp.Expression) -> bool:
+    try:
+        sb.column_names(con, relation)
+        return True
+    except duckdb.CatalogException:
+        return False
 
 
 def hierarchy_table_name(name: str) -> str:
@@ -165,7 +190,7 @@ class Anonymizer:
         return name
 
     def has_hierarchy(self, name: str) -> bool:
-        return self._exists(sb.table(hierarchy_table_name(name), SCHEMA))
+        return _exists(self.con, sb.table(hierarchy_table_name(name), SCHEMA))
 
     def hierarchy(self, name: str) -> Hierarchy:
         if not self.has_hierarchy(name):
@@ -301,28 +326,6 @@ class Anonymizer:
             column = "name" if table == "policies" else "policy"
             sb.run(self.con, exp.delete(sb.table(table, SCHEMA), where=sb.col(column).eq(sb.lit(name))))
 
-    # ------------------------------------------------------------------ source
-    def _relation(self, source: str | os.PathLike | exp.Expression) -> exp.Expression:
-        if isinstance(source, exp.Expression):
-            return source
-        path = Path(source)
-        reader = FILE_READERS.get(path.suffix.lower())
-        if reader and (isinstance(source, os.PathLike) or path.is_file()):
-            if not path.is_file():
-                raise AnonymizationError(f"no such file: {str(path)!r}")
-            return exp.Table(this=exp.Anonymous(this=reader, expressions=[sb.lit(str(path))]))
-        relation = sb.table(str(source))
-        if not self._exists(relation):
-            raise AnonymizationError(f"no table named {str(source)!r}")
-        return relation
-
-    def _exists(self, relation: exp.Expression) -> bool:
-        try:
-            sb.column_names(self.con, relation)
-            return True
-        except duckdb.CatalogException:
-            return False
-
     @contextlib.contextmanager
     def _bind(self, source, policy: Policy | str, *, partitioning: bool = False):
         """The policy bound to the source, which is read once: a temporary table of its distinct combinations of
@@ -331,7 +334,7 @@ class Anonymizer:
         the bound hierarchies then cover only the others."""
         policy = self.policy(policy) if isinstance(policy, str) else policy
         self._progress("reading the source and checking the policy's parameters")
-        relation = self._relation(source)
+        relation = source_relation(self.con, source)
         columns = policy.bind(sb.column_names(self.con, relation))
         without = [c for c, h in policy.quasi_identifiers.items() if h is None]
         if without and not partitioning:
@@ -378,7 +381,7 @@ class Anonymizer:
     # ------------------------------------------------------------------ search
     def attribute_weights(self, source, attributes: Sequence[str], kind: str, label: str | None = None) -> pd.DataFrame:
         """Per-attribute weights (uniform, entropy or mutual information with ``label``), computed in SQL."""
-        return attribute_weights(self.con, self._relation(source), attributes, kind=kind, label=label)
+        return attribute_weights(self.con, source_relation(self.con, source), attributes, kind=kind, label=label)
 
     def _metric(self, bound: _Bound, metric: Metric | str, label: str | None) -> Metric:
         if isinstance(metric, Metric):
@@ -627,7 +630,7 @@ class Anonymizer:
         :func:`duckanon.perturbation.perturb` for the parameters; returns a
         :class:`~duckanon.perturbation.PerturbedRelease`."""
         from .perturbation import perturb
-        return perturb(self.con, self._relation(source), path, method=method, numeric=numeric,
+        return perturb(self.con, source_relation(self.con, source), path, method=method, numeric=numeric,
                        categorical=categorical, categorical_method=categorical_method, identifiers=identifiers,
                        insensitive=insensitive, others=others, keep=keep, seed=seed, table=table,
                        progress=self.progress, **measures)
@@ -696,15 +699,15 @@ def verify_release(reader: duckdb.DuckDBPyConnection, table: str, bound: _Bound,
     released = sb.table(table)
     columns = sb.column_names(reader, released)
     if columns != ranges.columns(bound.columns):
-        raise AnonymizationError(f"release check: columns {columns} differ from the expected "
+        raise ReleaseCheckFailed(f"release check: columns {columns} differ from the expected "
                                  f"{ranges.columns(bound.columns)}")
     records = sb.fetch_rows(reader, exp.select(exp.func("COUNT", exp.Star())).from_(released))[0][0]
     if records != expected_records:
-        raise AnonymizationError(f"release check: {records} records written, {expected_records} expected")
+        raise ReleaseCheckFailed(f"release check: {records} records written, {expected_records} expected")
     report = check(reader, Classes.of(released, bound.quasi_identifiers), bound.policy.models,
                    key_names=bound.quasi_identifiers)
     if not report.satisfied:
-        raise AnonymizationError(f"release check: the written table violates the policy: {report.summary()}")
+        raise ReleaseCheckFailed(f"release check: the written table violates the policy: {report.summary()}")
     for attribute, hierarchy in bound.hierarchies.items():
         allowed = transformation.allowed_values(attribute, hierarchy)
         if allowed is None:
@@ -712,7 +715,7 @@ def verify_release(reader: duckdb.DuckDBPyConnection, table: str, bound: _Bound,
         shown = {r[0] for r in sb.fetch_rows(reader, exp.select(sb.col(attribute)).from_(released).distinct())}
         leaked = shown - allowed
         if leaked:
-            raise AnonymizationError(
+            raise ReleaseCheckFailed(
                 f"release check: {attribute!r} shows values its transformation does not produce: "
                 f"{sorted(leaked, key=str)[:10]}")
     ranges.verify(reader, table, transformation, bound.hierarchies)

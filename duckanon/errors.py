@@ -19,3 +19,7 @@ class PolicyNotSatisfied(AnonymizationError):
     def __init__(self, message: str, report=None):
         super().__init__(message)
         self.report = report
+
+
+class ReleaseCheckFailed(AnonymizationError):
+    """A written release failed its verification (read back in a fresh connection); nothing was published."""

@@ -60,7 +60,7 @@ from sqlglot import exp
 from . import disclosure
 from . import sqlbuild as sb
 from .disclosure import DisclosureReport, disclosure_report
-from .errors import AnonymizationError, PolicyError
+from .errors import AnonymizationError, PolicyError, ReleaseCheckFailed
 from .parameters import checked_number
 from .release import ReleaseContent, ReleaseInfo, release_format, write_release
 from .roles import assign_roles, check_others, released_columns
@@ -618,36 +618,36 @@ def verify_perturbed_release(reader: duckdb.DuckDBPyConnection, table: str, rele
     relation = sb.table(table)
     columns = sb.column_names(reader, relation)
     if columns != list(released):
-        raise AnonymizationError(f"release check: columns {columns} differ from the expected {list(released)}")
+        raise ReleaseCheckFailed(f"release check: columns {columns} differ from the expected {list(released)}")
     types = {c: t.id for c, t in zip(columns, reader.sql(sb.to_sql(exp.select(exp.Star()).from_(relation)
                                                                     .limit(0))).types)}
     private = {a.column: a for a in attributes}
     kept = [c for c in released if c not in private]
     found = _facts(reader, relation, list(private), [a.column for a in attributes if a.method.numeric], kept)
     if found["records"] != source["records"]:
-        raise AnonymizationError(f"release check: {found['records']} records written, {source['records']} expected")
+        raise ReleaseCheckFailed(f"release check: {found['records']} records written, {source['records']} expected")
     differing = [c for c in kept if found[f"fingerprint:{c}"] != source[f"fingerprint:{c}"]]
     if differing or (kept and found[KEPT] != source[KEPT]):
-        raise AnonymizationError(f"release check: the kept columns {differing or kept} differ from the source's")
+        raise ReleaseCheckFailed(f"release check: the kept columns {differing or kept} differ from the source's")
     for column, attribute in private.items():
         if found[f"nonnull:{column}"] != source["records"]:
-            raise AnonymizationError(f"release check: {column!r} has NULL values")
+            raise ReleaseCheckFailed(f"release check: {column!r} has NULL values")
         if not attribute.method.numeric:
             shown = {row[0] for row in sb.fetch_rows(reader, exp.select(sb.col(column)).distinct().from_(relation))}
             foreign = shown - set(attribute.categories)
             if foreign:
-                raise AnonymizationError(f"release check: {column!r} shows values outside its categories: "
+                raise ReleaseCheckFailed(f"release check: {column!r} shows values outside its categories: "
                                          f"{sorted(foreign, key=str)[:10]}")
             continue
         if types[column] != "double":
-            raise AnonymizationError(f"release check: {column!r} is {types[column].upper()}, not DOUBLE")
+            raise ReleaseCheckFailed(f"release check: {column!r} is {types[column].upper()}, not DOUBLE")
         low, high = found[f"min:{column}"], found[f"max:{column}"]
         if attribute.categorical:
             bounds = (0, len(attribute.categories) - 1)
         else:
             if found[f"fingerprint:{column}"] == source[f"fingerprint:{column}"]:
-                raise AnonymizationError(f"release check: {column!r} holds exactly the original values")
+                raise ReleaseCheckFailed(f"release check: {column!r} holds exactly the original values")
             bounds = (source[f"min:{column}"], source[f"max:{column}"])
         if attribute.method.bounded and not bounds[0] <= low <= high <= bounds[1]:
-            raise AnonymizationError(f"release check: {column!r} spans [{low}, {high}], outside the original "
+            raise ReleaseCheckFailed(f"release check: {column!r} spans [{low}, {high}], outside the original "
                                      f"[{bounds[0]}, {bounds[1]}]")

@@ -30,7 +30,7 @@ import duckdb
 from sqlglot import exp
 
 from . import sqlbuild as sb
-from .errors import AnonymizationError, PolicyError
+from .errors import PolicyError, ReleaseCheckFailed
 from .hierarchy import TOP
 
 #: The columns of a range relation: a label and the bounds of what it stands for.
@@ -109,7 +109,7 @@ class Ranges:
             low, high = low_column(attribute), high_column(attribute)
             odd = [c for c in (low, high) if not is_numeric(types.get(c, ""))]
             if odd:
-                raise AnonymizationError(f"release check: bound columns {odd} of {attribute!r} are not numbers")
+                raise ReleaseCheckFailed(f"release check: bound columns {odd} of {attribute!r} are not numbers")
             label = sb.col(attribute)
             bounds = [sb.col(low), sb.col(high)]
             distinct = lambda c: exp.func("COUNT", exp.Distinct(expressions=[c.copy()]))  # noqa: E731
@@ -129,7 +129,7 @@ class Ranges:
                     rows.append((text, lowest, highest))
             problems += transformation.range_problems(attribute, hierarchies.get(attribute), rows)
             if problems:
-                raise AnonymizationError(f"release check: the bounds of {attribute!r} do not match their labels: "
+                raise ReleaseCheckFailed(f"release check: the bounds of {attribute!r} do not match their labels: "
                                          f"{'; '.join(problems[:5])}")
 
 

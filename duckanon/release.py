@@ -36,7 +36,7 @@ import duckdb
 from sqlglot import exp
 
 from . import sqlbuild as sb
-from .errors import AnonymizationError
+from .errors import AnonymizationError, ReleaseCheckFailed
 
 # The oldest storage format that holds everything we write; DuckDB >= 1.2 (and its shell) opens it.
 STORAGE_VERSION = "v1.2.0"
@@ -246,8 +246,8 @@ def _info_row(con: duckdb.DuckDBPyConnection, content: ReleaseContent) -> dict:
     if info.classes_by:
         keys = [sb.col(c) for c in info.classes_by]
         sizes = exp.select(records.as_("size")).from_(released).group_by(*keys).subquery("sizes")
-        totals = exp.select(exp.func("COALESCE", exp.func("SUM", sb.col("size")), sb.lit(0)), exp.func("COUNT", exp.Star()),
-                            exp.func("MIN", sb.col("size"))).from_(sizes)
+        totals = exp.select(exp.func("COALESCE", exp.func("SUM", sb.col("size")), sb.lit(0)),
+                            exp.func("COUNT", exp.Star()), exp.func("MIN", sb.col("size"))).from_(sizes)
         released_records, classes, smallest = sb.fetch_rows(con, totals)[0]
     else:
         released_records, classes, smallest = sb.fetch_rows(con, exp.select(records).from_(released))[0][0], None, None
@@ -285,7 +285,7 @@ def _decoded(reader: duckdb.DuckDBPyConnection) -> dict:
     cursor = reader.execute(sb.to_sql(exp.select(exp.Star()).from_(sb.table(INFO_TABLE))))
     rows = cursor.fetchall()
     if len(rows) != 1:
-        raise AnonymizationError(f"release check: {INFO_TABLE} holds {len(rows)} rows, one expected")
+        raise ReleaseCheckFailed(f"release check: {INFO_TABLE} holds {len(rows)} rows, one expected")
     row = dict(zip([d[0] for d in cursor.description], rows[0]))
     for column in _JSON_COLUMNS:
         if row.get(column) is not None:
@@ -297,11 +297,11 @@ def _verify_info(reader: duckdb.DuckDBPyConnection, row: dict) -> None:
     written = _decoded(reader)
     expected = {c: json.loads(v) if c in _JSON_COLUMNS and v is not None else v for c, v in row.items()}
     if list(written) != list(INFO_COLUMNS):
-        raise AnonymizationError(f"release check: {INFO_TABLE} has columns {list(written)}, expected "
+        raise ReleaseCheckFailed(f"release check: {INFO_TABLE} has columns {list(written)}, expected "
                                  f"{list(INFO_COLUMNS)}")
     differing = [c for c in INFO_COLUMNS if _normal(written[c]) != _normal(expected[c])]
     if differing:
-        raise AnonymizationError(f"release check: {INFO_TABLE} differs from what was written in {differing}")
+        raise ReleaseCheckFailed(f"release check: {INFO_TABLE} differs from what was written in {differing}")
 
 
 def _normal(value: object) -> object:
@@ -371,6 +371,8 @@ class _DuckDBFile(_Writer):
         # Views name their tables without a catalog, so they resolve in whatever name the file is opened under; they
         # are bound in a connection of their own, where no temporary table or registered frame of the caller's can
         # stand in for the release's table.
+        if not content.views:
+            return
         with duckdb.connect(str(partial), config={"python_enable_replacements": False}) as own:
             for name, view in content.views.items():
                 sb.run(own, sb.create_view_as(sb.table(name), view))

@@ -13,7 +13,7 @@ import pytest
 
 from duckanon.cli import exit_code, main, run
 from duckanon.cli import commands
-from duckanon.errors import AnonymizationError, PolicyNotSatisfied
+from duckanon.errors import AnonymizationError, PolicyNotSatisfied, ReleaseCheckFailed
 
 SCRIPT = Path(sys.executable).with_name("duckanon")
 
@@ -91,7 +91,7 @@ def test_exit_codes_of_each_kind_of_failure():
     assert exit_code(PolicyNotSatisfied("k=5 cannot be met")) == 1
     assert exit_code(AnonymizationError("no table named 't'")) == 2
     assert exit_code(ValueError("bad value")) == 2
-    assert exit_code(AnonymizationError("release check: 3 records written, 4 expected")) == 3
+    assert exit_code(ReleaseCheckFailed("release check: 3 records written, 4 expected")) == 3
     assert exit_code(PermissionError(13, "Permission denied")) == 4
     assert exit_code(RuntimeError("a bug")) == 70
     assert exit_code(KeyboardInterrupt()) == 130
@@ -100,7 +100,7 @@ def test_exit_codes_of_each_kind_of_failure():
 @pytest.mark.parametrize("raised, code, text", [
     (KeyboardInterrupt(), 130, "duckanon: error: interrupted"),
     (RuntimeError("boom\nsecond line"), 70, "duckanon: error: internal error (RuntimeError: boom second line)"),
-    (AnonymizationError("release check: the written table violates the policy"), 3,
+    (ReleaseCheckFailed("release check: the written table violates the policy"), 3,
      "duckanon: error: release check: the written table violates the policy"),
 ])
 def test_failures_inside_a_command_are_one_line(raised, code, text, monkeypatch, capsys):

@@ -353,3 +353,18 @@ def test_the_shell_reads_every_format_and_its_info(tmp_path, frame_anon, name):
     ages = PEOPLE["age"] // 10 * 10
     assert table.stdout.strip() == f"{len(PEOPLE)},{ages.min()},{ages.max() + 9}"
     assert info.stdout.strip() == f"{len(PEOPLE)},duckanon"
+
+
+def test_a_release_that_fails_its_check_raises_the_check_error_and_the_cli_exits_3(tmp_path, frame_anon,
+                                                                                   monkeypatch):
+    from duckanon import ReleaseCheckFailed
+    from duckanon.cli import exit_code
+    from duckanon.generalization import FullDomainGeneralization
+
+    # The check finds something wrong with the written bounds: it fails as its own kind of error.
+    monkeypatch.setattr(FullDomainGeneralization, "range_problems",
+                        lambda self, attribute, bound, rows: [f"{len(rows)} labels judged wrong on purpose"])
+    with pytest.raises(ReleaseCheckFailed, match="release check: the bounds of 'age'.*on purpose") as failed:
+        frame_anon.publish("frame", POLICY, {"age": 1}, tmp_path / "r.duckdb", table="people")
+    assert exit_code(failed.value) == 3
+    assert list(tmp_path.iterdir()) == []

@@ -15,14 +15,12 @@ from collections.abc import Sequence
 
 import duckdb
 
-from ..errors import AnonymizationError, PolicyNotSatisfied
+from ..errors import PolicyNotSatisfied, ReleaseCheckFailed
 from .commands import COMMANDS
 from .console import Console
 from .parser import (DEFAULT_COMMAND, EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_IO, EXIT_NOT_MET,
                      EXIT_UNVERIFIED, UsageError, build_parser)
 
-# The library's release check prefixes what it found wrong with a written release so.
-_VERIFICATION = "release check"
 _TOP_LEVEL = ("-h", "--help", "--version")
 
 
@@ -49,7 +47,7 @@ def exit_code(error: BaseException) -> int:
         return EXIT_INTERRUPTED
     if isinstance(error, PolicyNotSatisfied):
         return EXIT_NOT_MET
-    if isinstance(error, AnonymizationError) and str(error).startswith(_VERIFICATION):
+    if isinstance(error, ReleaseCheckFailed):
         return EXIT_UNVERIFIED
     if isinstance(error, (UsageError, ValueError)):  # AnonymizationError and its kinds are ValueErrors
         return EXIT_INPUT

@@ -15,7 +15,7 @@ from sqlglot import exp
 
 from .. import datasets
 from .. import sqlbuild as sb
-from ..anonymizer import FILE_READERS
+from ..anonymizer import FILE_READERS, source_relation
 from ..errors import AnonymizationError
 from ..hierarchy import SCHEMA
 
@@ -36,12 +36,7 @@ class Source:
 
     def expression(self) -> exp.Expression:
         """The relation as SQL, for the command line's own queries."""
-        if isinstance(self.relation, exp.Expression):
-            return self.relation
-        if self.path is None:
-            return sb.table(self.relation)
-        reader = FILE_READERS[self.path.suffix.lower()]
-        return exp.Table(this=exp.Anonymous(this=reader, expressions=[sb.lit(self.relation)]))
+        return source_relation(self.con, self.relation)
 
 
 def is_data_file(path: Path) -> bool:
