@@ -14,7 +14,7 @@ Figures, medians over the runs:
 
 - encode: ``anon.encode(table, policy)``, the pass over the table into the frequency table (``--slow-repeat`` runs);
   combos is that table's row count (distinct quasi-identifier and sensitive combinations);
-- k-anon / l-div / entropy-l: ``duckanon.checks.check`` of one model (KAnonymity(5), DistinctLDiversity(s, l),
+- k-anon / l-div / entropy-l: ``duckanon.privacy.checks.check`` of one model (KAnonymity(5), DistinctLDiversity(s, l),
   EntropyLDiversity(s, l)) over the encoded table, as ``EncodedSource.check`` runs it (``--repeat`` runs);
   all three: ``encoded.check(levels)`` with the policy of all three models (one UNION ALL + GROUP BY);
 - end-to-end: ``anon.check(table, policy, levels)`` with that three-model policy: what a user calling check once pays
@@ -45,8 +45,9 @@ import duckdb  # noqa: E402
 
 import duckanon  # noqa: E402
 from duckanon import DistinctLDiversity, EntropyLDiversity, Hierarchy, KAnonymity, Policy  # noqa: E402
-from duckanon import datasets, sqlbuild  # noqa: E402
-from duckanon.checks import check  # noqa: E402
+from duckanon import datasets  # noqa: E402
+from duckanon.sqlgen import build as sqlbuild  # noqa: E402
+from duckanon.privacy.checks import check  # noqa: E402
 
 TABLE = "adult_resampled"
 QUASI_IDENTIFIERS = ["sex", "age", "race", "marital-status", "education", "native-country", "workclass", "occupation"]

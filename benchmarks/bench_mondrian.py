@@ -14,7 +14,7 @@ hierarchy), sex, race, marital-status, education, native-country, workclass and 
 hierarchies -- ``salary-class`` sensitive, the rest dropped.  For every k (``--ks``; cases of 10 million records and
 more run ``--big-ks``, once):
 
-- partition s: :class:`duckanon.mondrian.Mondrian` itself, the SQL rounds (``MondrianResult.partitioning.seconds``);
+- partition s: :class:`duckanon.partition.mondrian.Mondrian` itself, the SQL rounds (``MondrianResult.partitioning.seconds``);
 - mondrian s / CPU s: ``anon.mondrian(table, policy)``, the whole call: reading the source into its frequency table and
   checking the policy, the partitioning, and LM/DM/NCP; wall and process CPU seconds (all threads);
 - with release s: ``anon.mondrian(table, policy, path)``, the same and the release written and verified;

@@ -3,7 +3,7 @@
     python benchmarks/bench_perturbation.py [--rows 1000000 10000000] [--repeat 3] [--bins 100]
 
 For each row count (each in its own process, so memory figures stay apart) the script generates ``n`` records with
-``duckanon.agrawal.generate_agrawal`` (nine numeric attributes and F1's label, in a DuckDB file in a temporary folder;
+``duckanon.datasets.agrawal.generate_agrawal`` (nine numeric attributes and F1's label, in a DuckDB file in a temporary folder;
 timed, not part of the figures), checkpoints, and measures, as medians of ``--repeat`` runs (one run at 10M and
 above):
 
@@ -43,7 +43,7 @@ import numpy as np  # noqa: E402
 
 import duckanon  # noqa: E402
 from duckanon import AdditiveNoise, EmpiricalSynthesis  # noqa: E402
-from duckanon.agrawal import ATTRIBUTES, generate_agrawal  # noqa: E402
+from duckanon.datasets.agrawal import ATTRIBUTES, generate_agrawal  # noqa: E402
 
 TABLE = "applicants"
 TARGETS = {1_000_000: 5.0}

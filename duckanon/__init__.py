@@ -4,11 +4,12 @@ Hierarchies are DuckDB tables, generalizations compile to SQL, privacy models ar
 separate database file that the DuckDB shell and BI tools open.
 """
 
-from .anonymizer import Anonymizer, EncodedSource, Release, connect
-from .checks import CheckReport, RiskReport
+from ._version import __version__
+from .session import Anonymizer, EncodedSource, Release, connect
+from .privacy.checks import CheckReport, RiskReport
 from .errors import AnonymizationError, HierarchyError, PolicyError, PolicyNotSatisfied, ReleaseCheckFailed
-from .hierarchy import Hierarchy, IntervalHierarchy
-from .models import (
+from .declare.hierarchy import Hierarchy, IntervalHierarchy
+from .privacy.models import (
     AlphaKAnonymity,
     AlphaLDiversityKAnonymity,
     DistinctLDiversity,
@@ -19,20 +20,19 @@ from .models import (
     RecursiveCLDiversity,
     TCloseness,
 )
-from .metrics import (AverageClassSize, Discernibility, Loss, Metric, NonUniformEntropy,
+from .utility.metrics import (AverageClassSize, Discernibility, Loss, Metric, NonUniformEntropy,
                       NormalizedCertaintyPenalty)
-from .mondrian import MondrianResult
-from .policy import Policy
-from .recoding import Assignment, PartitionMap
-from .search import SearchResult
-from .clustering import SemiSupervisedClustering
-from .grouping import Clusters
-from .microaggregation import MDAV
-from .personalized import Personalization, TopDownPartitioning
-from .disclosure import DisclosureReport
-from .perturbation import AdditiveNoise, EmpiricalSynthesis, PerturbedRelease, RandomizedResponse
+from .partition.mondrian import MondrianResult
+from .declare.policy import Policy
+from .recode.recoding import Assignment, PartitionMap
+from .search.strategies import SearchResult
+from .cluster.semisupervised import SemiSupervisedClustering
+from .cluster.grouping import Clusters
+from .cluster.mdav import MDAV
+from .cluster.personalized import Personalization, TopDownPartitioning
+from .privacy.disclosure import DisclosureReport
+from .perturb.perturbation import AdditiveNoise, EmpiricalSynthesis, PerturbedRelease, RandomizedResponse
 
-__version__ = "0.1.0"
 
 __all__ = [
     "AlphaKAnonymity", "AlphaLDiversityKAnonymity", "AnonymizationError", "Anonymizer", "Assignment", "AverageClassSize",

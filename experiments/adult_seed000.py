@@ -14,9 +14,9 @@ import pandas as pd
 from sqlglot import exp
 
 from duckanon import Hierarchy
-from duckanon import sqlbuild as sb
+from duckanon.sqlgen import build as sb
 from duckanon.datasets import adult_hierarchy_dir
-from duckanon.hierarchy import TOP
+from duckanon.declare.hierarchy import TOP
 
 #: Table 1 of the paper, in its order, with the Adult column names ("country" is native-country).
 SEED000_QUASI_IDENTIFIERS: tuple[str, ...] = (

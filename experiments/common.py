@@ -13,7 +13,7 @@ import duckdb
 import pandas as pd
 from sqlglot import exp
 
-from duckanon import sqlbuild as sb
+from duckanon.sqlgen import build as sb
 
 MISSING = "<missing>"
 

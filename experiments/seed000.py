@@ -39,9 +39,9 @@ from sqlglot import exp  # noqa: E402
 
 import duckanon  # noqa: E402
 from duckanon import KAnonymity, Policy  # noqa: E402
-from duckanon import sqlbuild as sb  # noqa: E402
+from duckanon.sqlgen import build as sb  # noqa: E402
 from duckanon.datasets import load_adult  # noqa: E402
-from duckanon.metrics import Loss, Metric  # noqa: E402
+from duckanon.utility.metrics import Loss, Metric  # noqa: E402
 from experiments.adult_seed000 import (  # noqa: E402
     LABEL,
     PAPER_ACCURACY_NOTE,

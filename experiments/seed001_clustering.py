@@ -46,9 +46,9 @@ from sqlglot import exp  # noqa: E402
 
 import duckanon  # noqa: E402
 from duckanon import AlphaKAnonymity, Hierarchy, Policy, SemiSupervisedClustering  # noqa: E402
-from duckanon import sqlbuild as sb  # noqa: E402
+from duckanon.sqlgen import build as sb  # noqa: E402
 from duckanon.datasets import adult_hierarchy_dir, load_adult  # noqa: E402
-from duckanon.metrics import record_cost  # noqa: E402
+from duckanon.utility.metrics import record_cost  # noqa: E402
 from experiments.common import Progress, code_version, markdown_table, read_release  # noqa: E402
 
 QUASI_IDENTIFIERS = ("age", "workclass", "education", "marital-status", "race", "sex", "native-country",

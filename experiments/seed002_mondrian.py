@@ -47,7 +47,7 @@ from sqlglot import exp  # noqa: E402
 
 import duckanon  # noqa: E402
 from duckanon import Hierarchy, KAnonymity, Policy  # noqa: E402
-from duckanon import sqlbuild as sb  # noqa: E402
+from duckanon.sqlgen import build as sb  # noqa: E402
 from duckanon.datasets import adult_hierarchy_dir, load_adult  # noqa: E402
 from experiments.common import Progress, code_version, markdown_table, read_release  # noqa: E402
 

@@ -42,9 +42,9 @@ from sqlglot import exp  # noqa: E402
 
 import duckanon  # noqa: E402
 from duckanon import Hierarchy, KAnonymity, Policy  # noqa: E402
-from duckanon import sqlbuild as sb  # noqa: E402
+from duckanon.sqlgen import build as sb  # noqa: E402
 from duckanon.datasets import adult_hierarchy_dir, load_adult  # noqa: E402
-from duckanon.metrics import record_cost  # noqa: E402
+from duckanon.utility.metrics import record_cost  # noqa: E402
 from experiments.common import Progress, code_version, markdown_table  # noqa: E402
 
 QUASI_IDENTIFIERS = ("age", "sex", "race", "marital-status")  # the report's vec[age, gender, race, marital_status]

@@ -47,10 +47,10 @@ from sqlglot import exp  # noqa: E402
 import duckanon  # noqa: E402
 from duckanon import (AlphaLDiversityKAnonymity, Hierarchy, KAnonymity, Personalization, Policy,  # noqa: E402
                       TopDownPartitioning)
-from duckanon import sqlbuild as sb  # noqa: E402
+from duckanon.sqlgen import build as sb  # noqa: E402
 from duckanon import datasets  # noqa: E402
 from duckanon.datasets import adult_hierarchy_dir, load_adult  # noqa: E402
-from duckanon.personalized import average_recognition_rate, sensitive_loss  # noqa: E402
+from duckanon.cluster.personalized import average_recognition_rate, sensitive_loss  # noqa: E402
 from experiments.common import Progress, code_version, markdown_table  # noqa: E402
 
 QUASI_IDENTIFIERS = ("age", "workclass", "education", "native-country", "marital-status", "race", "sex")  # Table 8

@@ -6,7 +6,7 @@ re-association, against additive noise, on Agrawal et al.'s synthetic classifica
     python experiments/seed004_perturbation.py --quick  # ~4 min: 20,000 training records, SVM on 5,000
 
 The paper's setting (its reference [1], Agrawal & Srikant 2000): 100,000 training and 5,000 test records from Agrawal
-et al.'s generator (``duckanon.agrawal``), classification functions F1-F5.  The nine attributes are private; the label
+et al.'s generator (``duckanon.datasets.agrawal``), classification functions F1-F5.  The nine attributes are private; the label
 is not.  The script
 
 1. perturbs the training table with ``EmpiricalSynthesis(bins)`` through ``anon.perturb`` (a release file, read back);
@@ -15,7 +15,7 @@ is not.  The script
    paper's Table 1 — plus, for contrast, on training data with Gaussian noise at ``--contrast-snr``;
 3. **Figure 1**: Q(X|Y) = 1 − 2^(−I(X;Y)) against the signal-to-noise ratio for uniform and Gaussian noise, and the
    method's Q — measured on its release, and on its draws before rank re-association (what "independent of the
-   original" describes) — with the grid estimator of ``duckanon.disclosure`` and, as a cross-check, scikit-learn's
+   original" describes) — with the grid estimator of ``duckanon.privacy.disclosure`` and, as a cross-check, scikit-learn's
    k-nearest-neighbour (KSG) estimator on 10,000 records;
 4. **Figure 2**: the PCA reconstruction attack of Huang, Du & Chen (2005) on every release, and what an attacker who
    knows 10 or 100 original records infers from the method's release;
@@ -45,8 +45,8 @@ import pandas as pd  # noqa: E402
 
 import duckanon  # noqa: E402
 from duckanon import AdditiveNoise, EmpiricalSynthesis  # noqa: E402
-from duckanon.agrawal import ATTRIBUTES, generate_agrawal, label_column  # noqa: E402
-from duckanon.disclosure import mutual_information, pca_reconstruction, privacy_q  # noqa: E402
+from duckanon.datasets.agrawal import ATTRIBUTES, generate_agrawal, label_column  # noqa: E402
+from duckanon.privacy.disclosure import mutual_information, pca_reconstruction, privacy_q  # noqa: E402
 from experiments.common import Progress, code_version, markdown_table, read_release  # noqa: E402
 
 FUNCTIONS = (1, 2, 3, 4, 5)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import duckdb
 import pytest
 
-from duckanon import checks
-from duckanon import sqlbuild as sb
-from duckanon.classes import Classes
+from duckanon.privacy import checks
+from duckanon.sqlgen import build as sb
+from duckanon.encode.classes import Classes
 
 
 @pytest.fixture

@@ -11,9 +11,10 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ErrorLevel
 
-from duckanon import AnonymizationError, PolicyError, agrawal
-from duckanon import sqlbuild as sb
-from duckanon.agrawal import ATTRIBUTES, classification_function, generate_agrawal
+from duckanon import AnonymizationError, PolicyError
+from duckanon.datasets import agrawal
+from duckanon.sqlgen import build as sb
+from duckanon.datasets.agrawal import ATTRIBUTES, classification_function, generate_agrawal
 
 
 def paper_functions(d: pd.DataFrame) -> dict[int, np.ndarray]:

@@ -1,5 +1,5 @@
 """Seed 001's semi-supervised (α,k) clustering, and the mixed-type distance and group machinery the clustering
-algorithms share (duckanon.distance, duckanon.grouping).
+algorithms share (duckanon.cluster.distance, duckanon.cluster.grouping).
 
 Distances, group losses and join costs are compared with a plain-Python reading of the definitions (walking the
 hierarchy rows); clusterings with hand-worked examples and with pandas group-bys over the release."""
@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 import duckanon
 from duckanon import (AlphaKAnonymity, EntropyLDiversity, Hierarchy, KAnonymity, Policy, PolicyError,
                       SemiSupervisedClustering, TopDownPartitioning)
-from duckanon import sqlbuild as sb
-from duckanon.distance import RecordSpace
-from duckanon.grouping import read_query
+from duckanon.sqlgen import build as sb
+from duckanon.cluster.distance import RecordSpace
+from duckanon.cluster.grouping import read_query
 
 # A three-level hierarchy of six leaves, with a row for NULL (which generalizes like "e").
 TREE = Hierarchy.from_lists([
@@ -154,7 +154,7 @@ def test_large_hierarchies_compare_ancestors_level_by_level(monkeypatch):
     rows = [["a", "b", "c", "d", "e", None, "a", "f"], [1, 5, 2, 9, 9, 3, 1, 4]]
     columns = {"tree": np.array(rows[0], dtype=object), "x": np.array(rows[1], dtype=float)}
     tabulated = RecordSpace.from_columns(columns, {"tree": TREE_NO_NULL}, ["x"])
-    monkeypatch.setattr("duckanon.distance.COMMON_TABLE_LEAVES", 0)
+    monkeypatch.setattr("duckanon.cluster.distance.COMMON_TABLE_LEAVES", 0)
     compared = RecordSpace.from_columns(columns, {"tree": TREE_NO_NULL}, ["x"])
     assert compared.attributes[0].common is None and tabulated.attributes[0].common is not None
     every = np.arange(8)

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from duckanon import PolicyError
-from duckanon.disclosure import (average_ranks, default_bins, disclosure_report, known_records_attack,
+from duckanon.privacy.disclosure import (average_ranks, default_bins, disclosure_report, known_records_attack,
                                  mutual_information, pca_reconstruction, privacy_q, spearman)
 
 

@@ -24,7 +24,7 @@ import duckanon
 from duckanon import DistinctLDiversity, Hierarchy, KAnonymity, Policy, PolicyError, PolicyNotSatisfied, TCloseness
 from adult_files import arx_map
 from duckanon.datasets import adult_hierarchy_dir, load_adult
-from duckanon.search import ExhaustiveSearch, OptimalSearch
+from duckanon.search.strategies import ExhaustiveSearch, OptimalSearch
 
 SEED002_QIS = ["age", "sex", "race", "marital-status"]
 # The node: a search comparing with the whole table's distribution counted 1,486 suppressed records here,

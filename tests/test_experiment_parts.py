@@ -14,10 +14,10 @@ from sqlglot import exp
 
 import duckanon
 from duckanon import KAnonymity, Policy
-from duckanon import sqlbuild as sb
+from duckanon.sqlgen import build as sb
 from duckanon.datasets import ADULT_COMPLETE_RECORDS, load_adult
-from duckanon.hierarchy import TOP
-from duckanon.weights import attribute_weights
+from duckanon.declare.hierarchy import TOP
+from duckanon.utility.weights import attribute_weights
 from experiments.adult_seed000 import (
     LABEL,
     PAPER_ACCURACY_NOTE,

@@ -1,4 +1,4 @@
-"""Tests for duckanon.hierarchy (and the hierarchy side of duckanon.generalization / the anonymizer).
+"""Tests for duckanon.declare.hierarchy (and the hierarchy side of duckanon.recode.generalization / the anonymizer).
 
 Expected values are written down by hand or computed independently here (plain csv, pandas, integer arithmetic),
 never by calling the code under test a second time.
@@ -21,18 +21,18 @@ from hypothesis import strategies as st
 
 import duckanon
 from duckanon import HierarchyError, IntervalHierarchy, KAnonymity, Policy
-from duckanon import sqlbuild as sb
+from duckanon.sqlgen import build as sb
 from duckanon.datasets import ADULT_QUASI_IDENTIFIERS, adult_hierarchy_dir
 from duckanon.errors import AnonymizationError
-from duckanon.generalization import BoundHierarchy, generalize
-from duckanon.hierarchy import Hierarchy
+from duckanon.recode.generalization import BoundHierarchy, generalize
+from duckanon.declare.hierarchy import Hierarchy
 
 HIERARCHY_DIR = adult_hierarchy_dir()
 ADULT_FILES = sorted(HIERARCHY_DIR.glob("*.csv"))
 
 
 def q(name: str) -> str:
-    """Quote an identifier for the hand-written SQL of this test (independent of duckanon.sqlbuild)."""
+    """Quote an identifier for the hand-written SQL of this test (independent of duckanon.sqlgen.build)."""
     return '"' + name.replace('"', '""') + '"'
 
 

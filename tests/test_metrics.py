@@ -32,8 +32,8 @@ import pytest
 import duckanon
 from duckanon import DistinctLDiversity, Hierarchy, IntervalHierarchy, KAnonymity, Policy
 from duckanon.datasets import adult_hierarchy_dir, load_adult
-from duckanon.lattice import Lattice
-from duckanon.metrics import (
+from duckanon.search.lattice import Lattice
+from duckanon.utility.metrics import (
     METRICS,
     AverageClassSize,
     Discernibility,

@@ -13,8 +13,8 @@ from sqlglot import exp
 
 import duckanon
 from duckanon import MDAV, DistinctLDiversity, Hierarchy, KAnonymity, Policy, PolicyError
-from duckanon import sqlbuild as sb
-from duckanon.microaggregation import mdav
+from duckanon.sqlgen import build as sb
+from duckanon.cluster.mdav import mdav
 
 
 def textbook_mdav(points: np.ndarray, k: int) -> list[set[int]]:

@@ -42,9 +42,10 @@ from duckanon import (
     RecursiveCLDiversity,
     TCloseness,
 )
-from duckanon import checks, datasets
-from duckanon import sqlbuild as sb
-from duckanon.classes import Classes
+from duckanon import datasets
+from duckanon.privacy import checks
+from duckanon.sqlgen import build as sb
+from duckanon.encode.classes import Classes
 
 TOL = 1e-9
 

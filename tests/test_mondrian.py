@@ -20,9 +20,9 @@ from sqlglot import ErrorLevel, exp
 import duckanon
 from duckanon import (DistinctLDiversity, EntropyLDiversity, Hierarchy, KAnonymity, Policy, PolicyError,
                       PolicyNotSatisfied, TCloseness)
-from duckanon import sqlbuild as sb
+from duckanon.sqlgen import build as sb
 from duckanon.datasets import adult_hierarchy_dir, load_adult
-from duckanon.mondrian import Mondrian, dimensions
+from duckanon.partition.mondrian import Mondrian, dimensions
 
 COLOR = Hierarchy.from_lists([["red", "warm", "*"], ["orange", "warm", "*"], ["blue", "cold", "*"],
                               ["green", "cold", "*"]], name="color")

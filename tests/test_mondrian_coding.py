@@ -12,10 +12,10 @@ from sqlglot import exp
 
 import duckanon
 from duckanon import Hierarchy, HierarchyError, KAnonymity, Policy
-from duckanon import sqlbuild as sb
-from duckanon.generalization import BoundHierarchy
-from duckanon.recoding import CodedHierarchies, HierarchyCoding, PartitionMap
-from duckanon.mondrian import Mondrian, dimensions, output_styles
+from duckanon.sqlgen import build as sb
+from duckanon.recode.generalization import BoundHierarchy
+from duckanon.recode.recoding import CodedHierarchies, HierarchyCoding, PartitionMap
+from duckanon.partition.mondrian import Mondrian, dimensions, output_styles
 
 
 # ----------------------------------------------------------------------------------------------- hierarchies

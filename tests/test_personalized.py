@@ -18,9 +18,9 @@ import duckanon
 from duckanon import (AlphaLDiversityKAnonymity, Hierarchy, HierarchyError, KAnonymity, Personalization, Policy,
                       PolicyError, TopDownPartitioning)
 from duckanon import datasets
-from duckanon import sqlbuild as sb
-from duckanon.distance import RecordSpace
-from duckanon.personalized import (average_recognition_rate, recognition_rate_query, sensitive_loss,
+from duckanon.sqlgen import build as sb
+from duckanon.cluster.distance import RecordSpace
+from duckanon.cluster.personalized import (average_recognition_rate, recognition_rate_query, sensitive_loss,
                                    sensitive_loss_query, top_down_partition)
 
 QI = ["Gender", "Age", "Zip code"]

@@ -16,11 +16,11 @@ from hypothesis import strategies as st
 from sqlglot.errors import ErrorLevel
 
 import duckanon
-from duckanon.release import read_release_info
+from duckanon.release.files import read_release_info
 from duckanon import AdditiveNoise, AnonymizationError, EmpiricalSynthesis, PolicyError, RandomizedResponse
-from duckanon import perturbation
-from duckanon import sqlbuild as sb
-from duckanon.perturbation import KEYS, reassociate_by_rank, stable_argsort
+from duckanon.perturb import perturbation
+from duckanon.sqlgen import build as sb
+from duckanon.perturb.perturbation import KEYS, reassociate_by_rank, stable_argsort
 
 
 def read(path, table="release") -> pd.DataFrame:

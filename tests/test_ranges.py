@@ -16,8 +16,8 @@ from sqlglot import ErrorLevel, exp
 import duckanon
 from duckanon import (AnonymizationError, Hierarchy, KAnonymity, Policy, PolicyError, SemiSupervisedClustering,
                       TopDownPartitioning)
-from duckanon import sqlbuild as sb
-from duckanon.generalization import LEAF_LABEL, LEAF_VALUE, SOURCE, FullDomainGeneralization, level_expressions
+from duckanon.sqlgen import build as sb
+from duckanon.recode.generalization import LEAF_LABEL, LEAF_VALUE, SOURCE, FullDomainGeneralization, level_expressions
 
 CLOSED = re.compile(r"^\[(-?[0-9.]+), (-?[0-9.]+)\]$")
 
@@ -256,7 +256,7 @@ def test_verification_refuses_bounds_narrower_than_the_node(con, people, tmp_pat
 
 
 def test_verification_refuses_bounds_a_range_does_not_show(con, measures, tmp_path, monkeypatch):
-    import duckanon.recoding as recoding
+    import duckanon.recode.recoding as recoding
     faithful = recoding.range_relation
     monkeypatch.setattr(recoding, "range_relation", lambda rows, label, low, high: faithful(rows, label, low, low))
     policy = Policy(quasi_identifiers={"age": None}, models=[KAnonymity(5)], insensitive=["id"],

@@ -9,8 +9,8 @@ from sqlglot import ErrorLevel, exp
 
 import duckanon
 from duckanon import DistinctLDiversity, Hierarchy, KAnonymity, Policy, PolicyError
-from duckanon import sqlbuild as sb
-from duckanon.recoding import RECORD, Assignment, PartitionMap, numbered
+from duckanon.sqlgen import build as sb
+from duckanon.recode.recoding import RECORD, Assignment, PartitionMap, numbered
 
 COLOR = Hierarchy.from_lists([["red", "warm", "*"], ["orange", "warm", "*"], ["blue", "cold", "*"],
                               ["green", "cold", "*"]], name="color")

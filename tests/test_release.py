@@ -16,7 +16,7 @@ import duckanon
 from duckanon import DistinctLDiversity, Hierarchy, KAnonymity, Policy, PolicyNotSatisfied
 from adult_files import arx_map
 from duckanon.datasets import adult_hierarchy_dir, load_adult
-from duckanon.generalization import generalize
+from duckanon.recode.generalization import generalize
 
 QUASI = ["sex", "age", "race", "marital-status", "education", "native-country", "workclass", "occupation"]
 LEVELS = {"sex": 0, "age": 2, "race": 1, "marital-status": 1, "education": 2, "native-country": 2,
@@ -156,7 +156,7 @@ def test_failed_publish_keeps_the_earlier_release_and_leaves_nothing(adult_con, 
 
 
 def test_failure_while_writing_leaves_no_partial_file(adult_con, adult_policy, tmp_path, monkeypatch):
-    import duckanon.anonymizer as anonymizer
+    import duckanon.session as anonymizer
 
     def broken(*args, **kwargs):
         raise RuntimeError("disk on fire")

@@ -19,7 +19,7 @@ import pytest
 
 import duckanon
 from duckanon import AnonymizationError, Hierarchy, KAnonymity, Policy
-from duckanon.release import INFO_COLUMNS, read_release_info
+from duckanon.release.files import INFO_COLUMNS, read_release_info
 
 PEOPLE = pd.DataFrame({"name": [f"person {i}" for i in range(400)], "age": [20 + i % 40 for i in range(400)],
                        "disease": [["flu", "cold", "asthma"][i % 3] for i in range(400)]})
@@ -209,7 +209,7 @@ def test_a_directory_target_is_one_clear_error(tmp_path, frame_anon):
 
 @pytest.mark.parametrize("name", ["r.parquet", "r.csv", "r.duckdb"])
 def test_a_failed_verification_leaves_the_earlier_release_and_no_partial(tmp_path, frame_anon, name, monkeypatch):
-    import duckanon.anonymizer as anonymizer
+    import duckanon.session as anonymizer
 
     target = tmp_path / name
     frame_anon.publish("frame", POLICY, {"age": 1}, target, table="people")
@@ -323,7 +323,7 @@ def test_release_info_is_typed_complete_and_computed_right(tmp_path, frame_anon)
 
 
 def test_release_info_refuses_a_seed():
-    from duckanon.release import ReleaseInfo
+    from duckanon.release.files import ReleaseInfo
 
     with pytest.raises(AnonymizationError, match="seed"):
         ReleaseInfo(kind="clustering", source_records=1, transformation={"method": "x", "seed": 7})
@@ -359,7 +359,7 @@ def test_a_release_that_fails_its_check_raises_the_check_error_and_the_cli_exits
                                                                                    monkeypatch):
     from duckanon import ReleaseCheckFailed
     from duckanon.cli import exit_code
-    from duckanon.generalization import FullDomainGeneralization
+    from duckanon.recode.generalization import FullDomainGeneralization
 
     # The check finds something wrong with the written bounds: it fails as its own kind of error.
     monkeypatch.setattr(FullDomainGeneralization, "range_problems",

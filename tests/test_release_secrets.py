@@ -15,7 +15,7 @@ import duckanon
 from duckanon import (MDAV, AdditiveNoise, AlphaKAnonymity, AlphaLDiversityKAnonymity, EmpiricalSynthesis, Hierarchy,
                       KAnonymity, Personalization, Policy, RandomizedResponse, SemiSupervisedClustering,
                       TopDownPartitioning)
-from duckanon.release import INFO_TABLE
+from duckanon.release.files import INFO_TABLE
 
 SEED = 918_273_645  # distinctive: its digits appear nowhere else by chance
 N = 400

@@ -36,8 +36,8 @@ from duckanon import (
     TCloseness,
 )
 from duckanon.datasets import adult_hierarchy_dir, load_adult
-from duckanon.metrics import metric_names
-from duckanon.search import ExhaustiveSearch, OptimalSearch, SamaratiSearch, solution_space, tag_by_paths
+from duckanon.utility.metrics import metric_names
+from duckanon.search.strategies import ExhaustiveSearch, OptimalSearch, SamaratiSearch, solution_space, tag_by_paths
 
 METRICS = ["loss", "dm", "ncp", "non-uniform-entropy", "average-class-size", "entropy-loss", "mi-loss"]
 LABEL = "y"
@@ -379,7 +379,7 @@ def test_adult_optimal_checks_fewer_nodes(adult):
 def test_snapshots_change_no_result(adult, monkeypatch):
     """Evaluating from snapshots (tables grouped at an evaluated node, used above 100,000 rows) gives every node the
     same result as evaluating from the frequency table; forced on here for Adult's few thousand rows."""
-    from duckanon import search
+    from duckanon.search.strategies import strategies as search
 
     if not all(hasattr(search, name) for name in ("SNAPSHOT_SOURCE_ROWS", "SNAPSHOT_REDUCTION")):
         pytest.skip("search.py no longer has snapshot thresholds")

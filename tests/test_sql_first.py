@@ -22,9 +22,9 @@ import pytest
 import duckanon
 from duckanon import (AlphaKAnonymity, AlphaLDiversityKAnonymity, DistinctLDiversity, EntropyLDiversity, Hierarchy,
                       KAnonymity, Policy, PSensitiveKAnonymity, RecursiveCLDiversity, TCloseness)
-from duckanon.anonymizer import POLICY_TABLES
+from duckanon.session import POLICY_TABLES
 from duckanon.errors import PolicyError
-from duckanon.models import MODELS, model_from_params
+from duckanon.privacy.models import MODELS, model_from_params
 from test_sql_macros import DUCKDB_SHELL, MACROS, parse_json_results, sql_list, sql_str
 
 CATALOG = MACROS.with_name("duckanon_catalog.sql")

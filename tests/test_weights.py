@@ -1,4 +1,4 @@
-"""Attribute weights (duckanon.weights) against pandas/numpy on Adult, hand-computed tables, bad input and hostile
+"""Attribute weights (duckanon.utility.weights) against pandas/numpy on Adult, hand-computed tables, bad input and hostile
 column names."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 from sqlglot import exp
 
-from duckanon import sqlbuild as sb
+from duckanon.sqlgen import build as sb
 from duckanon.datasets import load_adult
 from duckanon.errors import AnonymizationError, PolicyError
-from duckanon.weights import KINDS, attribute_weights
+from duckanon.utility.weights import KINDS, attribute_weights
 
 ADULT_ATTRIBUTES = ["age", "education-num", "capital-gain", "hours-per-week", "race", "relationship", "workclass",
                     "native-country", "marital-status", "occupation", "sex"]

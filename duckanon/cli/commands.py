@@ -10,16 +10,16 @@ from pathlib import Path
 
 from sqlglot import exp
 
-from .. import sqlbuild as sb
-from ..anonymizer import Anonymizer, connect
-from ..clustering import SemiSupervisedClustering
+from ..sqlgen import build as sb
+from ..session import Anonymizer, connect
+from ..cluster.semisupervised import SemiSupervisedClustering
 from ..errors import AnonymizationError
-from ..hierarchy import Hierarchy
-from ..microaggregation import MDAV
-from ..perturbation import AdditiveNoise, EmpiricalSynthesis, RandomizedResponse
-from ..personalized import Personalization, TopDownPartitioning
-from ..policy import Policy
-from ..release import release_format
+from ..declare.hierarchy import Hierarchy
+from ..cluster.mdav import MDAV
+from ..perturb.perturbation import AdditiveNoise, EmpiricalSynthesis, RandomizedResponse
+from ..cluster.personalized import Personalization, TopDownPartitioning
+from ..declare.policy import Policy
+from ..release.files import release_format
 from . import policy_options
 from .console import Console
 from .parser import EXIT_NOT_MET as NOT_MET, EXIT_OK as OK

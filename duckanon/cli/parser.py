@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-from importlib import metadata
 from pathlib import Path
 
-from ..metrics import metric_names
-from ..search import STRATEGIES
+from .._version import version
+from ..utility.metrics import metric_names
+from ..search.strategies import STRATEGIES
 from . import values
 
 FORMATS = ("duckdb", "parquet", "csv")
@@ -221,14 +221,6 @@ def _hierarchy_command(commands, name: str, help_text: str) -> Parser:
     target.add_argument("--into", type=Path, metavar="DATABASE",
                         help="store it in a DuckDB database file as table anon.hierarchy_<name>")
     return parser
-
-
-def version() -> str:
-    try:
-        return metadata.version("duckanon")
-    except metadata.PackageNotFoundError:  # a source tree that was never installed
-        from .. import __version__
-        return __version__
 
 
 def build_parser() -> Parser:

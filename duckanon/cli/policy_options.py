@@ -6,12 +6,12 @@ import argparse
 from pathlib import Path
 
 from .. import datasets
-from ..anonymizer import Anonymizer
+from ..session import Anonymizer
 from ..errors import AnonymizationError
-from ..hierarchy import Hierarchy
-from ..models import (AlphaKAnonymity, AlphaLDiversityKAnonymity, DistinctLDiversity, EntropyLDiversity, KAnonymity,
+from ..declare.hierarchy import Hierarchy
+from ..privacy.models import (AlphaKAnonymity, AlphaLDiversityKAnonymity, DistinctLDiversity, EntropyLDiversity, KAnonymity,
                       PrivacyModel, PSensitiveKAnonymity, RecursiveCLDiversity, TCloseness)
-from ..policy import Policy
+from ..declare.policy import Policy
 
 BUNDLED_K = 5
 BUNDLED_SUPPRESSION_LIMIT = 0.05

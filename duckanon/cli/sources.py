@@ -14,10 +14,10 @@ import duckdb
 from sqlglot import exp
 
 from .. import datasets
-from .. import sqlbuild as sb
-from ..anonymizer import FILE_READERS, source_relation
+from ..sqlgen import build as sb
+from ..session import FILE_READERS, source_relation
 from ..errors import AnonymizationError
-from ..hierarchy import SCHEMA
+from ..declare.hierarchy import SCHEMA
 
 BUNDLED_TABLE = "adult"
 ATTACHED = "source"  # the catalog name the source database is attached under

@@ -1,0 +1,1 @@
+"""Declaring: hierarchies, policies, column roles, label notation and parameter checks."""

@@ -1,0 +1,116 @@
+"""A privacy policy: which columns play which role, and the privacy models the release must satisfy.
+
+Roles: identifiers are dropped; quasi-identifiers are generalized along their hierarchy (or, given None instead of a
+hierarchy, only by partitioning algorithms such as Mondrian, which cut numbers on their value and categories along an
+order and need no hierarchy; full-domain generalization rejects them); sensitive attributes are
+protected by the models that name them and released as they are; insensitive attributes are released as they are.
+Every column of the source must have a role, unless ``others`` says what to do with the rest: a column nobody
+classified is the commonest way personal data leaks.
+
+Policies are data: :meth:`Policy.to_rows` and :meth:`Policy.from_rows` give the rows the anonymizer stores in
+``anon.policy_columns`` and ``anon.policy_models``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from ..errors import PolicyError
+from .hierarchy import Hierarchy
+from ..privacy.models import PrivacyModel, model_from_params, sensitive_attributes
+from .roles import IDENTIFIER, assign_roles, check_others, released_columns
+
+SUPPRESSION_MODES = ("replace", "drop")
+SUPPRESSED = "*"
+
+
+@dataclass
+class Policy:
+    quasi_identifiers: Mapping[str, Hierarchy | str | None]
+    models: Sequence[PrivacyModel]
+    identifiers: Sequence[str] = ()
+    sensitive: Sequence[str] = ()
+    insensitive: Sequence[str] = ()
+    suppression: str = "replace"
+    # Share of records that may be suppressed; unset it is 0, or no cap beyond max_suppressed when that is given.
+    suppression_limit: float | None = None
+    others: str = "error"
+    max_suppressed: int | None = None
+    _roles: dict[str, str] = field(init=False, repr=False)
+
+    def __post_init__(self):
+        self.quasi_identifiers = dict(self.quasi_identifiers)
+        self.models = list(self.models)
+        self.identifiers, self.insensitive = list(self.identifiers), list(self.insensitive)
+        self.sensitive = list(self.sensitive) + [s for s in sensitive_attributes(self.models) if s not in self.sensitive]
+        if not self.quasi_identifiers:
+            raise PolicyError("a policy needs at least one quasi-identifier")
+        if not self.models:
+            raise PolicyError("a policy needs at least one privacy model (e.g. KAnonymity(5))")
+        bad = [m for m in self.models if not isinstance(m, PrivacyModel)]
+        if bad:
+            raise PolicyError(f"not privacy models: {bad!r}")
+        if self.suppression not in SUPPRESSION_MODES:
+            raise PolicyError(f"suppression must be one of {SUPPRESSION_MODES}, got {self.suppression!r}")
+        check_others(self.others)
+        if self.suppression_limit is None:
+            self.suppression_limit = 1.0 if self.max_suppressed is not None else 0.0
+        limit = self.suppression_limit
+        if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not 0 <= limit <= 1:
+            raise PolicyError(f"suppression_limit must be a share of records in [0, 1], got {limit!r}")
+        if self.max_suppressed is not None and (isinstance(self.max_suppressed, bool) or not isinstance(
+                self.max_suppressed, int) or self.max_suppressed < 0):
+            raise PolicyError(f"max_suppressed must be a whole number of records >= 0, got {self.max_suppressed!r}")
+        self._roles = assign_roles((
+            (IDENTIFIER, self.identifiers), ("quasi-identifier", self.quasi_identifiers),
+            ("sensitive", self.sensitive), ("insensitive", self.insensitive)), repeatable=["sensitive"])
+        for model in self.models:
+            if model.sensitive is not None and self._roles.get(model.sensitive) != "sensitive":
+                raise PolicyError(f"{model.name} protects {model.sensitive!r}, which is a {self._roles[model.sensitive]}")
+
+    def allowed_suppressed(self, records: int) -> int:
+        """How many records may be suppressed: the share limit, capped by ``max_suppressed`` (seed 002's MaxSup)."""
+        allowed = int(self.suppression_limit * records + 1e-9)
+        return allowed if self.max_suppressed is None else min(allowed, self.max_suppressed)
+
+    @property
+    def quasi_identifier_names(self) -> list[str]:
+        return list(self.quasi_identifiers)
+
+    def role(self, column: str) -> str | None:
+        return self._roles.get(column)
+
+    def bind(self, columns: Sequence[str]) -> list[str]:
+        """Check the policy against the source's columns; return the columns the release keeps, in source order."""
+        return released_columns(self._roles, columns, self.others, owner="the policy",
+                                role_names="identifiers, quasi_identifiers, sensitive, insensitive")
+
+    # ------------------------------------------------------------ stored as data
+    def to_rows(self, hierarchy_tables: Mapping[str, str]) -> tuple[list[tuple], list[tuple], dict]:
+        """(column rows, model rows, settings) with hierarchies referred to by their table names."""
+        columns = [(c, self._roles[c], hierarchy_tables.get(c)) for c in self._roles]
+        models = [(i, m.name, m.sensitive, json.dumps(m.params(), default=str)) for i, m in enumerate(self.models)]
+        settings = {"suppression": self.suppression, "suppression_limit": self.suppression_limit, "others": self.others,
+                    "max_suppressed": self.max_suppressed}
+        return columns, models, settings
+
+    @classmethod
+    def from_rows(cls, columns: Iterable[tuple], models: Iterable[tuple], settings: Mapping,
+                  hierarchies: Mapping[str, Hierarchy]) -> Policy:
+        by_role: dict[str, list[str]] = {}
+        quasi: dict[str, Hierarchy | None] = {}
+        for column, role, _table in columns:
+            if role == "quasi-identifier":
+                quasi[column] = hierarchies.get(column)  # None: a quasi-identifier stored without a hierarchy
+            else:
+                by_role.setdefault(role, []).append(column)
+        rebuilt = [model_from_params(name, json.loads(params)) for _i, name, _s, params in sorted(models)]
+        return cls(quasi_identifiers=quasi, models=rebuilt, identifiers=by_role.get("identifier", []),
+                   sensitive=by_role.get("sensitive", []), insensitive=by_role.get("insensitive", []),
+                   suppression=settings["suppression"], suppression_limit=float(settings["suppression_limit"]),
+                   others=settings["others"], max_suppressed=settings.get("max_suppressed"))
+
+    def describe(self) -> str:
+        return "; ".join(m.describe() for m in self.models)

@@ -1,0 +1,81 @@
+"""Equivalence classes as a relation that privacy models and risk measures query.
+
+A :class:`Classes` is any relation whose rows are records (or counts of records) and a list of key columns that group
+them into equivalence classes: the frequency table of a transformation's level codes, a generalized table, or a
+published release.  Models never see which: they read the normalized projection :meth:`Classes.normalized`, whose
+columns are named by us (``__k0`` …, ``__value``, ``__n``) so a user's column name can never collide with ours.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from ..sqlgen import build as sb
+
+WEIGHT = "__n"
+VALUE = "__value"
+SIZE = "__size"
+VIOLATED = "__violated"
+
+
+def key_name(i: int) -> str:
+    return f"__k{i}"
+
+
+@dataclass(frozen=True)
+class Classes:
+    relation: exp.Expression
+    keys: tuple[str, ...]
+    weight: str | None = None
+    carry: tuple[str, ...] = ()  # further columns passed through the normalized projection under their own names
+    # How many leading keys tell apart tables whose classes are evaluated together (a search's lattice nodes): models
+    # that compare a class with its whole table compare it with the records of its own table.
+    table_keys: int = 0
+
+    @classmethod
+    def of(cls, relation: exp.Expression, keys: Sequence[str], weight: str | None = None,
+           carry: Sequence[str] = (), table_keys: int = 0) -> Classes:
+        return cls(relation, tuple(keys), weight, tuple(carry), table_keys)
+
+    @property
+    def key_columns(self) -> list[str]:
+        return [key_name(i) for i in range(len(self.keys))]
+
+    def keys_of(self, alias: str | None = None) -> list[exp.Column]:
+        return [sb.col(k, alias) for k in self.key_columns]
+
+    def table_keys_of(self, alias: str | None = None) -> list[exp.Column]:
+        """The keys that name a class's table (none when all classes form one table)."""
+        return self.keys_of(alias)[:self.table_keys]
+
+    def normalized(self, sensitive: str | None = None) -> exp.Select:
+        """``__k0 … , [__value,] __n[, carried…]``: one row per input row."""
+        weight = sb.col(self.weight) if self.weight else sb.lit(1)
+        columns = [sb.col(k).as_(key_name(i), quoted=True) for i, k in enumerate(self.keys)]
+        if sensitive is not None:
+            columns.append(sb.col(sensitive).as_(VALUE, quoted=True))
+        columns.append(weight.as_(WEIGHT, quoted=True))
+        columns.extend(sb.col(c) for c in self.carry)
+        return exp.select(*columns).from_(self.source("src"))
+
+    def source(self, alias: str) -> exp.Expression:
+        """The relation under ``alias``, to select from."""
+        if isinstance(self.relation, exp.Query):
+            return self.relation.subquery(alias)
+        return exp.alias_(self.relation, alias, quoted=True)
+
+    def sizes(self) -> exp.Select:
+        """``__k… , __size``: one row per class."""
+        size = exp.cast(exp.func("SUM", sb.col(WEIGHT)), exp.DataType.build("BIGINT"))
+        return (exp.select(*self.keys_of(), size.as_(SIZE, quoted=True))
+                .from_(self.normalized().subquery("records"))
+                .group_by(*self.keys_of()))
+
+    def cells(self, sensitive: str) -> exp.Select:
+        """``__k… , __value, __n``: records per class and sensitive value."""
+        return (exp.select(*self.keys_of(), sb.col(VALUE), exp.func("SUM", sb.col(WEIGHT)).as_(WEIGHT, quoted=True))
+                .from_(self.normalized(sensitive).subquery("records"))
+                .group_by(*self.keys_of(), sb.col(VALUE)))

@@ -1,0 +1,1 @@
+"""Partitioning: Mondrian's cuts computed in SQL."""

@@ -1,0 +1,1 @@
+"""Perturbation: seed 004's empirical synthesis and the noise baselines."""

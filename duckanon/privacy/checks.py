@@ -1,0 +1,291 @@
+"""Evaluating privacy models over equivalence classes, and the prosecutor risk of a set of classes.
+
+:func:`class_verdicts` is the one query every check runs: per class its size, whether each model is violated, and
+whether any is.  Size-only models fold into the size aggregation; every other model adds one UNION ALL branch, and a
+single GROUP BY merges the branches, so no join is needed however many models a policy has.
+
+When suppressed records are dropped, :func:`settle_drops` turns those verdicts into drop mode's fixed point; checks,
+searches and publishing all suppress what it says.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import duckdb
+import pandas as pd
+from sqlglot import exp
+
+from ..sqlgen import build as sb
+from ..encode.classes import SIZE, VIOLATED, WEIGHT, Classes, key_name
+from .models import PrivacyModel
+
+
+_serial = itertools.count()
+ROUND = "__round"
+
+
+def verdict_column(i: int) -> str:
+    return f"__v{i}"
+
+
+def class_verdicts(classes: Classes, models: Sequence[PrivacyModel],
+                   sums: Mapping[str, exp.Expression] | None = None) -> exp.Select:
+    """``__k…, __size, [sums…,] __v0 … __vm, __violated``: one row per class.
+
+    ``sums`` names expressions over the normalized records (weight ``__n`` and carried columns) to be summed per
+    class alongside the size, e.g. the records' metric costs."""
+    sums = dict(sums or {})
+    size_type, flag_type, sum_type = (exp.DataType.build(t) for t in ("BIGINT", "BOOLEAN", "DOUBLE"))
+    null_flag = exp.cast(exp.Null(), flag_type)
+
+    def flags(values: dict[int, exp.Expression]) -> list[exp.Expression]:
+        return [values.get(i, null_flag).as_(verdict_column(i), quoted=True) for i in range(len(models))]
+
+    def null_sums() -> list[exp.Expression]:
+        return [exp.cast(exp.Null(), sum_type).as_(name, quoted=True) for name in sums]
+
+    size = exp.func("SUM", sb.col(WEIGHT))
+    size_flags = {i: p for i, m in enumerate(models) if (p := m.size_violation(size)) is not None}
+    branches: list[exp.Select] = [
+        exp.select(*classes.keys_of(), exp.cast(size, size_type).as_(SIZE, quoted=True),
+                   *[exp.cast(exp.func("SUM", e), sum_type).as_(name, quoted=True) for name, e in sums.items()],
+                   *flags(size_flags))
+        .from_(classes.normalized().subquery("records")).group_by(*classes.keys_of())
+    ]
+    for i, model in enumerate(models):
+        verdicts = model.class_violations(classes)
+        if verdicts is not None:
+            branches.append(exp.select(*classes.keys_of("m"), exp.cast(exp.Null(), size_type).as_(SIZE, quoted=True),
+                                       *null_sums(), *flags({i: sb.col(VIOLATED, "m")}))
+                            .from_(verdicts.subquery("m")))
+    if len(branches) == 1:
+        # Size-only models: the one aggregation already has a row per class.
+        size_only = branches[0]
+        size_only.select(sb.or_all(p.copy() for p in size_flags.values()).as_(VIOLATED, quoted=True), copy=False)
+        return size_only
+    union = branches[0]
+    for branch in branches[1:]:
+        union = exp.union(union, branch, distinct=False, copy=False)  # branches are fresh: copying is quadratic
+    merged_flags = [exp.func("COALESCE", exp.func("BOOL_OR", sb.col(verdict_column(i))), exp.false())
+                    for i in range(len(models))]
+    return (exp.select(*classes.keys_of(), exp.func("MAX", sb.col(SIZE)).as_(SIZE, quoted=True),
+                       *[exp.func("MAX", sb.col(name)).as_(name, quoted=True) for name in sums],
+                       *[f.as_(verdict_column(i), quoted=True) for i, f in enumerate(merged_flags)],
+                       sb.or_all(merged_flags).as_(VIOLATED, quoted=True))
+            .from_(union.subquery("branches")).group_by(*classes.keys_of()))
+
+
+def settle_drops(con: duckdb.DuckDBPyConnection, classes: Classes, models: Sequence[PrivacyModel],
+                 verdicts: exp.Table) -> int:
+    """Drop mode's fixed point, in place on ``verdicts`` (a table of :func:`class_verdicts` of ``classes`` and
+    ``models``); returns the records it adds to the violating classes.  See :class:`DropFixedPoint`."""
+    return DropFixedPoint(classes, models, verdicts).settle(con)
+
+
+class DropFixedPoint:
+    """Drop mode's fixed point of the class verdicts in table ``verdicts``, its statements built once.
+
+    Dropped records leave the table, so a model that compares a class with its whole table
+    (:attr:`~duckanon.privacy.models.PrivacyModel.compares_with_table`) must compare with the records kept: they are what the
+    release's recipient, and its verification, see.  So the kept classes are checked again against the kept records,
+    those that violate now are dropped too, and so on until none does.  The kept records only shrink, so this ends.
+    Each table of ``classes`` (:attr:`~duckanon.encode.classes.Classes.table_keys`) settles on its own, and a round checks
+    only the tables that lost records in the round before: the others keep the records they were last checked with.
+    Class-local models cannot change their verdicts, so only the others are checked again."""
+
+    def __init__(self, classes: Classes, models: Sequence[PrivacyModel], verdicts: exp.Table):
+        again = [i for i, model in enumerate(models) if model.compares_with_table]
+        self.needed = bool(again)
+        keys, flags = classes.key_columns, [verdict_column(i) for i in again]
+        # The dropped classes, with the round that dropped them (0: those violating to begin with).
+        dropped = sb.table(f"{verdicts.name}_dropped")
+        last = exp.select(exp.func("MAX", sb.col(ROUND))).from_(dropped).subquery()
+
+        def dropped_where(condition: exp.Expression, pairs) -> exp.Exists:
+            return exp.Exists(this=exp.select(sb.lit(1)).from_(exp.alias_(dropped, "d", quoted=True)).where(
+                exp.and_(condition, *[exp.NullSafeEQ(this=sb.col(key, "r"), expression=sb.col(k, "d"))
+                                      for key, k in pairs])))
+
+        pairs = list(zip(classes.keys, keys))
+        kept = (exp.select(exp.Column(this=exp.Star(), table=sb.ident("r"))).from_(classes.source("r"))
+                .where(exp.and_(dropped_where(exp.true(), pairs).not_(),
+                                dropped_where(sb.col(ROUND, "d").eq(last), pairs[:classes.table_keys]))))
+        remaining = Classes.of(kept, classes.keys, classes.weight, table_keys=classes.table_keys)
+        now = class_verdicts(remaining, [models[i] for i in again]).subquery("now")
+        self.start = sb.to_sql(sb.create_table_as(dropped, exp.select(
+            *[sb.col(c) for c in [*keys, *flags]], sb.lit(0).as_(ROUND, quoted=True)).from_(verdicts)
+            .where(sb.col(VIOLATED)), temporary=True))
+        self.round = sb.to_sql(exp.insert(exp.select(
+            *[sb.col(k, "now") for k in keys], *[sb.col(verdict_column(j), "now") for j in range(len(again))],
+            last.copy() + sb.lit(1)).from_(now).where(sb.col(VIOLATED, "now")), dropped))
+        self.mark = sb.to_sql(exp.update(
+            verdicts, {VIOLATED: exp.true(), **{f: sb.col(f, "d") for f in flags}},
+            from_=exp.From(this=exp.alias_(dropped, "d", quoted=True)),
+            where=exp.and_(sb.col(ROUND, "d") > sb.lit(0), sb.null_safe_join(verdicts.name, "d", keys))))
+        self.finish = sb.to_sql(sb.drop("TABLE", dropped))
+        self.held = sb.to_sql(exp.select(exp.func("COALESCE", exp.func("SUM", sb.col(SIZE)), sb.lit(0)))
+                              .from_(verdicts).where(sb.col(VIOLATED)))
+
+    def settle(self, con: duckdb.DuckDBPyConnection) -> int:
+        """Settle the table; the records this adds to the violating classes."""
+        if not self.needed:
+            return 0
+        before = con.execute(self.held).fetchall()[0][0]
+        con.execute(self.start)
+        try:
+            while con.execute(self.round).fetchall()[0][0]:
+                pass
+            con.execute(self.mark)
+        finally:
+            con.execute(self.finish)
+        return int(con.execute(self.held).fetchall()[0][0] - before)
+
+
+def suppressed_class_violates(con: duckdb.DuckDBPyConnection, classes: Classes,
+                              models: Sequence[PrivacyModel]) -> bool:
+    """Whether the records of the violating classes, replaced by one class of their own (every quasi-identifier
+    ``*``, as replacement suppression publishes them), violate the models.  Every record stays in the table, so
+    models that compare with the whole table (t-closeness) see the same table as before."""
+    verdicts = class_verdicts(classes, models).subquery("v")
+    flag = sb.col(VIOLATED, "v")
+    starred_keys = [f"__starred{i}" for i in range(len(classes.keys))]
+    starred = (exp.select(exp.Column(this=exp.Star(), table=sb.ident("r")), *[
+        exp.Case().when(flag, exp.Null()).else_(sb.col(key, "r")).as_(name, quoted=True)
+        for key, name in zip(classes.keys, starred_keys)], flag.as_("__starred", quoted=True))
+        .from_(classes.source("r"))
+        .join(verdicts, on=sb.and_all(exp.NullSafeEQ(this=sb.col(key, "r"), expression=sb.col(k, "v"))
+                                      for key, k in zip(classes.keys, classes.key_columns))))
+    after = Classes.of(starred, [*starred_keys, "__starred"], classes.weight, classes.carry)
+    star = class_verdicts(after, models).subquery("s")
+    rows = sb.fetch_rows(con, exp.select(sb.col(VIOLATED)).from_(star).where(sb.col(key_name(len(starred_keys)))))
+    return bool(rows and rows[0][0])
+
+
+@dataclass
+class CheckReport:
+    """How a set of classes fares under a policy's models."""
+
+    records: int
+    classes: int
+    smallest_class: int
+    violating_classes: int
+    violating_records: int
+    allowed_suppressed: int
+    per_model: pd.DataFrame
+    violations: pd.DataFrame
+    # Drop mode: of the violating records, those in classes that violate only against the records kept once the
+    # others are dropped (models that compare with the whole table; see settle_drops).
+    cascaded_records: int = 0
+
+    @property
+    def satisfied(self) -> bool:
+        """True when no class violates the policy."""
+        return self.violating_classes == 0
+
+    @property
+    def within_limit(self) -> bool:
+        """True when suppressing every violating class stays within the suppression limit."""
+        return self.violating_records <= self.allowed_suppressed
+
+    def summary(self) -> str:
+        share = f"{self.violating_records / self.records:.2%}"
+        cascaded = (f", {self.cascaded_records} of them in classes that violate only against the records left once "
+                    f"the others are dropped" if self.cascaded_records else "")
+        verdict = "holds" if self.satisfied else (
+            f"holds after suppressing {self.violating_records} records in {self.violating_classes} classes "
+            f"({share}{cascaded})" if self.within_limit else
+            f"fails: {self.violating_records} records in {self.violating_classes} classes violate it "
+            f"({share}{cascaded}; at most {self.allowed_suppressed} may be suppressed)")
+        return f"{self.records} records in {self.classes} classes (smallest {self.smallest_class}); the policy {verdict}"
+
+
+def check(con: duckdb.DuckDBPyConnection, classes: Classes, models: Sequence[PrivacyModel], *,
+          key_names: Sequence[str], allowed_suppressed: int = 0, most_violations: int = 1000,
+          drop: bool = False) -> CheckReport:
+    """How ``classes`` fare under ``models``.  ``drop``: suppressed records are dropped, not kept as replaced ones, so
+    the violating classes are those of drop mode's fixed point (:func:`settle_drops`)."""
+    # The verdicts feed both the totals and the listing: computed once into a temporary table.
+    verdicts = sb.table(f"__duckanon_verdicts_{next(_serial)}")
+    sb.run(con, sb.create_table_as(verdicts, class_verdicts(classes, models), temporary=True))
+    try:
+        return verdict_report(con, verdicts, classes, models, key_names=key_names,
+                              allowed_suppressed=allowed_suppressed, most_violations=most_violations, drop=drop)
+    finally:
+        sb.run(con, sb.drop("TABLE", verdicts))
+
+
+def verdict_report(con: duckdb.DuckDBPyConnection, verdicts: exp.Table, classes: Classes,
+                   models: Sequence[PrivacyModel], *, key_names: Sequence[str], allowed_suppressed: int = 0,
+                   most_violations: int = 1000, drop: bool = False) -> CheckReport:
+    """The :class:`CheckReport` of ``verdicts``, a table of :func:`class_verdicts` of ``classes`` and ``models``; with
+    ``drop`` the table is first settled in place (:func:`settle_drops`), so it then marks what drop mode suppresses."""
+    cascaded = settle_drops(con, classes, models, verdicts) if drop else 0
+    size, violated = sb.col(SIZE), sb.col(VIOLATED)
+
+    def records_where(condition: exp.Expression) -> exp.Expression:
+        return exp.func("COALESCE", exp.func("SUM", exp.Case().when(condition, size)), sb.lit(0))
+
+    totals = exp.select(
+        exp.func("COALESCE", exp.func("SUM", size), sb.lit(0)), exp.func("COUNT", exp.Star()),
+        exp.func("COALESCE", exp.func("MIN", size), sb.lit(0)),
+        exp.func("COUNT", exp.Case().when(violated, sb.lit(1))), records_where(violated),
+        *[records_where(sb.col(verdict_column(i))) for i in range(len(models))],
+        *[exp.func("COUNT", exp.Case().when(sb.col(verdict_column(i)), sb.lit(1))) for i in range(len(models))],
+    ).from_(verdicts)
+    row = sb.fetch_rows(con, totals)[0]
+    records, n_classes, smallest, bad_classes, bad_records = (int(v) for v in row[:5])
+    m = len(models)
+    per_model = pd.DataFrame({
+        "model": [model.describe() for model in models],
+        "violating_classes": [int(v) for v in row[5 + m:5 + 2 * m]],
+        "violating_records": [int(v) for v in row[5:5 + m]],
+    })
+    keys = [sb.col(k).as_(name, quoted=True) for k, name in zip(classes.key_columns, key_names)]
+    listing = (exp.select(*keys, size.as_("size"),
+                          *[sb.col(verdict_column(i)).as_(model.describe(), quoted=True) for i, model in enumerate(models)])
+               .from_(verdicts).where(violated).order_by(size, *[sb.col(k) for k in classes.key_columns])
+               .limit(most_violations))
+    return CheckReport(records=records, classes=n_classes, smallest_class=smallest, violating_classes=bad_classes,
+                       violating_records=bad_records, allowed_suppressed=allowed_suppressed, per_model=per_model,
+                       violations=sb.fetch_df(con, listing), cascaded_records=cascaded)
+
+
+@dataclass
+class RiskReport:
+    """Prosecutor re-identification risk: an attacker who knows a target is in the data picks among its class."""
+
+    records: int
+    classes: int
+    highest_risk: float
+    average_risk: float
+    threshold: int
+    records_below_threshold: int
+    histogram: pd.DataFrame
+
+    @property
+    def share_below_threshold(self) -> float:
+        return self.records_below_threshold / self.records if self.records else 0.0
+
+
+def risk(con: duckdb.DuckDBPyConnection, classes: Classes, *, threshold: int = 5) -> RiskReport:
+    sizes = classes.sizes().subquery("sizes")
+    size = sb.col(SIZE)
+    totals = exp.select(
+        exp.func("SUM", size), exp.func("COUNT", exp.Star()), exp.func("MIN", size),
+        exp.func("COALESCE", exp.func("SUM", exp.Case().when(size < sb.lit(threshold), size)), sb.lit(0)),
+    ).from_(sizes)
+    records, n_classes, smallest, below = sb.fetch_rows(con, totals)[0]
+    histogram = (exp.select(size.as_("class_size"), exp.func("COUNT", exp.Star()).as_("classes"),
+                            exp.func("SUM", size).as_("records"))
+                 .from_(sizes).group_by(size).order_by(size))
+    records = int(records or 0)
+    return RiskReport(
+        records=records, classes=int(n_classes), threshold=threshold, records_below_threshold=int(below),
+        # A record in a class of size s is re-identified with probability 1/s; averaged over records that is
+        # classes/records.
+        highest_risk=1.0 / smallest if smallest else 0.0,
+        average_risk=n_classes / records if records else 0.0,
+        histogram=sb.fetch_df(con, histogram))

@@ -1,0 +1,1 @@
+"""Transformations compiled to SQL: full-domain generalization, recoding by groups, typed bounds."""

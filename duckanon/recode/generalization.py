@@ -1,0 +1,239 @@
+"""Compiling generalizations to SQL.
+
+A quasi-identifier's value at a level is the ``level_j`` column of its hierarchy table, reached by one LEFT JOIN on
+the value's text form (NULL-safe, so a hierarchy row for NULL maps missing values), or a CASE expression for interval
+hierarchies.  Level 0 is the value's text itself.  Generalized columns are VARCHAR; a release adds typed bounds of
+generalized numbers (:meth:`Transformation.ranges`, :mod:`duckanon.recode.ranges`).
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import duckdb
+from sqlglot import exp
+
+from ..sqlgen import build as sb
+from ..errors import HierarchyError, PolicyError
+from ..declare.hierarchy import TOP, Hierarchy, _preview, level_column
+from .ranges import Ranges, column_types, is_numeric, range_relation, require_free
+
+SOURCE = "src"
+LEAF_LABEL, LEAF_VALUE = "__leaf_label", "__leaf_value"
+
+
+@dataclass(frozen=True)
+class BoundHierarchy:
+    """A quasi-identifier's hierarchy together with the DuckDB table it is stored in."""
+
+    column: str
+    hierarchy: Hierarchy
+    table: exp.Table
+
+    def allowed_values(self, level: int) -> set[str | None]:
+        """Every value a release may show for this attribute at ``level`` (level > 0): suppression and NULL too."""
+        return self.hierarchy.labels(level) | {TOP, None}
+
+
+def level_expressions(bound: BoundHierarchy, levels: Sequence[int], source: str, join_alias: str
+                      ) -> tuple[list[exp.Expression], exp.Join | None]:
+    """The attribute's value at each of ``levels`` as expressions over ``source``, and the join they need (if any)."""
+    value = sb.col(bound.column, source)
+    expressions: list[exp.Expression] = []
+    needs_join = False
+    for level in levels:
+        bound.hierarchy.check_level(level, bound.column)
+        if level == 0:
+            expressions.append(sb.as_text(value))
+        elif (compiled := bound.hierarchy.generalize_sql(value, level)) is not None:
+            expressions.append(compiled)
+        else:
+            expressions.append(sb.col(level_column(level), join_alias))
+            needs_join = True
+    join = None
+    if needs_join:
+        on = exp.NullSafeEQ(this=sb.col(level_column(0), join_alias), expression=sb.as_text(value))
+        join = exp.Join(this=exp.alias_(bound.table, join_alias, quoted=True), on=on, kind=None, side="LEFT")
+    return expressions, join
+
+
+def _from_source(source: exp.Expression) -> exp.Expression:
+    return exp.alias_(source, SOURCE, quoted=True) if isinstance(source, exp.Table) else source.subquery(SOURCE)
+
+
+def generalize(source: exp.Expression, columns: Sequence[str], bound: Mapping[str, BoundHierarchy],
+               levels: Mapping[str, int]) -> exp.Select:
+    """SELECT ``columns`` of ``source`` with each quasi-identifier generalized to its level."""
+    select = exp.select().from_(_from_source(source))
+    for i, column in enumerate(columns):
+        if column in bound:
+            (expression,), join = level_expressions(bound[column], [levels[column]], SOURCE, f"h{i}")
+            if join is not None:
+                select = select.join(join)
+            select = select.select(expression.as_(column, quoted=True))
+        else:
+            select = select.select(sb.col(column, SOURCE))
+    return select
+
+
+class Transformation(ABC):
+    """How a release recodes the quasi-identifiers: it compiles to a SELECT over the source.
+
+    Full-domain generalization (one level per attribute) is one; per-record partition or cluster maps of the
+    partitioning and clustering algorithms are others.  Suppression, checking and publishing do not care which.
+    """
+
+    @abstractmethod
+    def compile(self, source: exp.Expression, columns: Sequence[str],
+                hierarchies: Mapping[str, BoundHierarchy]) -> exp.Select:
+        """SELECT ``columns`` of ``source``, quasi-identifiers recoded (VARCHAR)."""
+
+    @abstractmethod
+    def allowed_values(self, attribute: str, bound: BoundHierarchy) -> set[str | None] | None:
+        """The values a release may show for ``attribute``, or None when the original values may show."""
+
+    @abstractmethod
+    def describe(self) -> dict:
+        """A JSON-able description for the release's metadata."""
+
+    def ranges(self, con: duckdb.DuckDBPyConnection, source: exp.Expression, columns: Sequence[str],
+               hierarchies: Mapping[str, BoundHierarchy], materialize: Callable[[exp.Expression], exp.Table]
+               ) -> Ranges:
+        """The bound columns of the numbers this transformation generalizes (:mod:`duckanon.recode.ranges`): per such
+        attribute, its labels and the bounds of what each stands for.  ``materialize`` turns a query into a
+        temporary table the caller drops.  By default there are none."""
+        return Ranges({})
+
+    def range_problems(self, attribute: str, bound: BoundHierarchy | None,
+                       rows: Sequence[tuple[str, object, object]]) -> list[str]:
+        """What is wrong with a written release's distinct (label, low, high) of ``attribute`` by this
+        transformation's definition of a label's bounds, computed apart from the SQL that wrote them."""
+        return []
+
+
+class FullDomainGeneralization(Transformation):
+    """Every value of an attribute generalized to the same level of its hierarchy."""
+
+    def __init__(self, levels: Mapping[str, int]):
+        self.levels = dict(levels)
+
+    def validate(self, hierarchies: Mapping[str, BoundHierarchy]) -> FullDomainGeneralization:
+        unknown = [a for a in self.levels if a not in hierarchies]
+        if unknown:
+            raise PolicyError(f"levels given for columns that are not quasi-identifiers: {unknown}")
+        missing = [a for a in hierarchies if a not in self.levels]
+        if missing:
+            raise PolicyError(f"no level given for quasi-identifiers {missing}")
+        for attribute, level in self.levels.items():
+            hierarchies[attribute].hierarchy.check_level(level, attribute)
+        return self
+
+    def compile(self, source, columns, hierarchies):
+        self.validate(hierarchies)
+        return generalize(source, columns, hierarchies, self.levels)
+
+    def allowed_values(self, attribute, bound):
+        level = self.levels[attribute]
+        return None if level == 0 else bound.allowed_values(level)
+
+    def describe(self):
+        return {"full-domain generalization": self.levels}
+
+    def ranges(self, con, source, columns, hierarchies, materialize):
+        """A hierarchy node's bounds: the smallest and largest of its leaves -- the hierarchy table's level-0 values
+        that are numbers of the column's type, and, on levels computed without the table (interval hierarchies, level
+        0), the source's values the level places under the node."""
+        self.validate(hierarchies)
+        types = column_types(con, source)
+        ranged = [a for a in hierarchies if is_numeric(types[a])]
+        require_free(ranged, columns)
+        return Ranges({a: materialize(range_relation(self._leaves(hierarchies[a], types[a], source).subquery("leaves"),
+                                                     LEAF_LABEL, LEAF_VALUE, LEAF_VALUE)) for a in ranged})
+
+    def _leaves(self, bound: BoundHierarchy, type_name: str, source: exp.Expression) -> exp.Select:
+        """Each leaf of the attribute's hierarchy (and each value of the source the level places without the table)
+        with its label on the attribute's level."""
+        level = self.levels[bound.column]
+        leaf = sb.col(level_column(0))
+        typed = exp.TryCast(this=leaf, to=exp.DataType.build(type_name, dialect=sb.DIALECT))
+        # A text such as '47.5' casts to the INTEGER 48: only leaves that are numbers of the type count.
+        exact = sb.as_double(typed.copy()).eq(exp.TryCast(this=leaf.copy(), to=exp.DataType.build("DOUBLE")))
+        leaves = (exp.select(sb.col(level_column(level)).as_(LEAF_LABEL, quoted=True),
+                             typed.as_(LEAF_VALUE, quoted=True)).from_(bound.table).where(exact))
+        (label,), join = level_expressions(bound, [level], SOURCE, "h")
+        if join is not None:
+            return leaves
+        placed = exp.select(label.as_(LEAF_LABEL, quoted=True),
+                            sb.col(bound.column, SOURCE).as_(LEAF_VALUE, quoted=True)).from_(_from_source(source))
+        return exp.union(leaves, placed, distinct=False)
+
+    def range_problems(self, attribute, bound, rows):
+        level = self.levels[attribute]
+        hierarchy = bound.hierarchy
+        leaves: dict[str | None, list[float]] = {}
+        for row in hierarchy.rows:
+            number = _number(row[0])
+            if number is not None:
+                leaves.setdefault(row[level], []).append(number)
+        unlisted = level > 0 and hierarchy.generalize_sql(sb.col(attribute), level) is not None
+        problems = []
+        for label, low, high in rows:
+            low, high = (None if b is None else float(b) for b in (low, high))
+            under = leaves.get(label, [])
+            if level == 0:
+                expected = (_number(label),) * 2
+            elif unlisted:
+                # Values the table does not list are leaves too: the bounds hold the listed ones and lie within the
+                # interval.
+                try:
+                    lowest, highest = hierarchy.interval(level, label)
+                except KeyError:
+                    problems.append(f"{label!r} is not an interval of level {level}")
+                    continue
+                if low is None or not (lowest <= low <= min(under, default=low) and
+                                       max(under, default=high) <= high < highest):
+                    problems.append(f"{label!r} shows [{low}, {high}], not within its interval around its leaves")
+                continue
+            else:
+                expected = (min(under), max(under)) if under else (None, None)
+            if (low, high) != expected:
+                problems.append(f"{label!r} shows [{low}, {high}], its leaves span {list(expected)}")
+        return problems
+
+
+def _number(text: str | None) -> float | None:
+    try:
+        number = float(text)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def uncovered_values(con, source: exp.Expression, bound: BoundHierarchy) -> tuple[int, list[object]]:
+    """How many distinct non-NULL values of the attribute its hierarchy does not cover, and some of them."""
+    value = sb.col(bound.column)
+    distinct = (exp.select(value).from_(source).where(value.is_(exp.Null()).not_()).distinct()).subquery("v")
+    cuts = getattr(bound.hierarchy, "cuts", None)
+    if cuts is not None:
+        low, high = cuts[-1][0], cuts[-1][-1]
+        outside = exp.or_(sb.col(bound.column) < sb.lit(low), sb.col(bound.column) >= sb.lit(high))
+        query = exp.select(sb.col(bound.column)).from_(distinct).where(outside)
+    else:
+        leaf = sb.col(level_column(0))
+        leaves = exp.select(leaf).from_(bound.table).where(leaf.is_(exp.Null()).not_())
+        query = (exp.select(sb.col(bound.column)).from_(distinct)
+                 .where(sb.as_text(sb.col(bound.column)).isin(query=leaves).not_()))
+    rows = sb.fetch_rows(con, exp.select(exp.func("COUNT", exp.Star())).from_(query.subquery("u")))
+    examples = sb.fetch_rows(con, query.order_by(sb.col(bound.column)).limit(10))
+    return int(rows[0][0]), [r[0] for r in examples]
+
+
+def require_coverage(con, source: exp.Expression, bound: Mapping[str, BoundHierarchy]) -> None:
+    for attribute, b in bound.items():
+        count, examples = uncovered_values(con, source, b)
+        if count:
+            raise HierarchyError(
+                f"the hierarchy of {attribute!r} does not cover {count} of its values: {_preview(examples)}")

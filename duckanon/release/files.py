@@ -1,0 +1,447 @@
+"""Publishing a release: a separate file holding only the anonymized table, described by its ``release_info``.
+
+DuckDB has no permissions, so a view beside the raw table protects nothing: the release is its own file.  Three
+formats: a DuckDB database (the default; the table, plain-SQL views over it and a ``release_info`` table), Parquet
+(the table; ``release_info`` as the file's key/value metadata) and CSV (the table with a header; ``release_info`` in a
+JSON file beside it, ``<name>.release_info.json``, holding the CSV's SHA-256).  The format follows the extension
+(``.duckdb``/``.db``/``.ddb``, ``.parquet``, ``.csv``) or ``format=``; any other extension is an error.
+
+Every format is written the same way: under a temporary name next to the target, verified by reading it back in a
+fresh connection (where no Python UDF, replacement scan or source table exists), and only then renamed over the
+target, so a failure leaves no partial file and an earlier release intact.  A target that is the source, or any
+database the connection has attached, is refused before anything is written; so is a release another process has
+open for writing.  A stale write-ahead log of an earlier release (left by a process killed while it had that file open
+read-write) is removed before the rename, so the verified file is what every later reader sees.  Hidden partial files
+of killed publishes are removed by the next publish to the same target.  DuckDB files are written in a storage version
+the DuckDB shell and older clients read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import hashlib
+import json
+import math
+import os
+import re
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+from sqlglot import exp
+
+from ..sqlgen import build as sb
+from .._version import version
+from ..errors import AnonymizationError, ReleaseCheckFailed
+
+# The oldest storage format that holds everything we write; DuckDB >= 1.2 (and its shell) opens it.
+STORAGE_VERSION = "v1.2.0"
+INFO_TABLE = "release_info"
+INFO_SUFFIX = ".release_info.json"
+EXTENSIONS = {".duckdb": "duckdb", ".db": "duckdb", ".ddb": "duckdb", ".parquet": "parquet", ".csv": "csv"}
+_PARTIAL = re.compile(r"\.partial-(\d+)-[0-9a-f]{32}$")
+
+# release_info's columns and types: one row per release.  ``created`` is in UTC (a plain TIMESTAMP: reading a
+# TIMESTAMPTZ into Python needs pytz, which BI tools' drivers may lack).
+INFO_COLUMNS = {
+    "tool": "VARCHAR", "tool_version": "VARCHAR", "created": "TIMESTAMP", "kind": "VARCHAR",
+    "released_table": "VARCHAR", "source_records": "BIGINT", "released_records": "BIGINT",
+    "suppressed_records": "BIGINT", "suppression": "VARCHAR", "classes": "BIGINT", "smallest_class": "BIGINT",
+    "highest_risk": "DOUBLE", "average_risk": "DOUBLE", "policy": "VARCHAR", "transformation": "VARCHAR",
+    "metrics": "VARCHAR",
+}
+_JSON_COLUMNS = ("policy", "transformation", "metrics")
+
+
+@dataclass(frozen=True)
+class ReleaseInfo:
+    """What the caller knows of a release; :func:`write_release` adds the tool, the time and what it measures on the
+    released rows (their number, and the classes of ``classes_by`` with the prosecutor risk).  Never a random seed:
+    with it the noise of a perturbation or the choices of a clustering could be regenerated."""
+
+    kind: str  # generalization, partitioning, clustering or perturbation
+    source_records: int
+    suppressed_records: int = 0
+    suppression: str | None = None
+    policy: Mapping | None = None
+    transformation: Mapping | None = None
+    metrics: Mapping[str, object] = field(default_factory=dict)
+    classes_by: Sequence[str] = ()  # the quasi-identifiers whose equal values form the released classes
+
+    def __post_init__(self):
+        described = json.dumps([self.policy, self.transformation, self.metrics], default=str).lower()
+        if re.search(r'"(random_)?seed"', described):
+            raise AnonymizationError("release_info must not hold a random seed (it would let anyone regenerate the "
+                                     "noise or the choices): remove it from the description")
+
+
+@dataclass(frozen=True)
+class ReleaseContent:
+    """What goes into the file: the anonymized table's query, views over it (DuckDB format only), and its info."""
+
+    table: str
+    query: exp.Expression
+    views: Mapping[str, exp.Select]
+    info: ReleaseInfo
+    # Relations read to make the release: a target that is one of their files is refused.
+    sources: Sequence[exp.Expression] = ()
+
+
+def release_format(path: str | os.PathLike, format: str | None = None) -> str:
+    """The format a release at ``path`` is written in: ``format`` when given, else the one its extension names."""
+    if Path(path).is_dir():
+        raise AnonymizationError(f"release path {str(path)!r} is a directory: name a file in it")
+    suffix = Path(path).suffix.lower()
+    named = EXTENSIONS.get(suffix)
+    if format is None:
+        if named is None:
+            raise AnonymizationError(
+                f"release path {str(path)!r}: unknown extension {suffix or '(none)'!r}; use one of "
+                f"{', '.join(EXTENSIONS)} or give format= (duckdb, parquet or csv)")
+        return named
+    if format not in _WRITERS:
+        raise AnonymizationError(f"unknown release format {format!r}; known: {', '.join(_WRITERS)}")
+    if named is not None and named != format:
+        raise AnonymizationError(f"release path {str(path)!r} has the extension of a {named} file, but format="
+                                 f"{format!r}: make them agree")
+    return format
+
+
+def write_release(con: duckdb.DuckDBPyConnection, path: str | os.PathLike, content: ReleaseContent,
+                  verify: Callable[[duckdb.DuckDBPyConnection], None], *, format: str | None = None) -> Path:
+    """Write ``content`` to ``path`` atomically; ``verify`` gets a fresh connection in which ``content.table`` reads
+    the finished file (and ``release_info`` its info), and raises if anything is wrong."""
+    writer = _WRITERS[release_format(path, format)]
+    target = _checked_target(con, path, content.sources)
+    _remove_stale_partials(target)
+    partial = target.with_name(f".{target.name}.partial-{os.getpid()}-{uuid.uuid4().hex}")
+    try:
+        row = _info_row(con, content)
+        writer.write(con, partial, content, row)
+        reader = writer.reader(partial, content.table)
+        try:
+            _verify_info(reader, row)
+            verify(reader)
+        finally:
+            reader.close()
+        _refuse_if_open_for_writing(target)
+        writer.replace(partial, target)
+        _sync_directory(target.parent)
+        return target
+    except BaseException:
+        writer.remove(partial)
+        raise
+
+
+def read_release_info(path: str | os.PathLike, format: str | None = None) -> dict:
+    """A release's info as a dict (JSON columns decoded), whatever its format."""
+    writer = _WRITERS[release_format(path, format)]
+    reader = writer.reader(Path(path), None)
+    try:
+        return _decoded(reader)
+    finally:
+        reader.close()
+
+
+# ---------------------------------------------------------------------------- the target
+def _checked_target(con: duckdb.DuckDBPyConnection, path: str | os.PathLike, sources: Iterable[exp.Expression]
+                    ) -> Path:
+    if "\\" in str(path):
+        # DuckDB reads a backslash as a path separator: the file would land at another path than the one named.
+        raise AnonymizationError(f"release path {str(path)!r} holds a backslash, which DuckDB reads as a directory "
+                                 f"separator: choose a name without one")
+    target = Path(path).resolve()
+    protected = {Path(p).resolve(): f"database {name!r} attached to this connection"
+                 for name, p in sb.fetch_rows(con, exp.select("database_name", "path").from_(
+                     exp.Table(this=exp.Anonymous(this="duckdb_databases"))).where("path IS NOT NULL"))}
+    for source in sources:
+        for literal in source.find_all(exp.Literal):
+            if literal.is_string and literal.this and Path(literal.this).exists():
+                protected.setdefault(Path(literal.this).resolve(), f"source file {literal.this!r}")
+    for protected_path, what in protected.items():
+        if target in (protected_path, protected_path.with_name(protected_path.name + ".wal")):
+            raise AnonymizationError(f"release path {str(path)!r} is the {what}: publishing there would destroy "
+                                     f"it; choose another file")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    return target
+
+
+def _remove_stale_partials(target: Path) -> None:
+    """Partial files of publishes to this target whose process is gone (killed before it could clean up)."""
+    prefix = f".{target.name}.partial-"
+    with contextlib.suppress(FileNotFoundError):
+        for entry in os.scandir(target.parent):
+            name = entry.name.removesuffix(".wal").removesuffix(INFO_SUFFIX)
+            found = _PARTIAL.search(name)
+            if not name.startswith(prefix) or not found or _alive(int(found.group(1))):
+                continue
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(entry.path)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _refuse_if_open_for_writing(target: Path) -> None:
+    """A process with the earlier release open read-write would keep writing a log that DuckDB replays into the new
+    file on its next open; readers are fine (they keep reading the file they opened).  Linux lists file locks in
+    /proc/locks; DuckDB holds a write lock on a database it has open read-write."""
+    try:
+        status = target.stat()
+        locks = Path("/proc/locks").read_text()
+    except OSError:
+        return
+    where = f"{os.major(status.st_dev):02x}:{os.minor(status.st_dev):02x}:{status.st_ino}"
+    for line in locks.splitlines():
+        fields = line.split()
+        if len(fields) >= 6 and "WRITE" in fields and where in fields:
+            raise AnonymizationError(f"{str(target)!r} is open for writing in another process (pid "
+                                     f"{fields[fields.index('WRITE') + 1]}): close it before publishing over it")
+
+
+def _sync_directory(directory: Path) -> None:
+    with contextlib.suppress(OSError):
+        handle = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(handle)
+        finally:
+            os.close(handle)
+
+
+def _remove_files(*paths: Path) -> None:
+    for path in paths:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path)
+
+
+def _wal(path: Path) -> Path:
+    return path.with_name(path.name + ".wal")
+
+
+# ---------------------------------------------------------------------------- the info
+def _info_row(con: duckdb.DuckDBPyConnection, content: ReleaseContent) -> dict:
+    """release_info's row: the caller's facts, and the released rows' count, classes and prosecutor risk."""
+    info = content.info
+    released = content.query.subquery("released")
+    records = exp.func("COUNT", exp.Star())
+    if info.classes_by:
+        keys = [sb.col(c) for c in info.classes_by]
+        sizes = exp.select(records.as_("size")).from_(released).group_by(*keys).subquery("sizes")
+        totals = exp.select(exp.func("COALESCE", exp.func("SUM", sb.col("size")), sb.lit(0)),
+                            exp.func("COUNT", exp.Star()), exp.func("MIN", sb.col("size"))).from_(sizes)
+        released_records, classes, smallest = sb.fetch_rows(con, totals)[0]
+    else:
+        released_records, classes, smallest = sb.fetch_rows(con, exp.select(records).from_(released))[0][0], None, None
+    return {
+        "tool": "duckanon", "tool_version": version(),
+        "created": dt.datetime.now(dt.timezone.utc).replace(microsecond=0, tzinfo=None), "kind": info.kind,
+        "released_table": content.table, "source_records": int(info.source_records),
+        "released_records": int(released_records), "suppressed_records": int(info.suppressed_records),
+        "suppression": info.suppression, "classes": classes, "smallest_class": smallest,
+        # A record in a class of size s is re-identified with probability 1/s; averaged over records: classes/records.
+        "highest_risk": 1.0 / smallest if smallest else None,
+        "average_risk": classes / released_records if classes and released_records else None,
+        "policy": _json(info.policy), "transformation": _json(info.transformation), "metrics": _json(info.metrics),
+    }
+
+
+def _json(value: object) -> str | None:
+    if value is None:
+        return None
+    return json.dumps(value, default=_plain, allow_nan=False, sort_keys=True)
+
+
+def _plain(value: object) -> object:
+    """NumPy scalars and other number-likes as plain numbers; NaN and infinities as text JSON can hold."""
+    if hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, (int, float, str, bool)):
+        return value
+    return str(value)
+
+
+def _decoded(reader: duckdb.DuckDBPyConnection) -> dict:
+    cursor = reader.execute(sb.to_sql(exp.select(exp.Star()).from_(sb.table(INFO_TABLE))))
+    rows = cursor.fetchall()
+    if len(rows) != 1:
+        raise ReleaseCheckFailed(f"release check: {INFO_TABLE} holds {len(rows)} rows, one expected")
+    row = dict(zip([d[0] for d in cursor.description], rows[0]))
+    for column in _JSON_COLUMNS:
+        if row.get(column) is not None:
+            row[column] = json.loads(row[column])
+    return row
+
+
+def _verify_info(reader: duckdb.DuckDBPyConnection, row: dict) -> None:
+    written = _decoded(reader)
+    expected = {c: json.loads(v) if c in _JSON_COLUMNS and v is not None else v for c, v in row.items()}
+    if list(written) != list(INFO_COLUMNS):
+        raise ReleaseCheckFailed(f"release check: {INFO_TABLE} has columns {list(written)}, expected "
+                                 f"{list(INFO_COLUMNS)}")
+    differing = [c for c in INFO_COLUMNS if _normal(written[c]) != _normal(expected[c])]
+    if differing:
+        raise ReleaseCheckFailed(f"release check: {INFO_TABLE} differs from what was written in {differing}")
+
+
+def _normal(value: object) -> object:
+    if isinstance(value, float):
+        return round(value, 12)
+    return value
+
+
+def _info_select(row: dict) -> exp.Select:
+    """The info row as a one-row query of typed literals (for formats that store it as a table)."""
+    return exp.select(*[exp.cast(sb.lit(_text(row[c])), exp.DataType.build(t)).as_(c, quoted=True)
+                        for c, t in INFO_COLUMNS.items()])
+
+
+def _text(value: object) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, dt.datetime):
+        return value.isoformat()
+    return str(value) if not isinstance(value, float) else repr(value)
+
+
+# ---------------------------------------------------------------------------- the formats
+class _Writer(ABC):
+    """One file format: how a release is written, read back, and moved into place."""
+
+    @abstractmethod
+    def write(self, con: duckdb.DuckDBPyConnection, partial: Path, content: ReleaseContent, info: dict) -> None:
+        ...
+
+    @abstractmethod
+    def reader(self, path: Path, table: str | None) -> duckdb.DuckDBPyConnection:
+        """A fresh connection where ``table`` (when given) reads the file's table and ``release_info`` its info."""
+
+    def companions(self, path: Path) -> list[Path]:
+        """Files that belong to a release at ``path`` besides itself."""
+        return []
+
+    def replace(self, partial: Path, target: Path) -> None:
+        for companion, final in zip(self.companions(partial), self.companions(target)):
+            os.replace(companion, final)
+        os.replace(partial, target)
+
+    def remove(self, partial: Path) -> None:
+        _remove_files(partial, *self.companions(partial))
+
+
+def _fresh_connection(path: Path | None = None) -> duckdb.DuckDBPyConnection:
+    # No replacement scans: a missing table must fail verification, not be read from a Python variable's name.
+    config = {"python_enable_replacements": False}
+    if path is None:
+        return duckdb.connect(config=config)
+    return duckdb.connect(str(path), read_only=True, config=config)
+
+
+class _DuckDBFile(_Writer):
+    def write(self, con, partial, content, info):
+        alias = f"__duckanon_release_{uuid.uuid4().hex}"  # one per publish: cursors of a connection share aliases
+        sb.run(con, exp.Attach(this=exp.alias_(sb.lit(str(partial)), alias, quoted=True), expressions=[
+            exp.AttachOption(this=exp.var("STORAGE_VERSION"), expression=sb.lit(STORAGE_VERSION))]))
+        try:
+            sb.run(con, sb.create_table_as(sb.table(content.table, "main", alias), content.query))
+            sb.run(con, sb.create_table_as(sb.table(INFO_TABLE, "main", alias), _info_select(info)))
+        finally:
+            with contextlib.suppress(duckdb.Error):
+                sb.run(con, exp.Detach(this=sb.ident(alias)))
+        # Views name their tables without a catalog, so they resolve in whatever name the file is opened under; they
+        # are bound in a connection of their own, where no temporary table or registered frame of the caller's can
+        # stand in for the release's table.
+        if not content.views:
+            return
+        with duckdb.connect(str(partial), config={"python_enable_replacements": False}) as own:
+            for name, view in content.views.items():
+                sb.run(own, sb.create_view_as(sb.table(name), view))
+
+    def reader(self, path, table):
+        return _fresh_connection(path)
+
+    def replace(self, partial, target):
+        # The log belongs to the file it was written for: replayed into the new one it would alter a verified release.
+        _remove_files(_wal(target))
+        super().replace(partial, target)
+
+    def remove(self, partial):
+        _remove_files(partial, _wal(partial))
+
+
+class _ParquetFile(_Writer):
+    def write(self, con, partial, content, info):
+        metadata_struct = exp.Struct(expressions=[
+            exp.PropertyEQ(this=sb.ident(c), expression=sb.lit(_text(v) if v is not None else ""))
+            for c, v in info.items()])
+        sb.run(con, exp.Copy(this=content.query.subquery(), kind=False, files=[sb.lit(str(partial))], params=[
+            exp.CopyParameter(this=exp.var("FORMAT"), expression=exp.var("parquet")),
+            exp.CopyParameter(this=exp.var("KV_METADATA"), expression=metadata_struct)]))
+
+    def reader(self, path, table):
+        reader = _fresh_connection()
+        file = exp.Table(this=exp.Anonymous(this="read_parquet", expressions=[sb.lit(str(path))]))
+        if table is not None:
+            sb.run(reader, sb.create_view_as(sb.table(table), exp.select(exp.Star()).from_(file)))
+        metadata_rows = exp.Table(this=exp.Anonymous(this="parquet_kv_metadata", expressions=[sb.lit(str(path))]))
+        # Keys and values are BLOBs: decode() reads them as UTF-8 (a cast would escape quotes as \x22).
+        text = lambda c: exp.Anonymous(this="decode", expressions=[sb.col(c)])  # noqa: E731
+        pairs = exp.select(text("key").as_("key"), text("value").as_("value")).from_(metadata_rows).subquery("m")
+        columns = [exp.cast(exp.func("NULLIF", exp.func("MAX", exp.Case().when(sb.col("key").eq(sb.lit(c)),
+                                                                                sb.col("value"))), sb.lit("")),
+                            exp.DataType.build(t)).as_(c, quoted=True) for c, t in INFO_COLUMNS.items()]
+        sb.run(reader, sb.create_view_as(sb.table(INFO_TABLE), exp.select(*columns).from_(pairs)))
+        return reader
+
+
+class _CsvFile(_Writer):
+    def write(self, con, partial, content, info):
+        sb.run(con, exp.Copy(this=content.query.subquery(), kind=False, files=[sb.lit(str(partial))], params=[
+            exp.CopyParameter(this=exp.var("FORMAT"), expression=exp.var("csv")),
+            exp.CopyParameter(this=exp.var("HEADER"), expression=exp.true())]))
+        types = con.execute(sb.to_sql(exp.select(exp.Star()).from_(content.query.subquery()).limit(0)))
+        described = {"columns": {d[0]: str(d[1]) for d in types.description}, "sha256": _sha256(partial),
+                     INFO_TABLE: {c: _text(v) for c, v in info.items()}}
+        self.companions(partial)[0].write_text(json.dumps(described, indent=1), encoding="utf-8")
+
+    def companions(self, path):
+        return [path.with_name(path.name + INFO_SUFFIX)]
+
+    def reader(self, path, table):
+        described = json.loads(self.companions(path)[0].read_text(encoding="utf-8"))
+        if described["sha256"] != _sha256(path):
+            raise AnonymizationError(f"{str(path)!r} does not match its {INFO_SUFFIX} (a publish was interrupted "
+                                     f"between moving the two files): publish it again")
+        reader = _fresh_connection()
+        if table is not None:
+            columns = exp.Struct(expressions=[exp.PropertyEQ(this=sb.ident(c), expression=sb.lit(t))
+                                              for c, t in described["columns"].items()])
+            file = exp.Table(this=exp.Anonymous(this="read_csv", expressions=[
+                sb.lit(str(path)), exp.PropertyEQ(this=exp.var("header"), expression=exp.true()),
+                exp.PropertyEQ(this=exp.var("columns"), expression=columns)]))
+            sb.run(reader, sb.create_view_as(sb.table(table), exp.select(exp.Star()).from_(file)))
+        sb.run(reader, sb.create_view_as(sb.table(INFO_TABLE), _info_select(described[INFO_TABLE])))
+        return reader
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+_WRITERS: dict[str, _Writer] = {"duckdb": _DuckDBFile(), "parquet": _ParquetFile(), "csv": _CsvFile()}

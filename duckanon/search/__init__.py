@@ -1,0 +1,1 @@
+"""Full-domain generalization: the lattice of level vectors, node evaluation, search strategies."""

@@ -1,0 +1,1 @@
+"""SQL as sqlglot trees: building statements, never pasting text."""

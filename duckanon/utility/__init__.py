@@ -1,0 +1,1 @@
+"""Utility metrics: what a transformation loses, measured in SQL, and attribute weights."""
