@@ -44,6 +44,7 @@ import common  # noqa: E402
 import duckdb  # noqa: E402
 
 import duckanon  # noqa: E402
+from duckanon.engine import as_engine  # noqa: E402
 from duckanon import DistinctLDiversity, EntropyLDiversity, Hierarchy, KAnonymity, Policy  # noqa: E402
 from duckanon import datasets  # noqa: E402
 from duckanon.sqlgen import build as sqlbuild  # noqa: E402
@@ -102,7 +103,7 @@ def measure_setup(con, anon, hierarchies, sensitive, l, quasi, repeat, slow_repe
                     common.reset_peak_rss()
                     levels = row["levels"]
                     for key, model in models.items():
-                        common.measure(lambda m=model: check(con, encoded.encoding.classes(levels), [m],
+                        common.measure(lambda m=model: check(as_engine(con), encoded.encoding.classes(levels), [m],
                                                              key_names=quasi,
                                                              allowed_suppressed=0),
                                        repeat, row["checks"][key])

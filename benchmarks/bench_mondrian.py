@@ -43,6 +43,7 @@ import common  # noqa: E402
 import duckdb  # noqa: E402
 
 import duckanon  # noqa: E402
+from duckanon.engine import as_engine  # noqa: E402
 from duckanon import Hierarchy, KAnonymity, Policy, datasets, sqlbuild  # noqa: E402
 from sqlglot import exp  # noqa: E402
 
@@ -113,7 +114,7 @@ def anonypy_seconds(folder: str, con, ks: list[int]) -> dict[int, float]:
     sys.path.insert(0, folder)
     from anonypy import anonypy  # noqa: PLC0415 - optional, timed only when asked for
 
-    frame = sqlbuild.fetch_df(con, exp.select(*[sqlbuild.col(c) for c in QUASI_IDENTIFIERS + [SENSITIVE]])
+    frame = as_engine(con).frame(exp.select(*[sqlbuild.col(c) for c in QUASI_IDENTIFIERS + [SENSITIVE]])
                               .from_(sqlbuild.table(TABLE)))
     for column in QUASI_IDENTIFIERS + [SENSITIVE]:
         if column not in NUMERIC:
@@ -132,7 +133,7 @@ def child(case: str, ks: list[int], relaxed: bool, repeat: int, data_dir: Path, 
     con, records = open_case(case, data_dir)
     if memory_limit:
         setting = exp.EQ(this=exp.var("memory_limit"), expression=sqlbuild.lit(memory_limit))
-        sqlbuild.run(con, exp.Set(expressions=[exp.SetItem(this=setting)]))
+        as_engine(con).run(exp.Set(expressions=[exp.SetItem(this=setting)]))
     facts = common.machine_facts(con)
     anon = duckanon.connect(con)
     anon.mondrian(TABLE, policy(ks[0]), metrics=False)  # warm-up: stores the hierarchies

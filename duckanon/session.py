@@ -25,6 +25,7 @@ import duckdb
 import pandas as pd
 from sqlglot import exp
 
+from .engine import DuckDBEngine, Engine
 from .sqlgen import build as sb
 from .privacy.checks import CheckReport, RiskReport, check, class_verdicts, risk, verdict_report
 from .encode.classes import SIZE, VIOLATED, Classes
@@ -52,7 +53,7 @@ POLICY_TABLES = {
 _temporaries = itertools.count()
 
 
-def connect(database: duckdb.DuckDBPyConnection | str | os.PathLike | None = None,
+def connect(database: Engine | str | os.PathLike | None = None,
             progress: Callable[[str], None] | None = None) -> Anonymizer:
     """An anonymizer over a DuckDB connection, or over a database file opened for it (in memory without one).
 
@@ -65,12 +66,12 @@ def connect(database: duckdb.DuckDBPyConnection | str | os.PathLike | None = Non
             database = duckdb.connect(str(database))
         else:
             database = duckdb.connect(str(database), config={"storage_compatibility_version": STORAGE_VERSION})
-    return Anonymizer(database, progress)
+    return Anonymizer(DuckDBEngine(database), progress)
 
 
-def source_relation(con: duckdb.DuckDBPyConnection, source: str | os.PathLike | exp.Expression) -> exp.Expression:
+def source_relation(engine: Engine, source: str | os.PathLike | exp.Expression) -> exp.Expression:
     """What a source names, as SQL: a sqlglot expression as it is, a CSV/Parquet/JSON file path as its reader, or a
-    table of ``con``; a missing file or table is an error naming it."""
+    table of ``engine``; a missing file or table is an error naming it."""
     if isinstance(source, exp.Expression):
         return source
     path = Path(source)
@@ -80,14 +81,14 @@ def source_relation(con: duckdb.DuckDBPyConnection, source: str | os.PathLike | 
             raise AnonymizationError(f"no such file: {str(path)!r}")
         return exp.Table(this=exp.Anonymous(this=reader, expressions=[sb.lit(str(path))]))
     relation = sb.table(str(source))
-    if not _exists(con, relation):
+    if not _exists(engine, relation):
         raise AnonymizationError(f"no table named {str(source)!r}")
     return relation
 
 
-def _exists(con: duckdb.DuckDBPyConnection, relation: exp.Expression) -> bool:
+def _exists(engine: Engine, relation: exp.Expression) -> bool:
     try:
-        sb.column_names(con, relation)
+        engine.columns(relation)
         return True
     except duckdb.CatalogException:
         return False
@@ -139,14 +140,14 @@ class _Bound:
 class EncodedSource:
     """A source encoded once for a policy: checking a vector of levels is one GROUP BY over a frequency table."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, bound: _Bound):
-        self.con, self.bound = con, bound
-        self.encoding = Encoding(con, bound.counted, bound.hierarchies, bound.policy.sensitive)
+    def __init__(self, engine: Engine, bound: _Bound):
+        self.engine, self.bound = engine, bound
+        self.encoding = Encoding(engine, bound.counted, bound.hierarchies, bound.policy.sensitive)
 
     def check(self, levels: Mapping[str, int]) -> CheckReport:
         levels = self.bound.levels(levels)
         classes = self.encoding.classes(levels)
-        report = check(self.con, classes, self.bound.policy.models, key_names=self.bound.quasi_identifiers,
+        report = check(self.engine, classes, self.bound.policy.models, key_names=self.bound.quasi_identifiers,
                        allowed_suppressed=self.bound.allowed_suppressed, drop=self.bound.policy.suppression == "drop")
         # The listing holds level codes; show the generalized values they stand for.
         for i, attribute in enumerate(self.bound.quasi_identifiers):
@@ -155,7 +156,7 @@ class EncodedSource:
         return report
 
     def risk(self, levels: Mapping[str, int], threshold: int = 5) -> RiskReport:
-        return risk(self.con, self.encoding.classes(self.bound.levels(levels)), threshold=threshold)
+        return risk(self.engine, self.encoding.classes(self.bound.levels(levels)), threshold=threshold)
 
     def close(self) -> None:
         self.encoding.close()
@@ -170,12 +171,13 @@ class EncodedSource:
 class Anonymizer:
     """``progress``, when given, is called with a short message as each stage of long work starts."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, progress: Callable[[str], None] | None = None):
-        self.con = con
+    def __init__(self, engine: Engine, progress: Callable[[str], None] | None = None):
+        self.engine = engine
+        self.con = getattr(engine, "connection", None)  # the DuckDB connection, for callers that hold one
         self.progress = progress
-        sb.run(con, exp.Create(this=sb.ident(SCHEMA), kind="SCHEMA", exists=True))
+        engine.run(exp.Create(this=sb.ident(SCHEMA), kind="SCHEMA", exists=True))
         for name, columns in POLICY_TABLES.items():
-            sb.run(con, exp.Create(this=exp.Schema(this=sb.table(name, SCHEMA), expressions=[
+            engine.run(exp.Create(this=exp.Schema(this=sb.table(name, SCHEMA), expressions=[
                 exp.ColumnDef(this=sb.ident(c), kind=exp.DataType.build("VARCHAR")) for c in columns]),
                 kind="TABLE", exists=True))
 
@@ -186,16 +188,16 @@ class Anonymizer:
     # ------------------------------------------------------------ hierarchies
     def add_hierarchy(self, name: str, hierarchy: Hierarchy) -> str:
         """Store ``hierarchy`` as table ``anon.hierarchy_<name>`` (replacing one of that name); returns the name."""
-        hierarchy.store(self.con, hierarchy_table_name(name))
+        hierarchy.store(self.engine, hierarchy_table_name(name))
         return name
 
     def has_hierarchy(self, name: str) -> bool:
-        return _exists(self.con, sb.table(hierarchy_table_name(name), SCHEMA))
+        return _exists(self.engine, sb.table(hierarchy_table_name(name), SCHEMA))
 
     def hierarchy(self, name: str) -> Hierarchy:
         if not self.has_hierarchy(name):
             raise AnonymizationError(f"no hierarchy named {name!r} (table anon.{hierarchy_table_name(name)})")
-        return Hierarchy.from_table(self.con, hierarchy_table_name(name), name=name)
+        return Hierarchy.from_table(self.engine, hierarchy_table_name(name), name=name)
 
     def add_arx_hierarchies(self, directory: str | os.PathLike, names: Sequence[str] | None = None) -> list[str]:
         """Store every ``<name>.csv`` (ARX format) of a folder as hierarchy ``<name>``."""
@@ -241,7 +243,7 @@ class Anonymizer:
             return {}
         tables = {hierarchy_table_name(n): n for n in names}
         catalog = exp.Table(this=exp.Anonymous(this="duckdb_tables", expressions=[]))
-        listed = sb.fetch_rows(self.con, exp.select(sb.col("table_name"), sb.col("column_count")).from_(catalog)
+        listed = self.engine.rows(exp.select(sb.col("table_name"), sb.col("column_count")).from_(catalog)
                                .where(exp.and_(sb.col("schema_name").eq(sb.lit(SCHEMA)),
                                                sb.col("database_name").eq(exp.func("CURRENT_DATABASE")),
                                                sb.col("table_name").isin(*[sb.lit(t) for t in tables]))))
@@ -257,7 +259,7 @@ class Anonymizer:
         for read in reads[1:]:
             union = exp.union(union, read, distinct=False, copy=False)
         rows: dict[str, set[tuple]] = {tables[t]: set() for t in widths}
-        for table, *values in sb.fetch_rows(self.con, union):
+        for table, *values in self.engine.rows(union):
             rows[tables[table]].add(tuple(values[:widths[table]]))
         return rows
 
@@ -266,8 +268,7 @@ class Anonymizer:
         """Store a policy as rows of anon.policies, anon.policy_columns and anon.policy_models."""
         bound = {c: self._hierarchy_for(c, h) for c, h in policy.quasi_identifiers.items() if h is not None}
         columns, models, settings = policy.to_rows({c: b.table.name for c, b in bound.items()})
-        self.con.execute("BEGIN TRANSACTION")
-        try:
+        with self.engine.transaction():
             self._delete_policy(name)
             maximum = settings["max_suppressed"]
             self._insert("policies", [(name, settings["suppression"], str(settings["suppression_limit"]),
@@ -276,10 +277,6 @@ class Anonymizer:
             self._insert("policy_columns", [(name, *row) for row in columns])
             self._insert("policy_models", [(name, str(i), model, sensitive, params)
                                            for i, model, sensitive, params in models])
-            self.con.execute("COMMIT")
-        except BaseException:
-            self.con.execute("ROLLBACK")
-            raise
 
     def policy(self, name: str) -> Policy:
         """The policy stored as ``name``.  Rows written by hand or from SQL (sql/duckanon.sql) are checked as they are
@@ -293,7 +290,7 @@ class Anonymizer:
             _, suppression, limit, maximum, others, _created = settings[0]
             columns = [row[1:] for row in self._rows("policy_columns", name)]
             models = [(int(row[1]), *row[2:]) for row in self._rows("policy_models", name)]
-            hierarchies = {c: Hierarchy.from_table(self.con, table, name=c) for c, role, table in columns
+            hierarchies = {c: Hierarchy.from_table(self.engine, table, name=c) for c, role, table in columns
                            if role == "quasi-identifier" and table is not None}
             policy = Policy.from_rows(columns, models, {"suppression": suppression, "suppression_limit": limit,
                                                         "max_suppressed": None if maximum is None else int(maximum),
@@ -307,11 +304,11 @@ class Anonymizer:
         return policy
 
     def policies(self) -> pd.DataFrame:
-        return sb.fetch_df(self.con, exp.select(exp.Star()).from_(sb.table("policies", SCHEMA)).order_by("name"))
+        return self.engine.frame(exp.select(exp.Star()).from_(sb.table("policies", SCHEMA)).order_by("name"))
 
     def _rows(self, table: str, policy: str) -> list[tuple]:
         column = "name" if table == "policies" else "policy"
-        return sb.fetch_rows(self.con, exp.select(*[sb.col(c) for c in POLICY_TABLES[table]])
+        return self.engine.rows(exp.select(*[sb.col(c) for c in POLICY_TABLES[table]])
                              .from_(sb.table(table, SCHEMA)).where(sb.col(column).eq(sb.lit(policy))))
 
     def _insert(self, table: str, rows: list[tuple]) -> None:
@@ -319,12 +316,12 @@ class Anonymizer:
             width = len(POLICY_TABLES[table])
             statement = exp.insert(exp.values([tuple(exp.Placeholder() for _ in range(width))]),
                                    sb.table(table, SCHEMA), columns=list(POLICY_TABLES[table]))
-            self.con.executemany(sb.to_sql(statement), [list(r) for r in rows])
+            self.engine.run_many(statement, rows)
 
     def _delete_policy(self, name: str) -> None:
         for table in POLICY_TABLES:
             column = "name" if table == "policies" else "policy"
-            sb.run(self.con, exp.delete(sb.table(table, SCHEMA), where=sb.col(column).eq(sb.lit(name))))
+            self.engine.run(exp.delete(sb.table(table, SCHEMA), where=sb.col(column).eq(sb.lit(name))))
 
     @contextlib.contextmanager
     def _bind(self, source, policy: Policy | str, *, partitioning: bool = False):
@@ -334,40 +331,40 @@ class Anonymizer:
         the bound hierarchies then cover only the others."""
         policy = self.policy(policy) if isinstance(policy, str) else policy
         self._progress("reading the source and checking the policy's parameters")
-        relation = source_relation(self.con, source)
-        columns = policy.bind(sb.column_names(self.con, relation))
+        relation = source_relation(self.engine, source)
+        columns = policy.bind(self.engine.columns(relation))
         without = [c for c, h in policy.quasi_identifiers.items() if h is None]
         if without and not partitioning:
             raise PolicyError(f"quasi-identifiers {without} have no hierarchy: generalizing to levels needs one for "
                               f"each (only partitioning, such as Anonymizer.mondrian, accepts none)")
-        counted = count_combinations(self.con, relation, policy.quasi_identifier_names, policy.sensitive)
+        counted = count_combinations(self.engine, relation, policy.quasi_identifier_names, policy.sensitive)
         try:
             total = exp.func("COALESCE", exp.func("SUM", sb.col(COUNT)), sb.lit(0))
-            records = int(sb.fetch_rows(self.con, exp.select(total).from_(counted))[0][0])
+            records = int(self.engine.rows(exp.select(total).from_(counted))[0][0])
             if records == 0:
                 raise AnonymizationError(f"the source {sb.to_sql(relation)} is empty: there is nothing to anonymize")
             value_counts = {}
             for attribute in policy.sensitive:
                 query = exp.select(sb.col(attribute), total).from_(counted).group_by(sb.col(attribute))
-                value_counts[attribute] = {v: int(n) for v, n in sb.fetch_rows(self.con, query)}
+                value_counts[attribute] = {v: int(n) for v, n in self.engine.rows(query)}
             facts = DataFacts(records=records, value_counts=value_counts)
             for model in policy.models:
                 model.check_data(facts)
             hierarchies = self._hierarchies_for({c: h for c, h in policy.quasi_identifiers.items() if h is not None})
             # One query finds the attributes whose values are all leaves of their hierarchies; only the others need
             # the full check (interval hierarchies also cover values between their cuts).
-            suspect = _not_all_leaves(self.con, counted, hierarchies)
-            require_coverage(self.con, counted, {a: hierarchies[a] for a in suspect})
+            suspect = _not_all_leaves(self.engine, counted, hierarchies)
+            require_coverage(self.engine, counted, {a: hierarchies[a] for a in suspect})
             yield _Bound(relation, policy, columns, hierarchies, facts, counted)
         finally:
-            sb.run(self.con, sb.drop("TABLE", counted))
+            self.engine.run(sb.drop("TABLE", counted))
 
     # -------------------------------------------------------------------- work
     def encode(self, source, policy: Policy | str) -> EncodedSource:
         """Read ``source`` once into a frequency table with every level's codes, for many fast checks."""
         with self._bind(source, policy) as bound:
             self._progress("encoding the source into a frequency table")
-            return EncodedSource(self.con, bound)
+            return EncodedSource(self.engine, bound)
 
     def check(self, source, policy: Policy | str, levels: Mapping[str, int]) -> CheckReport:
         """Whether generalizing ``source`` to ``levels`` satisfies ``policy``, and what would be suppressed."""
@@ -381,13 +378,13 @@ class Anonymizer:
     # ------------------------------------------------------------------ search
     def attribute_weights(self, source, attributes: Sequence[str], kind: str, label: str | None = None) -> pd.DataFrame:
         """Per-attribute weights (uniform, entropy or mutual information with ``label``), computed in SQL."""
-        return attribute_weights(self.con, source_relation(self.con, source), attributes, kind=kind, label=label)
+        return attribute_weights(self.engine, source_relation(self.engine, source), attributes, kind=kind, label=label)
 
     def _metric(self, bound: _Bound, metric: Metric | str, label: str | None) -> Metric:
         if isinstance(metric, Metric):
             return metric
         if metric in WEIGHTED:
-            weights = attribute_weights(self.con, bound.source, bound.quasi_identifiers, kind=WEIGHTED[metric],
+            weights = attribute_weights(self.engine, bound.source, bound.quasi_identifiers, kind=WEIGHTED[metric],
                                         label=label)
             return Loss(dict(zip(weights["attribute"], weights["weight"])), name=metric)
         if metric not in METRICS:
@@ -398,13 +395,13 @@ class Anonymizer:
     def _evaluator(self, bound: _Bound, metrics: Sequence[Metric | str], label: str | None):
         resolved = [self._metric(bound, m, label) for m in metrics]
         self._progress("encoding the source into a frequency table")
-        encoding = Encoding(self.con, bound.counted, bound.hierarchies, bound.policy.sensitive)
+        encoding = Encoding(self.engine, bound.counted, bound.hierarchies, bound.policy.sensitive)
         evaluator = None
         try:
             allowed = bound.allowed_suppressed
             suppressed_monotone = all(m.monotone_under_suppression for m in bound.policy.models)
             monotone = allowed == 0 or suppressed_monotone
-            evaluator = NodeEvaluator(self.con, encoding, [b.hierarchy for b in bound.hierarchies.values()],
+            evaluator = NodeEvaluator(self.engine, encoding, [b.hierarchy for b in bound.hierarchies.values()],
                                       bound.policy.models, resolved, allowed, monotone, self.progress,
                                       suppressed_monotone, suppressed_class=bound.policy.suppression == "replace")
             yield evaluator
@@ -432,13 +429,9 @@ class Anonymizer:
         with self._bind(source, policy) as bound, self._evaluator(bound, metrics, label) as evaluator:
             frame = solution_space(evaluator)
         if table is not None:
-            name = f"__duckanon_space_{next(_temporaries)}"
-            self.con.register(name, frame)
-            try:
-                sb.run(self.con, sb.create_table_as(sb.table(table, SCHEMA), exp.select(exp.Star()).from_(
-                    sb.table(name)), replace=True))
-            finally:
-                self.con.unregister(name)
+            with self.engine.registered(frame) as space:
+                self.engine.run(sb.create_table_as(sb.table(table, SCHEMA), exp.select(exp.Star()).from_(space),
+                                                   replace=True))
         return frame
 
     def anonymize(self, source, policy: Policy | str, path: str | os.PathLike, *, metric: Metric | str = "loss",
@@ -469,10 +462,10 @@ class Anonymizer:
         their set of values.  ``metrics=False`` skips measuring LM, DM, NCP and the average class size.  See
         :mod:`duckanon.partition.mondrian` and :mod:`duckanon.recode.recoding`."""
         with self._bind(source, policy, partitioning=True) as bound:
-            dims = dimensions(self.con, bound.counted, bound.quasi_identifiers, bound.hierarchies, orders, categorical)
+            dims = dimensions(self.engine, bound.counted, bound.quasi_identifiers, bound.hierarchies, orders, categorical)
             chosen = output_styles(dims, styles, numeric_style)
             self._progress(f"{'relaxed' if relaxed else 'strict'} Mondrian over {bound.facts.records} records")
-            partitioning = Mondrian(self.con, bound.counted, dims, bound.policy.sensitive, bound.policy.models,
+            partitioning = Mondrian(self.engine, bound.counted, dims, bound.policy.sensitive, bound.policy.models,
                                     relaxed=relaxed, progress=self.progress).run()
             try:
                 algorithm = f"{'relaxed' if relaxed else 'strict'} Mondrian"
@@ -482,7 +475,7 @@ class Anonymizer:
                 measured = None
                 if metrics:
                     self._progress("measuring LM, DM, NCP and the average class size")
-                    measured = transformation.metrics(self.con, bound.source, bound.columns, bound.hierarchies,
+                    measured = transformation.metrics(self.engine, bound.source, bound.columns, bound.hierarchies,
                                                       bound.policy.models)
                 release = (self._publish(bound, transformation, path, table, format, measured or {})
                            if path is not None else None)
@@ -509,9 +502,9 @@ class Anonymizer:
             transformation.require_styles(bound.quasi_identifiers)
         if metrics is None:
             metrics = self._measure(bound, transformation)
-        temporaries = _Temporaries(self.con)
+        temporaries = _Temporaries(self.engine)
         with temporaries:
-            ranges = transformation.ranges(self.con, bound.source, bound.columns, bound.hierarchies, temporaries.create)
+            ranges = transformation.ranges(self.engine, bound.source, bound.columns, bound.hierarchies, temporaries.create)
             self._progress("recoding the quasi-identifiers")
             generalized = temporaries.create(transformation.compile(bound.source, bound.columns, bound.hierarchies))
             self._progress("checking the policy and suppressing")
@@ -530,7 +523,7 @@ class Anonymizer:
             dropped = suppressed if bound.policy.suppression == "drop" else 0
             expected = bound.facts.records - dropped
             self._progress(f"writing and verifying {path}")
-            path = write_release(self.con, path, content,
+            path = write_release(self.engine, path, content,
                                  lambda reader: verify_release(reader, table, bound, transformation, expected, ranges),
                                  format=format)
             return Release(path, table, bound.facts.records, expected, suppressed, report)
@@ -540,7 +533,7 @@ class Anonymizer:
             return self._node_metrics(bound, transformation)
         if isinstance(transformation, PartitionMap):
             self._progress("measuring LM, DM, NCP and the average class size")
-            return transformation.metrics(self.con, bound.source, bound.columns, bound.hierarchies, bound.policy.models)
+            return transformation.metrics(self.engine, bound.source, bound.columns, bound.hierarchies, bound.policy.models)
         return {}
 
     def _node_metrics(self, bound: _Bound, generalization: FullDomainGeneralization) -> dict[str, float]:
@@ -572,7 +565,7 @@ class Anonymizer:
         dropping = policy.suppression == "drop"
         classes = Classes.of(generalized, quasi)
         verdicts = temporaries.create(class_verdicts(classes, models))
-        report = verdict_report(self.con, verdicts, classes, models, key_names=quasi,
+        report = verdict_report(self.engine, verdicts, classes, models, key_names=quasi,
                                 allowed_suppressed=bound.allowed_suppressed, drop=dropping)
         if not report.within_limit:
             raise PolicyNotSatisfied(report.summary(), report)
@@ -581,16 +574,16 @@ class Anonymizer:
         absorbed = 0
         while True:
             final = _suppressed_query(generalized, bound.columns, quasi, suppressed_keys, policy.suppression)
-            suppressed = sb.fetch_rows(self.con, exp.select(exp.func("COALESCE", exp.func("SUM", sb.col(SIZE)),
+            suppressed = self.engine.rows(exp.select(exp.func("COALESCE", exp.func("SUM", sb.col(SIZE)),
                                                                      sb.lit(0))).from_(suppressed_keys))[0][0]
             # Dropped records leave no class behind, and no kept class violates at the fixed point.
             if suppressed == 0 or dropping:
                 break
             after = Classes.of(final.subquery("final"), quasi)
-            if check(self.con, after, models, key_names=quasi).satisfied:
+            if check(self.engine, after, models, key_names=quasi).satisfied:
                 break
             # Replaced records form one all-'*' class that violates: the smallest kept classes join it.
-            remaining = sb.fetch_rows(self.con, exp.select(exp.func("COUNT", exp.Star())).from_(verdicts)
+            remaining = self.engine.rows(exp.select(exp.func("COUNT", exp.Star())).from_(verdicts)
                                       .where(sb.col(VIOLATED).not_()))[0][0]
             if remaining == 0:
                 raise PolicyNotSatisfied(
@@ -599,8 +592,8 @@ class Anonymizer:
             absorbed = max(1, absorbed * 2)
             smallest = (exp.select(*classes.keys_of(), sb.col(SIZE)).from_(verdicts).where(sb.col(VIOLATED).not_())
                         .order_by(sb.col(SIZE), *classes.keys_of()).limit(absorbed))
-            sb.run(self.con, exp.insert(smallest, suppressed_keys))
-            sb.run(self.con, exp.update(verdicts, {VIOLATED: exp.true()}, where=exp.Exists(
+            self.engine.run(exp.insert(smallest, suppressed_keys))
+            self.engine.run(exp.update(verdicts, {VIOLATED: exp.true()}, where=exp.Exists(
                 this=exp.select(sb.lit(1)).from_(exp.alias_(suppressed_keys, "s", quoted=True))
                 .where(sb.null_safe_join("s", verdicts.name, classes.key_columns)))))
         if suppressed > bound.allowed_suppressed:
@@ -630,13 +623,13 @@ class Anonymizer:
         :func:`duckanon.perturb.perturbation.perturb` for the parameters; returns a
         :class:`~duckanon.perturb.perturbation.PerturbedRelease`."""
         from .perturb.perturbation import perturb
-        return perturb(self.con, source_relation(self.con, source), path, method=method, numeric=numeric,
+        return perturb(self.engine, source_relation(self.engine, source), path, method=method, numeric=numeric,
                        categorical=categorical, categorical_method=categorical_method, identifiers=identifiers,
                        insensitive=insensitive, others=others, keep=keep, seed=seed, table=table,
                        progress=self.progress, **measures)
 
 
-def _not_all_leaves(con: duckdb.DuckDBPyConnection, counted: exp.Table,
+def _not_all_leaves(engine: Engine, counted: exp.Table,
                     hierarchies: Mapping[str, BoundHierarchy]) -> list[str]:
     """The attributes with a known value (its text) that is not a leaf of their hierarchy, in one query."""
     if not hierarchies:
@@ -652,7 +645,7 @@ def _not_all_leaves(con: duckdb.DuckDBPyConnection, counted: exp.Table,
     union = branches[0]
     for branch in branches[1:]:
         union = exp.union(union, branch, distinct=False, copy=False)
-    return [row[0] for row in sb.fetch_rows(con, union)]
+    return [row[0] for row in engine.rows(union)]
 
 
 def _suppressed_query(generalized: exp.Table, columns: Sequence[str], quasi: Sequence[str], suppressed: exp.Table,
@@ -674,12 +667,12 @@ def _suppressed_query(generalized: exp.Table, columns: Sequence[str], quasi: Seq
 class _Temporaries:
     """Temporary tables of one operation, dropped when it ends."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection):
-        self.con, self.tables = con, []
+    def __init__(self, engine: Engine):
+        self.engine, self.tables = engine, []
 
     def create(self, query: exp.Expression) -> exp.Table:
         table = sb.table(f"__duckanon_tmp_{next(_temporaries)}")
-        sb.run(self.con, sb.create_table_as(table, query, temporary=True))
+        self.engine.run(sb.create_table_as(table, query, temporary=True))
         self.tables.append(table)
         return table
 
@@ -688,20 +681,20 @@ class _Temporaries:
 
     def __exit__(self, *exc) -> None:
         for table in self.tables:
-            sb.run(self.con, sb.drop("TABLE", table))
+            self.engine.run(sb.drop("TABLE", table))
         self.tables.clear()
 
 
-def verify_release(reader: duckdb.DuckDBPyConnection, table: str, bound: _Bound, transformation: Transformation,
+def verify_release(reader: Engine, table: str, bound: _Bound, transformation: Transformation,
                    expected_records: int, ranges: Ranges) -> None:
     """Re-check a written release on its own: columns, record count, the policy, that no raw value shows, and the
     numbers' bound columns."""
     released = sb.table(table)
-    columns = sb.column_names(reader, released)
+    columns = reader.columns(released)
     if columns != ranges.columns(bound.columns):
         raise ReleaseCheckFailed(f"release check: columns {columns} differ from the expected "
                                  f"{ranges.columns(bound.columns)}")
-    records = sb.fetch_rows(reader, exp.select(exp.func("COUNT", exp.Star())).from_(released))[0][0]
+    records = reader.rows(exp.select(exp.func("COUNT", exp.Star())).from_(released))[0][0]
     if records != expected_records:
         raise ReleaseCheckFailed(f"release check: {records} records written, {expected_records} expected")
     report = check(reader, Classes.of(released, bound.quasi_identifiers), bound.policy.models,
@@ -712,13 +705,14 @@ def verify_release(reader: duckdb.DuckDBPyConnection, table: str, bound: _Bound,
         allowed = transformation.allowed_values(attribute, hierarchy)
         if allowed is None:
             continue
-        shown = {r[0] for r in sb.fetch_rows(reader, exp.select(sb.col(attribute)).from_(released).distinct())}
+        shown = {r[0] for r in reader.rows(exp.select(sb.col(attribute)).from_(released).distinct())}
         leaked = shown - allowed
         if leaked:
             raise ReleaseCheckFailed(
                 f"release check: {attribute!r} shows values its transformation does not produce: "
                 f"{sorted(leaked, key=str)[:10]}")
     ranges.verify(reader, table, transformation, bound.hierarchies)
-    views = [r[0] for r in reader.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()]
+    catalog = exp.Table(this=exp.Anonymous(this="duckdb_views", expressions=[]))
+    views = [r[0] for r in reader.rows(exp.select(sb.col("view_name")).from_(catalog).where(sb.col("internal").not_()))]
     for view in views:
-        sb.fetch_rows(reader, exp.select(exp.Star()).from_(sb.table(view)).limit(1))
+        reader.rows(exp.select(exp.Star()).from_(sb.table(view)).limit(1))

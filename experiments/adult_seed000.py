@@ -13,6 +13,7 @@ import duckdb
 import pandas as pd
 from sqlglot import exp
 
+from duckanon.engine import as_engine
 from duckanon import Hierarchy
 from duckanon.sqlgen import build as sb
 from duckanon.datasets import adult_hierarchy_dir
@@ -78,7 +79,7 @@ ARX_HIERARCHIES = ("race", "workclass", "native-country", "marital-status", "occ
 
 def _distinct_values(con: duckdb.DuckDBPyConnection, table: str, column: str) -> list:
     query = exp.select(sb.col(column)).distinct().from_(sb.table(table)).where(sb.col(column).is_(exp.null()).not_())
-    return [value for (value,) in sb.fetch_rows(con, query)]
+    return [value for (value,) in as_engine(con).rows(query)]
 
 
 def seed000_hierarchies(con: duckdb.DuckDBPyConnection, table: str = "adult") -> dict[str, Hierarchy]:

@@ -13,6 +13,7 @@ import duckdb
 import pandas as pd
 from sqlglot import exp
 
+from duckanon.engine import as_engine
 from duckanon.sqlgen import build as sb
 
 MISSING = "<missing>"
@@ -106,7 +107,7 @@ class Progress:
 def read_release(path: str | os.PathLike, table: str = "release") -> pd.DataFrame:
     """The released table of a release file, read-only, as a DataFrame."""
     with duckdb.connect(str(path), read_only=True) as reader:
-        return sb.fetch_df(reader, exp.select(exp.Star()).from_(sb.table(table)))
+        return as_engine(reader).frame(exp.select(exp.Star()).from_(sb.table(table)))
 
 
 def code_version(root: str | os.PathLike | None = None) -> str:

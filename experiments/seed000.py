@@ -38,6 +38,7 @@ import pandas as pd  # noqa: E402
 from sqlglot import exp  # noqa: E402
 
 import duckanon  # noqa: E402
+from duckanon.engine import as_engine  # noqa: E402
 from duckanon import KAnonymity, Policy  # noqa: E402
 from duckanon.sqlgen import build as sb  # noqa: E402
 from duckanon.datasets import load_adult  # noqa: E402
@@ -129,7 +130,7 @@ def run(args) -> dict:
     watch = Watch(args.search_limit)
     anon = duckanon.connect(con, progress=watch)
     hierarchies = seed000_hierarchies(con, table)
-    original = sb.fetch_df(con, exp.select(*[sb.col(c) for c in [*QUASI_IDENTIFIERS, LABEL]]).from_(sb.table(table)))
+    original = as_engine(con).frame(exp.select(*[sb.col(c) for c in [*QUASI_IDENTIFIERS, LABEL]]).from_(sb.table(table)))
     watch.note(f"{len(original)} records; lattice of {int(np.prod([h.levels for h in hierarchies.values()]))} nodes")
 
     watch.context = "original data"

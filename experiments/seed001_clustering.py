@@ -45,6 +45,7 @@ import pandas as pd  # noqa: E402
 from sqlglot import exp  # noqa: E402
 
 import duckanon  # noqa: E402
+from duckanon.engine import as_engine  # noqa: E402
 from duckanon import AlphaKAnonymity, Hierarchy, Policy, SemiSupervisedClustering  # noqa: E402
 from duckanon.sqlgen import build as sb  # noqa: E402
 from duckanon.datasets import adult_hierarchy_dir, load_adult  # noqa: E402
@@ -176,7 +177,7 @@ def main(argv=None) -> int:
     con = duckdb.connect()
     anon = duckanon.connect(con)
     load_adult(con, "adult")
-    frame = sb.fetch_df(con, exp.select(exp.Star()).from_(sb.table("adult")))
+    frame = as_engine(con).frame(exp.select(exp.Star()).from_(sb.table("adult")))
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="seed001-") as tmp:
         by_qi = pd.DataFrame([run_point(anon, frame, QUASI_IDENTIFIERS[:m], K_FIXED, args.repeat, Path(tmp), progress)

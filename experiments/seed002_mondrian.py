@@ -46,6 +46,7 @@ import pandas as pd  # noqa: E402
 from sqlglot import exp  # noqa: E402
 
 import duckanon  # noqa: E402
+from duckanon.engine import as_engine  # noqa: E402
 from duckanon import Hierarchy, KAnonymity, Policy  # noqa: E402
 from duckanon.sqlgen import build as sb  # noqa: E402
 from duckanon.datasets import adult_hierarchy_dir, load_adult  # noqa: E402
@@ -81,7 +82,7 @@ def setting(con, quasi, ordered: bool) -> tuple[dict, dict]:
             qis[q] = None
         elif ordered:
             qis[q] = None
-            values = sb.fetch_rows(con, exp.select(sb.col(q)).from_(sb.table(TABLE)).distinct().order_by(sb.col(q)))
+            values = as_engine(con).rows(exp.select(sb.col(q)).from_(sb.table(TABLE)).distinct().order_by(sb.col(q)))
             orders[q] = [v for (v,) in values]
         else:
             qis[q] = hierarchy(q)
@@ -115,7 +116,7 @@ def release_lm(released: pd.DataFrame, source: pd.DataFrame, quasi, styles: dict
 def run(con, anon, progress: Progress, name: str, workdir: str) -> list[dict]:
     quasi, ordered, relaxed = CONFIGS[name]
     qis, orders = setting(con, quasi, ordered)
-    source = sb.fetch_df(con, exp.select(*[sb.col(q) for q in quasi]).from_(sb.table(TABLE)))
+    source = as_engine(con).frame(exp.select(*[sb.col(q) for q in quasi]).from_(sb.table(TABLE)))
     rows = []
     for k in KS:
         progress.context = f"{name} k={k}"

@@ -41,6 +41,7 @@ import pandas as pd  # noqa: E402
 from sqlglot import exp  # noqa: E402
 
 import duckanon  # noqa: E402
+from duckanon.engine import as_engine  # noqa: E402
 from duckanon import Hierarchy, KAnonymity, Policy  # noqa: E402
 from duckanon.sqlgen import build as sb  # noqa: E402
 from duckanon.datasets import adult_hierarchy_dir, load_adult  # noqa: E402
@@ -175,7 +176,7 @@ def lattice_table(anon, table: str, hierarchies, k: int) -> pd.DataFrame:
 def hierarchies_for(con, table: str, age: str) -> dict[str, Hierarchy]:
     hierarchies = {q: Hierarchy.from_arx_csv(adult_hierarchy_dir() / f"{q}.csv", name=q) for q in QUASI_IDENTIFIERS}
     if age == "bands":
-        ages = [v for (v,) in sb.fetch_rows(con, exp.select(sb.col("age")).distinct().from_(sb.table(table)))]
+        ages = [v for (v,) in as_engine(con).rows(exp.select(sb.col("age")).distinct().from_(sb.table(table)))]
         hierarchies["age"] = Hierarchy.intervals(ages, widths=[5, 10, 20], name="age_bands")
     return hierarchies
 
@@ -183,7 +184,7 @@ def hierarchies_for(con, table: str, age: str) -> dict[str, Hierarchy]:
 def run_data_set(con, anon, progress: Progress, key: str, grid) -> dict:
     table, complete, age, title = CONFIGS[key]
     load_adult(con, table, complete=complete, replace=True)
-    frame = sb.fetch_df(con, exp.select(*[sb.col(q) for q in QUASI_IDENTIFIERS]).from_(sb.table(table)))
+    frame = as_engine(con).frame(exp.select(*[sb.col(q) for q in QUASI_IDENTIFIERS]).from_(sb.table(table)))
     hierarchies = hierarchies_for(con, table, age)
     lattices = {k: lattice_table(anon, table, hierarchies, k) for k in sorted({k for k, _ in grid})}
     paper_nue = {v: paper_nonuniform_entropy(frame, hierarchies, v) for v in next(iter(lattices.values())).index}

@@ -45,6 +45,7 @@ import pandas as pd  # noqa: E402
 from sqlglot import exp  # noqa: E402
 
 import duckanon  # noqa: E402
+from duckanon.engine import as_engine  # noqa: E402
 from duckanon import (AlphaLDiversityKAnonymity, Hierarchy, KAnonymity, Personalization, Policy,  # noqa: E402
                       TopDownPartitioning)
 from duckanon.sqlgen import build as sb  # noqa: E402
@@ -69,7 +70,7 @@ def add_disease(con: duckdb.DuckDBPyConnection, source: str, target: str, seed: 
     """Table ``target``: the records of ``source`` (``rows`` of them drawn at random when given) with seed 003's
     ``disease`` (one of Table 4's values, uniformly at random) and ``ppl`` (1-4 uniformly for a random quarter of the
     records, NULL for the others).  One query; the draws are hashes of each record's number and ``seed``."""
-    columns = sb.column_names(con, sb.table(source))
+    columns = as_engine(con).columns(sb.table(source))
     number = exp.Window(this=exp.func("ROW_NUMBER"),
                         order=exp.Order(expressions=[exp.Ordered(this=sb.col(c)) for c in columns]))
     numbered = exp.select(exp.Star(), number.as_("__i", quoted=True)).from_(sb.table(source))
@@ -88,7 +89,7 @@ def add_disease(con: duckdb.DuckDBPyConnection, source: str, target: str, seed: 
              .from_(numbered.subquery("numbered")))
     if rows is not None:
         query = query.order_by(draw(4, 2**31)).limit(rows)
-    sb.run(con, sb.create_table_as(sb.table(target), query, replace=True))
+    as_engine(con).run(sb.create_table_as(sb.table(target), query, replace=True))
     return target
 
 
@@ -117,7 +118,7 @@ def run_point(con, anon, table: str, model: str, k: int, seed: int) -> dict:
         seconds = time.perf_counter() - started
         ncp = clusters.information_loss + sensitive_loss(con, recoded, "disease", DISEASE_TREE)
         arr = average_recognition_rate(con, recoded, QUASI_IDENTIFIERS, "disease", DISEASE_TREE)
-    frame = sb.fetch_df(con, exp.select(exp.Star()).from_(sb.table(table)))
+    frame = as_engine(con).frame(exp.select(exp.Star()).from_(sb.table(table)))
     checked = clusters.check().satisfied and pandas_groups_ok(frame, clusters.numbering, clusters.groups, model, k)
     return {"model": model, "k": k, "records": len(frame), "seed": seed, "NCP": ncp, "ARR": arr, "seconds": seconds,
             "groups": clusters.count, "largest group": int(clusters.sizes.max()), "checked": checked}

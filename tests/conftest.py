@@ -5,6 +5,7 @@ from __future__ import annotations
 import duckdb
 import pytest
 
+from duckanon.engine import as_engine
 from duckanon.privacy import checks
 from duckanon.sqlgen import build as sb
 from duckanon.encode.classes import Classes
@@ -23,7 +24,7 @@ def check_frame(con):
 
     def run(frame, keys, models, name="t"):
         con.register(name, frame)
-        return checks.check(con, Classes.of(sb.table(name), keys), models, key_names=list(keys),
+        return checks.check(as_engine(con), Classes.of(sb.table(name), keys), models, key_names=list(keys),
                             allowed_suppressed=0)
 
     return run

@@ -11,6 +11,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ErrorLevel
 
+from duckanon.engine import as_engine
 from duckanon import AnonymizationError, PolicyError
 from duckanon.datasets import agrawal
 from duckanon.sqlgen import build as sb
@@ -97,7 +98,7 @@ HAND_WORKED = [
 def test_hand_worked_records(values, labels):
     con = duckdb.connect()
     row = exp.select(*[exp.alias_(sb.lit(v), name, quoted=True) for v, name in zip(values, ATTRIBUTES)])
-    got = "".join("A" if sb.fetch_rows(con, exp.select(classification_function(i)).from_(row.subquery("r")))[0][0]
+    got = "".join("A" if as_engine(con).rows(exp.select(classification_function(i)).from_(row.subquery("r")))[0][0]
                   else "B" for i in range(1, 11))
     assert got == labels
 

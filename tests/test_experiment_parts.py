@@ -13,6 +13,7 @@ import pytest
 from sqlglot import exp
 
 import duckanon
+from duckanon.engine import as_engine
 from duckanon import KAnonymity, Policy
 from duckanon.sqlgen import build as sb
 from duckanon.datasets import ADULT_COMPLETE_RECORDS, load_adult
@@ -37,7 +38,7 @@ def adult(con):
 
 @pytest.fixture
 def adult_frame(con, adult):
-    return sb.fetch_df(con, exp.select(exp.Star()).from_(sb.table(adult)))
+    return as_engine(con).frame(exp.select(exp.Star()).from_(sb.table(adult)))
 
 
 def test_hierarchies_cover_every_complete_record(con, adult):

@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import duckanon
+from duckanon.engine import as_engine
 from duckanon import HierarchyError, IntervalHierarchy, KAnonymity, Policy
 from duckanon.sqlgen import build as sb
 from duckanon.datasets import ADULT_QUASI_IDENTIFIERS, adult_hierarchy_dir
@@ -524,7 +525,7 @@ def test_null_row_keeps_null_at_level_zero(anon, con):
     h = Hierarchy.from_lists(CITY_ROWS + [[None, "unknown", "*"]])
     bound = BoundHierarchy("city", h, h.store(con, "hierarchy_city"))
     query = generalize(sb.table("people"), ["id", "city"], {"city": bound}, {"city": 0})
-    rows = sorted(sb.fetch_rows(con, query))
+    rows = sorted(as_engine(con).rows(query))
     assert rows == [(1, "Berlin"), (2, "Bonn"), (3, None), (4, None), (5, "Paris"), (6, "Lyon")]
 
 
@@ -553,8 +554,8 @@ def test_interval_case_and_join_give_the_same_values(con):
         if level > 0:
             assert "JOIN" not in sb.to_sql(case_query).upper()
         assert "JOIN" in sb.to_sql(join_query).upper() or level == 0
-        case_rows = sorted(sb.fetch_rows(con, with_original(case_query)), key=repr)
-        join_rows = sorted(sb.fetch_rows(con, with_original(join_query)), key=repr)
+        case_rows = sorted(as_engine(con).rows(with_original(case_query)), key=repr)
+        join_rows = sorted(as_engine(con).rows(with_original(join_query)), key=repr)
         assert case_rows == join_rows
         assert case_rows == sorted([(expected[v][level], v) for v in range(100)] + [(None, None)], key=repr)
 
@@ -690,7 +691,7 @@ def test_random_interval_case_matches_hand_labels(widths, seen, fresh):
         for level, width in enumerate(widths, start=1):
             query = generalize(sb.table("n"), ["v"], {"v": bound}, {"v": level})
             query = query.select(sb.col("v", "src").as_("original", quoted=True))
-            got = dict((o, g) for g, o in sb.fetch_rows(connection, query))
+            got = dict((o, g) for g, o in as_engine(connection).rows(query))
             cuts = [c for level_cuts in h.cuts for c in level_cuts]
             assert got == {v: hand_label(v // width * width, v // width * width + width, cuts) for v in inside}
     finally:

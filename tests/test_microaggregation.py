@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from sqlglot import exp
 
 import duckanon
+from duckanon.engine import as_engine
 from duckanon import MDAV, DistinctLDiversity, Hierarchy, KAnonymity, Policy, PolicyError
 from duckanon.sqlgen import build as sb
 from duckanon.cluster.mdav import mdav
@@ -84,7 +85,7 @@ def test_release_shows_each_groups_mean(con, tmp_path):
 def test_mdav_refuses_categories_sensitive_models_and_nulls(con):
     frame = pd.DataFrame({"x": [1.0, 2.0, None, 4.0], "c": ["a", "b", "a", "b"], "s": ["p", "q", "p", "q"]})
     con.register("frame", frame)
-    sb.run(con, sb.create_table_as(sb.table("t"), exp.select(exp.Star()).from_(sb.table("frame"))))
+    as_engine(con).run(sb.create_table_as(sb.table("t"), exp.select(exp.Star()).from_(sb.table("frame"))))
     anon = duckanon.connect(con)
     categorical = Policy(quasi_identifiers={"x": None, "c": Hierarchy.from_lists([["a", "*"], ["b", "*"]])},
                          models=[KAnonymity(2)], sensitive=["s"])

@@ -30,6 +30,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import duckanon
+from duckanon.engine import as_engine
 from duckanon import (
     AlphaKAnonymity,
     AlphaLDiversityKAnonymity,
@@ -52,7 +53,7 @@ TOL = 1e-9
 
 def verdicts(con, classes, models):
     """{class key tuple: (size, [violated per model])} straight from class_verdicts."""
-    rows = sb.fetch_rows(con, checks.class_verdicts(classes, models))
+    rows = as_engine(con).rows(checks.class_verdicts(classes, models))
     width = len(classes.keys)
     return {row[:width]: (row[width], list(row[width + 1:width + 1 + len(models)])) for row in rows}
 
@@ -60,7 +61,7 @@ def verdicts(con, classes, models):
 def emds(con, model, classes):
     """Per-class EMD of a t-closeness model (white box: the distance query its verdicts are built on)."""
     query = {"equal": model._equal, "ordered": model._ordered, "hierarchical": model._hierarchical}[model.distance]
-    return {row[:-1]: row[-1] for row in sb.fetch_rows(con, query(classes))}
+    return {row[:-1]: row[-1] for row in as_engine(con).rows(query(classes))}
 
 
 def frame_classes(con, frame, keys, weight=None, name="t"):

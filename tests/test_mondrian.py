@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from sqlglot import ErrorLevel, exp
 
 import duckanon
+from duckanon.engine import as_engine
 from duckanon import (DistinctLDiversity, EntropyLDiversity, Hierarchy, KAnonymity, Policy, PolicyError,
                       PolicyNotSatisfied, TCloseness)
 from duckanon.sqlgen import build as sb
@@ -160,10 +161,10 @@ def sql_partitions(con, frame: pd.DataFrame, pol: Policy, relaxed: bool = False)
     """Run Mondrian; the partitioning and its assignment table as a frame."""
     anon = duckanon.connect(con)
     with anon._bind("t", pol, partitioning=True) as bound:
-        dims = dimensions(con, bound.counted, bound.quasi_identifiers, bound.hierarchies, orders={"size": SIZES})
-        partitioning = Mondrian(con, bound.counted, dims, pol.sensitive, pol.models, relaxed=relaxed).run()
+        dims = dimensions(as_engine(con), bound.counted, bound.quasi_identifiers, bound.hierarchies, orders={"size": SIZES})
+        partitioning = Mondrian(as_engine(con), bound.counted, dims, pol.sensitive, pol.models, relaxed=relaxed).run()
         try:
-            assignment = sb.fetch_df(con, exp.select(exp.Star()).from_(partitioning.assignment.table))
+            assignment = as_engine(con).frame(exp.select(exp.Star()).from_(partitioning.assignment.table))
         finally:
             partitioning.close()
     return partitioning, assignment
@@ -279,9 +280,9 @@ def test_seed002_first_cut_on_adult_matches_pandas():
     pol = Policy(quasi_identifiers={"age": None, **hierarchies}, models=[KAnonymity(10)], others="drop")
     anon = duckanon.connect(con)
     with anon._bind("adult", pol, partitioning=True) as bound:
-        dims = dimensions(con, bound.counted, quasi, bound.hierarchies)
-        partitioning = Mondrian(con, bound.counted, dims, [], pol.models).run()
-        groups = sb.fetch_df(con, exp.select(exp.Star()).from_(partitioning.assignment.table))
+        dims = dimensions(as_engine(con), bound.counted, quasi, bound.hierarchies)
+        partitioning = Mondrian(as_engine(con), bound.counted, dims, [], pol.models).run()
+        groups = as_engine(con).frame(exp.select(exp.Star()).from_(partitioning.assignment.table))
         partitioning.close()
     # Every attribute spans its whole domain at the root: sex, race and marital-status have normalized span 1, as
     # has age; the first (age) is cut at its median, so no partition mixes ages on both sides of it.
@@ -301,8 +302,8 @@ def test_the_sql_transpiles_to_spark():
                          sensitive=["s"], insensitive=["id"])
             anon = duckanon.connect(con)
             with anon._bind("t", pol, partitioning=True) as bound:
-                dims = dimensions(con, bound.counted, QUASI, bound.hierarchies, orders={"size": SIZES})
-                partitioning = Mondrian(con, bound.counted, dims, ["s"], models, relaxed=relaxed).run()
+                dims = dimensions(as_engine(con), bound.counted, QUASI, bound.hierarchies, orders={"size": SIZES})
+                partitioning = Mondrian(as_engine(con), bound.counted, dims, ["s"], models, relaxed=relaxed).run()
                 partitioning.close()
             assert partitioning.sql
             for statement in partitioning.sql:

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from sqlglot import exp
 
 import duckanon
+from duckanon.engine import as_engine
 from duckanon import Hierarchy, HierarchyError, KAnonymity, Policy
 from duckanon.sqlgen import build as sb
 from duckanon.recode.generalization import BoundHierarchy
@@ -56,12 +57,12 @@ def stored(con, hierarchy: Hierarchy, name: str = "h") -> BoundHierarchy:
 def test_codes_place_every_group_of_leaves_at_its_lowest_common_ancestor(hierarchy, data):
     con = duckdb.connect()
     coding = HierarchyCoding.of(stored(con, hierarchy))
-    codes = dict(sb.fetch_rows(con, coding.leaves()))
-    nodes = {(level, prefix): (label, leaves) for level, prefix, label, leaves in sb.fetch_rows(con, coding.nodes())}
+    codes = dict(as_engine(con).rows(coding.leaves()))
+    nodes = {(level, prefix): (label, leaves) for level, prefix, label, leaves in as_engine(con).rows(coding.nodes())}
     assert set(codes) == set(hierarchy.values) and len(set(codes.values())) == len(codes)
     group = data.draw(st.lists(st.sampled_from(hierarchy.values), min_size=1, max_size=6, unique=True))
     low, high = min(codes[v] for v in group), max(codes[v] for v in group)
-    (level,), = sb.fetch_rows(con, exp.select(coding.lowest_common_level(sb.lit(low), sb.lit(high))))
+    (level,), = as_engine(con).rows(exp.select(coding.lowest_common_level(sb.lit(low), sb.lit(high))))
     want_level, want_label, want_leaves = lowest_common(hierarchy, group)
     assert level == want_level
     assert nodes[(level, low // coding.bases[level])] == (want_label, want_leaves)
@@ -76,12 +77,12 @@ def test_coded_tables_hold_what_the_inline_queries_compute(hierarchy):
     con = duckdb.connect()
     bound = stored(con, hierarchy)
     inline = HierarchyCoding.of(bound)
-    coded = CodedHierarchies.of(con, {"a": bound})
+    coded = CodedHierarchies.of(as_engine(con), {"a": bound})
     try:
         assert coded.codings["a"].bases == inline.bases
-        assert sorted(sb.fetch_rows(con, coded.leaves("a")), key=str) == sorted(sb.fetch_rows(con, inline.leaves()),
+        assert sorted(as_engine(con).rows(coded.leaves("a")), key=str) == sorted(as_engine(con).rows(inline.leaves()),
                                                                                  key=str)
-        assert sorted(sb.fetch_rows(con, coded.nodes("a")), key=str) == sorted(sb.fetch_rows(con, inline.nodes()),
+        assert sorted(as_engine(con).rows(coded.nodes("a")), key=str) == sorted(as_engine(con).rows(inline.nodes()),
                                                                                key=str)
     finally:
         coded.close()
@@ -126,20 +127,20 @@ def test_metrics_from_the_rows_codes_equal_those_from_looking_the_values_up(peop
     pol = Policy(quasi_identifiers={"age": None, "color": COLOR}, models=[KAnonymity(4)], sensitive=["s"],
                  others="drop")
     with people._bind("people", pol, partitioning=True) as bound:
-        dims = dimensions(people.con, bound.counted, bound.quasi_identifiers, bound.hierarchies)
-        partitioning = Mondrian(people.con, bound.counted, dims, pol.sensitive, pol.models, relaxed=relaxed).run()
+        dims = dimensions(as_engine(people.con), bound.counted, bound.quasi_identifiers, bound.hierarchies)
+        partitioning = Mondrian(as_engine(people.con), bound.counted, dims, pol.sensitive, pol.models, relaxed=relaxed).run()
         try:
             styles = output_styles(dims, None)
             fast = PartitionMap(partitioning.assignment, styles, coded=partitioning.coded)
             plain = PartitionMap(type(partitioning.assignment)(
                 partitioning.assignment.table, partitioning.assignment.keys, partitioning.assignment.group,
                 partitioning.assignment.count, partitioning.assignment.spread), styles)
-            args = (people.con, bound.source, bound.columns, bound.hierarchies, pol.models)
+            args = (as_engine(people.con), bound.source, bound.columns, bound.hierarchies, pol.models)
             assert fast.metrics(*args) == pytest.approx(plain.metrics(*args))
             recoded = {}
             for name, transformation in (("fast", fast), ("plain", plain)):
                 query = transformation.compile(bound.source, bound.columns, bound.hierarchies)
-                recoded[name] = sb.fetch_df(people.con, query).sort_values(bound.columns).reset_index(drop=True)
+                recoded[name] = as_engine(people.con).frame(query).sort_values(bound.columns).reset_index(drop=True)
             pd.testing.assert_frame_equal(recoded["fast"], recoded["plain"])
         finally:
             partitioning.close()

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from sqlglot import exp
 
 import duckanon
+from duckanon.engine import as_engine
 from duckanon import (AlphaLDiversityKAnonymity, Hierarchy, HierarchyError, KAnonymity, Personalization, Policy,
                       PolicyError, TopDownPartitioning)
 from duckanon import datasets
@@ -52,7 +53,7 @@ def anon(con):
 
 def load(con, frame: pd.DataFrame, name: str) -> str:
     con.register(f"{name}_frame", frame)
-    sb.run(con, sb.create_table_as(sb.table(name), exp.select(exp.Star()).from_(sb.table(f"{name}_frame")),
+    as_engine(con).run(sb.create_table_as(sb.table(name), exp.select(exp.Star()).from_(sb.table(f"{name}_frame")),
                                    replace=True))
     con.unregister(f"{name}_frame")
     return name
@@ -223,7 +224,7 @@ def test_k_anonymity_alone_keeps_every_partition(con, anon):
     assert clusters.sizes.min() >= 6 and clusters.sizes.max() <= 11
     assert clusters.check().satisfied
     with clusters.recoded() as recoded:
-        released = sb.fetch_df(con, exp.select(exp.Star()).from_(recoded))
+        released = as_engine(con).frame(exp.select(exp.Star()).from_(recoded))
         assert math.isclose(average_recognition_rate(con, recoded, ADULT_QI, "disease"),
                             pandas_arr(released, ADULT_QI, {}))
     assert sorted(released["disease"]) == sorted(frame["disease"])  # no personalization: values as they are
@@ -295,4 +296,4 @@ def test_the_sql_it_runs_transpiles_to_spark(con, anon):
         assert "`" in spark and '"' not in spark
     rule = "CASE WHEN CAST(`recoded`.`Ppl` AS DOUBLE) > CASE WHEN CAST(`recoded`.`Disease` AS STRING) = 'Asthma' THEN 2"
     assert rule in sb.to_sql(compiled, "spark")
-    assert sorted(r[-1] for r in sb.fetch_rows(con, compiled)) == sorted(TABLE_7_DISEASE.values())
+    assert sorted(r[-1] for r in as_engine(con).rows(compiled)) == sorted(TABLE_7_DISEASE.values())

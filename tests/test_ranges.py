@@ -14,6 +14,7 @@ import pytest
 from sqlglot import ErrorLevel, exp
 
 import duckanon
+from duckanon.engine import as_engine
 from duckanon import (AnonymizationError, Hierarchy, KAnonymity, Policy, PolicyError, SemiSupervisedClustering,
                       TopDownPartitioning)
 from duckanon.sqlgen import build as sb
@@ -277,7 +278,7 @@ def test_bound_queries_transpile_to_spark(con, people):
         return sb.table(f"kept_{len(queries)}")
 
     with anon._bind("people", policy) as bound:
-        ranges = FullDomainGeneralization({"age": 1}).ranges(con, bound.source, bound.columns, bound.hierarchies, kept)
+        ranges = FullDomainGeneralization({"age": 1}).ranges(as_engine(con), bound.source, bound.columns, bound.hierarchies, kept)
         final = ranges.joined(sb.table("released"), bound.columns)
     for query in [*queries, final]:
         assert query.sql(dialect="spark", unsupported_level=ErrorLevel.RAISE)

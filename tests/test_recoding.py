@@ -8,6 +8,7 @@ import pytest
 from sqlglot import ErrorLevel, exp
 
 import duckanon
+from duckanon.engine import as_engine
 from duckanon import DistinctLDiversity, Hierarchy, KAnonymity, Policy, PolicyError
 from duckanon.sqlgen import build as sb
 from duckanon.recode.recoding import RECORD, Assignment, PartitionMap, numbered
@@ -77,7 +78,7 @@ def test_record_id_assignment_publishes_each_style(anon, tmp_path):
 
 def test_the_record_pseudo_column_numbers_records_in_the_order_of_their_columns(anon, con, tmp_path):
     columns = ["age", "color", "size", "disease"]
-    numbers = sb.fetch_df(con, numbered(sb.table("t"), columns))
+    numbers = as_engine(con).frame(numbered(sb.table("t"), columns))
     # pandas: sort by every released column, NULLs first, and number 1..n.
     ordered = FRAME.sort_values(columns, na_position="first", kind="stable").reset_index(drop=True)
     assert numbers.sort_values(RECORD)["id"].tolist() == ordered["id"].tolist()
@@ -86,7 +87,7 @@ def test_the_record_pseudo_column_numbers_records_in_the_order_of_their_columns(
     con.execute("CREATE TABLE by_number AS SELECT * FROM g")
     transformation = PartitionMap(Assignment(sb.table("by_number"), (RECORD,)),
                                   {"age": "range", "color": "lca", "size": "set"})
-    assert transformation.misplaced(con, sb.table("t"), columns) == 0
+    assert transformation.misplaced(as_engine(con), sb.table("t"), columns) == 0
     anon.publish("t", POLICY, transformation, tmp_path / "n.duckdb")
     by_id = anon.publish("t", POLICY, PartitionMap(Assignment(sb.table("a"), ("id",)), transformation.styles),
                          tmp_path / "i.duckdb")
@@ -103,8 +104,8 @@ def test_spread_assignments_deal_records_out_in_order(anon, con, tmp_path):
                  sensitive=["disease"], insensitive=[])
     transformation = PartitionMap(assignment, {"age": "range"})
     columns = ["age", "disease"]
-    assert transformation.misplaced(con, sb.table("t"), columns) == 0
-    assigned = sb.fetch_df(con, assignment.assigned(sb.table("t"), ["id", "age", "size", "disease"]))
+    assert transformation.misplaced(as_engine(con), sb.table("t"), columns) == 0
+    assigned = as_engine(con).frame(assignment.assigned(sb.table("t"), ["id", "age", "size", "disease"]))
     # pandas: records of size S in the order of (id, age, size, disease) are ids 0, 2, 7 -> groups 1, 1, 2.
     assert assigned.set_index("id")["__group_id"].to_dict() == {0: 1, 2: 1, 7: 2, 1: 1, 6: 1, 3: 2, 4: 2, 5: 2, 8: 2}
     release = anon.publish("t", pol, transformation, tmp_path / "s.duckdb")
@@ -114,17 +115,17 @@ def test_spread_assignments_deal_records_out_in_order(anon, con, tmp_path):
 def test_misplaced_counts_what_an_assignment_gets_wrong(anon, con):
     columns = ["id", "age", "color", "size", "disease"]
     complete = PartitionMap(Assignment(sb.table("a"), ("id",)), {"age": "range"})
-    assert complete.misplaced(con, sb.table("t"), columns) == 0
+    assert complete.misplaced(as_engine(con), sb.table("t"), columns) == 0
     con.execute("CREATE TABLE missing AS SELECT * FROM a WHERE id <> 4")
     con.execute("CREATE TABLE doubled AS SELECT * FROM a UNION ALL SELECT 4, 99")
     assert PartitionMap(Assignment(sb.table("missing"), ("id",)), {"age": "range"}).misplaced(
-        con, sb.table("t"), columns) == 1
+        as_engine(con), sb.table("t"), columns) == 1
     assert PartitionMap(Assignment(sb.table("doubled"), ("id",)), {"age": "range"}).misplaced(
-        con, sb.table("t"), columns) == 1
+        as_engine(con), sb.table("t"), columns) == 1
     con.execute("CREATE TABLE short AS SELECT * FROM (VALUES ('S', 1, 2), ('M', 1, 2), ('L', 2, 2), ('XL', 2, 1),"
                 " (NULL, 2, 1)) v(size, group_id, n)")
     assert PartitionMap(Assignment(sb.table("short"), ("size",), count="n", spread=True), {"age": "range"}).misplaced(
-        con, sb.table("t"), columns) == 1
+        as_engine(con), sb.table("t"), columns) == 1
 
 
 def test_metrics_follow_the_core_definitions(anon, con):
@@ -132,7 +133,7 @@ def test_metrics_follow_the_core_definitions(anon, con):
     transformation = PartitionMap(Assignment(sb.table("a"), ("id",)), {"age": "range", "color": "lca", "size": "set"})
     columns = ["age", "color", "size", "disease"]
     bound = {"color": anon._hierarchy_for("color", COLOR)}
-    metrics = transformation.metrics(con, sb.table("t"), columns, bound, [KAnonymity(3)])
+    metrics = transformation.metrics(as_engine(con), sb.table("t"), columns, bound, [KAnonymity(3)])
     # age: (30-20)/(61-20) for group 1, '*' (1) for groups 2 and 3.  color: warm covers 2 of 4 leaves: LM 1/3,
     # NCP 2/4; cold the same; all NULL: 0.  size: {M,S} 2 of 5 distinct values (S, M, L, XL and none else): LM 1/4,
     # NCP 2/4; {L,XL} the same; '*' 1.
@@ -147,7 +148,7 @@ def test_metrics_follow_the_core_definitions(anon, con):
     assert metrics["dm"] == 3 * 9 and metrics["average-class-size"] == 3.0
     assert (metrics["records"], metrics["classes"], metrics["suppressed"]) == (9, 3, 0)
     # A group below k counts as suppressed: every record of it loses 1 per attribute and |D| in DM.
-    strict = transformation.metrics(con, sb.table("t"), columns, bound, [KAnonymity(4)])
+    strict = transformation.metrics(as_engine(con), sb.table("t"), columns, bound, [KAnonymity(4)])
     assert strict["suppressed"] == 9 and strict["loss"] == pytest.approx(3.0) and strict["dm"] == 81
 
 
@@ -164,9 +165,9 @@ def test_frequency_level_metrics_equal_record_level_ones(anon, con):
     records = PartitionMap(Assignment(sb.table("a"), ("id",)), styles)
     assert frequency.summarizes_assignment and not records.summarizes_assignment
     columns = ["age", "color", "size", "disease"]
-    assert frequency.metrics(con, sb.table("t"), columns, bound, models) == pytest.approx(
-        records.metrics(con, sb.table("t"), columns, bound, models))
-    generalized = [sb.fetch_df(con, m.compile(sb.table("t"), columns, bound)) for m in (frequency, records)]
+    assert frequency.metrics(as_engine(con), sb.table("t"), columns, bound, models) == pytest.approx(
+        records.metrics(as_engine(con), sb.table("t"), columns, bound, models))
+    generalized = [as_engine(con).frame(m.compile(sb.table("t"), columns, bound)) for m in (frequency, records)]
     assert as_rows(generalized[0], columns) == as_rows(generalized[1], columns)
 
 

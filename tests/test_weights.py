@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 from sqlglot import exp
 
+from duckanon.engine import as_engine
 from duckanon.sqlgen import build as sb
 from duckanon.datasets import load_adult
 from duckanon.errors import AnonymizationError, PolicyError
@@ -37,7 +38,7 @@ def mutual_information_bits(x: pd.Series, y: pd.Series) -> float:
 @pytest.fixture(params=[True, False], ids=["complete", "with-missing"])
 def adult(request, con):
     load_adult(con, "adult", complete=request.param)
-    return sb.fetch_df(con, exp.select(exp.Star()).from_(sb.table("adult")))
+    return as_engine(con).frame(exp.select(exp.Star()).from_(sb.table("adult")))
 
 
 def test_entropy_matches_pandas_on_adult(con, adult):
@@ -79,7 +80,7 @@ TINY = pd.DataFrame({
 @pytest.fixture
 def tiny(con):
     con.register("tiny_frame", TINY)
-    sb.run(con, sb.create_table_as(sb.table("tiny"), exp.select(exp.Star()).from_(sb.table("tiny_frame"))))
+    as_engine(con).run(sb.create_table_as(sb.table("tiny"), exp.select(exp.Star()).from_(sb.table("tiny_frame"))))
     return "tiny"
 
 
@@ -156,7 +157,7 @@ def test_hostile_column_names(con):
     frame = pd.DataFrame({name: rng.integers(0, 3 + i, 200).astype(str) for i, name in enumerate(HOSTILE)})
     frame[HOSTILE_LABEL] = np.where(frame[HOSTILE[0]] == "0", "yes", rng.choice(["yes", "no"], 200))
     con.register("hostile_frame", frame)
-    sb.run(con, sb.create_table_as(sb.table('t "hostile"'), exp.select(exp.Star()).from_(sb.table("hostile_frame"))))
+    as_engine(con).run(sb.create_table_as(sb.table('t "hostile"'), exp.select(exp.Star()).from_(sb.table("hostile_frame"))))
     for kind in KINDS:
         weights = attribute_weights(con, 't "hostile"', HOSTILE, kind=kind, label=HOSTILE_LABEL)
         assert list(weights["attribute"]) == HOSTILE
@@ -166,4 +167,4 @@ def test_hostile_column_names(con):
             np.testing.assert_allclose(weights["score"],
                                        [mutual_information_bits(frame[a], frame[HOSTILE_LABEL]) for a in HOSTILE],
                                        rtol=1e-9)
-    assert sb.fetch_rows(con, exp.select(exp.func("COUNT", exp.Star())).from_(sb.table('t "hostile"')))[0][0] == 200
+    assert as_engine(con).rows(exp.select(exp.func("COUNT", exp.Star())).from_(sb.table('t "hostile"')))[0][0] == 200

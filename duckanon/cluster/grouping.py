@@ -352,7 +352,7 @@ def run(anon: Anonymizer, bound: _Bound, method: ClusteringMethod, numeric: Sequ
     started = time.perf_counter()
     policy = bound.policy
     quasi = policy.quasi_identifier_names
-    kinds = numeric_kind(anon.con, bound.source, quasi)
+    kinds = numeric_kind(anon.engine, bound.source, quasi)
     numeric = [q for q in quasi if kinds[q]] if numeric is None else list(numeric)
     unknown = [c for c in numeric if c not in quasi]
     if unknown:
@@ -363,7 +363,7 @@ def run(anon: Anonymizer, bound: _Bound, method: ClusteringMethod, numeric: Sequ
     Composition.require_supported(policy.models, method.name)
     method.check_policy(policy, numeric)
     extra = method.extra_columns()
-    absent = [c for c in extra if c not in sb.column_names(anon.con, bound.source)]
+    absent = [c for c in extra if c not in anon.engine.columns(bound.source)]
     if absent:
         raise PolicyError(f"{method.name} reads columns the source does not have: {absent}")
     numbering = bound.columns + [c for c in extra if c not in bound.columns]
@@ -371,7 +371,7 @@ def run(anon: Anonymizer, bound: _Bound, method: ClusteringMethod, numeric: Sequ
     sensitive = named[0] if named else None
     anon._progress(f"{method.name}: reading the records")
     query = read_query(bound.source, numbering, quasi, numeric, sensitive, extra)
-    fetched = anon.con.execute(sb.to_sql(query)).fetchnumpy()
+    fetched = anon.engine.arrays(query)
     columns = {name: _unmasked(values, float if name in numeric else object) for name, values in fetched.items()}
     space = RecordSpace.from_columns({q: columns[q] for q in quasi},
                                      {q: b.hierarchy for q, b in bound.hierarchies.items()}, numeric)
@@ -446,15 +446,11 @@ class Clusters:
     # -------------------------------------------------------------- in SQL
     def _assignment(self) -> exp.Table:
         """A temporary table of (record number, group)."""
-        con = self.anonymizer.con
+        engine = self.anonymizer.engine
         table = sb.table(f"__duckanon_assignment_{next(_serial)}")
         frame = pd.DataFrame({RECORD: np.arange(1, len(self.groups) + 1, dtype=np.int64), GROUP: self.groups})
-        name = f"__duckanon_assignment_frame_{id(frame)}"
-        con.register(name, frame)
-        try:
-            sb.run(con, sb.create_table_as(table, exp.select(exp.Star()).from_(sb.table(name)), temporary=True))
-        finally:
-            con.unregister(name)
+        with engine.registered(frame) as groups:
+            engine.run(sb.create_table_as(table, exp.select(exp.Star()).from_(groups), temporary=True))
         return table
 
     def _partition(self, assignment: exp.Table) -> PartitionMap:
@@ -464,43 +460,43 @@ class Clusters:
     def check(self) -> CheckReport:
         """The policy's models, evaluated by the core's SQL over the records recoded by their groups (before any
         further recoding of the sensitive values by the method)."""
-        con = self.anonymizer.con
+        engine = self.anonymizer.engine
         assignment = self._assignment()
         recoded = sb.table(f"__duckanon_recoded_{next(_serial)}")
         try:
             partition = self._partition(assignment)
-            sb.run(con, sb.create_table_as(recoded, partition.compile(self.source, self.numbering, self.hierarchies),
+            engine.run(sb.create_table_as(recoded, partition.compile(self.source, self.numbering, self.hierarchies),
                                            temporary=True))
             quasi = self.policy.quasi_identifier_names
-            return check(con, Classes.of(recoded, quasi), self.policy.models, key_names=quasi)
+            return check(engine, Classes.of(recoded, quasi), self.policy.models, key_names=quasi)
         finally:
-            sb.run(con, sb.drop("TABLE", recoded))
-            sb.run(con, sb.drop("TABLE", assignment))
+            engine.run(sb.drop("TABLE", recoded))
+            engine.run(sb.drop("TABLE", assignment))
 
     def metrics(self) -> dict[str, float]:
         """The core's LM (``loss``), DM, NCP and average class size of the groups' release, computed in SQL by
         :meth:`PartitionMap.metrics <duckanon.recode.recoding.PartitionMap.metrics>`."""
         assignment = self._assignment()
         try:
-            return self._partition(assignment).metrics(self.anonymizer.con, self.source, self.numbering,
+            return self._partition(assignment).metrics(self.anonymizer.engine, self.source, self.numbering,
                                                        self.hierarchies, self.policy.models)
         finally:
-            sb.run(self.anonymizer.con, sb.drop("TABLE", assignment))
+            self.anonymizer.engine.run(sb.drop("TABLE", assignment))
 
     @contextlib.contextmanager
     def recoded(self) -> Iterator[exp.Table]:
         """A temporary table of what :meth:`publish` would release, before it checks and suppresses (for metrics)."""
-        con = self.anonymizer.con
+        engine = self.anonymizer.engine
         assignment = self._assignment()
         recoded = sb.table(f"__duckanon_recoded_{next(_serial)}")
         try:
             transformation = self.method.release_transformation(self, self._partition(assignment))
-            sb.run(con, sb.create_table_as(recoded, transformation.compile(self.source, self.columns, self.hierarchies),
+            engine.run(sb.create_table_as(recoded, transformation.compile(self.source, self.columns, self.hierarchies),
                                            temporary=True))
             yield recoded
         finally:
-            sb.run(con, sb.drop("TABLE", recoded))
-            sb.run(con, sb.drop("TABLE", assignment))
+            engine.run(sb.drop("TABLE", recoded))
+            engine.run(sb.drop("TABLE", assignment))
 
     def publish(self, path, *, table: str = "release", format: str | None = None) -> Release:
         """Write the release: quasi-identifiers recoded by group (:class:`~duckanon.recode.recoding.PartitionMap`), checked,
@@ -511,4 +507,4 @@ class Clusters:
             return self.anonymizer.publish(self.source, self.method.release_policy(self.policy), transformation, path,
                                            table=table, format=format)
         finally:
-            sb.run(self.anonymizer.con, sb.drop("TABLE", assignment))
+            self.anonymizer.engine.run(sb.drop("TABLE", assignment))

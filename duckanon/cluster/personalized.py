@@ -29,11 +29,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 
-import duckdb
 import numpy as np
+import duckdb
 import pandas as pd
 from sqlglot import exp
 
+from ..engine import Engine, as_engine
 from ..sqlgen import build as sb
 from ..encode.classes import VALUE, WEIGHT, Classes
 from .distance import RecordSpace
@@ -243,8 +244,8 @@ class PersonalizedRelease(PartitionMap):
         protection = self.personalization.column
         return list(columns) + ([protection] if protection not in columns else [])
 
-    def ranges(self, con, source, columns, hierarchies, materialize):
-        return super().ranges(con, source, self._read(columns), hierarchies, materialize)
+    def ranges(self, engine, source, columns, hierarchies, materialize):
+        return super().ranges(engine, source, self._read(columns), hierarchies, materialize)
 
     def compile(self, source, columns, hierarchies):
         protection = self.personalization.column
@@ -298,12 +299,12 @@ def recognition_rate_query(relation: exp.Expression, quasi_identifiers: Sequence
     return exp.select(exp.func("AVG", sb.col("__arr"))).from_(per_class.subquery("classes"))
 
 
-def average_recognition_rate(con: duckdb.DuckDBPyConnection, relation: exp.Expression,
+def average_recognition_rate(database: Engine | duckdb.DuckDBPyConnection, relation: exp.Expression,
                              quasi_identifiers: Sequence[str], sensitive: str,
                              hierarchy: Hierarchy | None = None) -> float:
     """ARR_D of ``relation`` (a release, or a recoded table); ``hierarchy`` is the GHT that published values may be
     nodes of (None: every value is an original one)."""
-    return float(sb.fetch_rows(con, recognition_rate_query(relation, quasi_identifiers, sensitive, hierarchy))[0][0])
+    return float(as_engine(database).value(recognition_rate_query(relation, quasi_identifiers, sensitive, hierarchy)))
 
 
 def sensitive_loss_query(relation: exp.Expression, sensitive: str, hierarchy: Hierarchy) -> exp.Select:
@@ -315,7 +316,7 @@ def sensitive_loss_query(relation: exp.Expression, sensitive: str, hierarchy: Hi
     return exp.select(exp.func("COALESCE", exp.func("SUM", penalty), sb.lit(0.0))).from_(relation)
 
 
-def sensitive_loss(con: duckdb.DuckDBPyConnection, relation: exp.Expression, sensitive: str,
+def sensitive_loss(database: Engine | duckdb.DuckDBPyConnection, relation: exp.Expression, sensitive: str,
                    hierarchy: Hierarchy) -> float:
-    return float(sb.fetch_rows(con, sensitive_loss_query(relation, sensitive, hierarchy))[0][0])
+    return float(as_engine(database).value(sensitive_loss_query(relation, sensitive, hierarchy)))
 

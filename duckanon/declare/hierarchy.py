@@ -25,6 +25,7 @@ import duckdb
 import pandas as pd
 from sqlglot import exp
 
+from ..engine import Engine, as_engine
 from ..sqlgen import build as sb
 from ..errors import HierarchyError
 from .notation import NumberFormat, half_open_label
@@ -171,29 +172,28 @@ class Hierarchy:
         for row in self.rows:
             writer.writerow([ARX_NULL if v is None else v for v in row])
 
-    def store(self, con: duckdb.DuckDBPyConnection, table_name: str, *, schema: str = SCHEMA) -> exp.Table:
-        """Write this hierarchy as a DuckDB table (replacing one of that name) and return it."""
+    def store(self, database: Engine | duckdb.DuckDBPyConnection, table_name: str, *,
+              schema: str = SCHEMA) -> exp.Table:
+        """Write this hierarchy as a table of ``database`` (replacing one of that name) and return it."""
+        engine = as_engine(database)
         target = sb.table(table_name, schema)
-        sb.run(con, exp.Create(this=sb.ident(schema), kind="SCHEMA", exists=True))
+        engine.run(exp.Create(this=sb.ident(schema), kind="SCHEMA", exists=True))
         columns = [exp.ColumnDef(this=sb.ident(level_column(i)), kind=exp.DataType.build("VARCHAR"))
                    for i in range(self.levels)]
-        sb.run(con, exp.Create(this=exp.Schema(this=target, expressions=columns), kind="TABLE", replace=True))
+        engine.run(exp.Create(this=exp.Schema(this=target, expressions=columns), kind="TABLE", replace=True))
         # One INSERT … SELECT from the rows as a frame: one statement, so one commit on a database file.
-        frame_name = f"__duckanon_hierarchy_rows_{id(self)}"
-        con.register(frame_name, self.to_frame())
-        try:
-            sb.run(con, exp.insert(exp.select(exp.Star()).from_(sb.table(frame_name)), target))
-        finally:
-            con.unregister(frame_name)
+        with engine.registered(self.to_frame()) as rows:
+            engine.run(exp.insert(exp.select(exp.Star()).from_(rows), target))
         return target
 
     @classmethod
-    def from_table(cls, con: duckdb.DuckDBPyConnection, table_name: str, *, schema: str | None = SCHEMA,
-                   name: str | None = None) -> Hierarchy:
+    def from_table(cls, database: Engine | duckdb.DuckDBPyConnection, table_name: str, *,
+                   schema: str | None = SCHEMA, name: str | None = None) -> Hierarchy:
+        engine = as_engine(database)
         source = sb.table(table_name, schema)
-        names = sb.column_names(con, source)
+        names = engine.columns(source)
         query = exp.select(*(sb.col(c) for c in names)).from_(source)
-        return cls(sb.fetch_rows(con, query), name=name or table_name)
+        return cls(engine.rows(query), name=name or table_name)
 
     # ----------------------------------------------------------------- builders
     @classmethod

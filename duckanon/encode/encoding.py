@@ -11,10 +11,10 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping, Sequence
 
-import duckdb
 import pandas as pd
 from sqlglot import exp
 
+from ..engine import Engine
 from ..sqlgen import build as sb
 from .classes import Classes
 from ..recode.generalization import BoundHierarchy, level_expressions
@@ -27,13 +27,13 @@ def code_column(attribute_index: int, level: int) -> str:
     return f"__q{attribute_index}_l{level}"
 
 
-def count_combinations(con: duckdb.DuckDBPyConnection, source: exp.Expression, attributes: Sequence[str],
+def count_combinations(engine: Engine, source: exp.Expression, attributes: Sequence[str],
                        sensitive: Sequence[str]) -> exp.Table:
     """One pass over ``source``: a temporary table of each distinct combination of the columns and its ``__count``."""
     raw = [sb.col(c) for c in [*attributes, *sensitive]]
     table = sb.table(f"__duckanon_counted_{next(_serial)}")
     query = exp.select(*raw, exp.func("COUNT", exp.Star()).as_(COUNT, quoted=True)).from_(source).group_by(*raw)
-    sb.run(con, sb.create_table_as(table, query, temporary=True))
+    engine.run(sb.create_table_as(table, query, temporary=True))
     return table
 
 
@@ -41,9 +41,9 @@ class Encoding:
     """A temporary frequency table of the source with per-level codes of each quasi-identifier, built from the
     source's counted combinations (:func:`count_combinations`)."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, counted: exp.Table,
+    def __init__(self, engine: Engine, counted: exp.Table,
                  bound: Mapping[str, BoundHierarchy], sensitive: Sequence[str]):
-        self.con = con
+        self.engine = engine
         self.attributes = list(bound)
         self.bound = dict(bound)
         self.sensitive = list(sensitive)
@@ -56,13 +56,13 @@ class Encoding:
         self.code_tables = []
         for i, attribute in enumerate(self.attributes):
             codes = sb.table(f"{self.table.name}_codes_{i}")
-            sb.run(self.con, sb.create_table_as(codes, self._codes(counted, i, attribute), temporary=True, replace=True))
+            self.engine.run(sb.create_table_as(codes, self._codes(counted, i, attribute), temporary=True, replace=True))
             self.code_tables.append(codes)
             on = exp.NullSafeEQ(this=sb.col(attribute, "f"), expression=sb.col(attribute, f"c{i}"))
             query = query.join(exp.alias_(codes, f"c{i}", quoted=True), on=on, join_type="LEFT")
             query = query.select(*[sb.col(code_column(i, level), f"c{i}")
                                    for level in range(self.bound[attribute].hierarchy.levels)])
-        sb.run(self.con, sb.create_table_as(self.table, query, temporary=True, replace=True))
+        self.engine.run(sb.create_table_as(self.table, query, temporary=True, replace=True))
 
     def _codes(self, source: exp.Expression, index: int, attribute: str) -> exp.Select:
         """Distinct values of one attribute with each level's generalized value and a dense integer code for it."""
@@ -85,13 +85,13 @@ class Encoding:
         levels = range(self.bound[self.attributes[index]].hierarchy.levels)
         query = exp.select(*[sb.col(code_column(index, j)).as_(f"code_{j}") for j in levels],
                            *[sb.col(f"__g{j}").as_(f"label_{j}") for j in levels]).from_(self.code_tables[index])
-        return sb.fetch_df(self.con, query)
+        return self.engine.frame(query)
 
     def labels(self, index: int, level: int) -> dict[int, str | None]:
         """Code → generalized value of one attribute on one level."""
         query = (exp.select(sb.col(code_column(index, level)), sb.col(f"__g{level}"))
                  .from_(self.code_tables[index]).distinct())
-        return dict(sb.fetch_rows(self.con, query))
+        return dict(self.engine.rows(query))
 
     def classes(self, levels: Mapping[str, int]) -> Classes:
         """The equivalence classes of the full-domain generalization to ``levels``."""
@@ -103,4 +103,4 @@ class Encoding:
 
     def close(self) -> None:
         for table in [self.table, *self.code_tables]:
-            sb.run(self.con, sb.drop("TABLE", table))
+            self.engine.run(sb.drop("TABLE", table))

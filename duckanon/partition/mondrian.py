@@ -51,9 +51,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-import duckdb
 from sqlglot import exp
 
+from ..engine import Engine, Statement
 from ..sqlgen import build as sb
 from ..privacy.checks import class_verdicts
 from ..encode.classes import SIZE, VIOLATED, Classes, key_name
@@ -103,7 +103,7 @@ class Partitioning:
     """What a Mondrian run produced: the assignment and the hierarchies' codes (temporary tables; :meth:`close`
     drops them) and its shape."""
 
-    con: duckdb.DuckDBPyConnection
+    engine: Engine
     assignment: Assignment
     coded: CodedHierarchies
     dimensions: list[Dimension]
@@ -115,7 +115,7 @@ class Partitioning:
     sql: list[exp.Expression] = field(default_factory=list, repr=False)
 
     def close(self) -> None:
-        sb.run(self.con, sb.drop("TABLE", self.assignment.table))
+        self.engine.run(sb.drop("TABLE", self.assignment.table))
         self.coded.close()
 
     def summary(self) -> str:
@@ -167,7 +167,7 @@ def output_styles(dims: Sequence[Dimension], styles: Mapping[str, str] | None, n
     return chosen
 
 
-def dimensions(con: duckdb.DuckDBPyConnection, counted: exp.Table, quasi: Sequence[str],
+def dimensions(engine: Engine, counted: exp.Table, quasi: Sequence[str],
                hierarchies: Mapping[str, BoundHierarchy], orders: Mapping[str, Sequence[object]] | None = None,
                categorical: Sequence[str] = ()) -> list[Dimension]:
     """How each quasi-identifier is cut: numeric columns on their value (unless named in ``categorical``), categorical
@@ -178,7 +178,7 @@ def dimensions(con: duckdb.DuckDBPyConnection, counted: exp.Table, quasi: Sequen
     unknown = [a for a in [*orders, *categorical] if a not in quasi]
     if unknown:
         raise PolicyError(f"orders or categorical name columns that are not quasi-identifiers: {unknown}")
-    numeric = numeric_kind(con, counted, quasi)
+    numeric = numeric_kind(engine, counted, quasi)
     weight = sb.col(COUNT)
     probes = []
     for q in quasi:
@@ -189,7 +189,7 @@ def dimensions(con: duckdb.DuckDBPyConnection, counted: exp.Table, quasi: Sequen
                    exp.func("MIN", value.copy()).eq(exp.func("MAX", value.copy()))]
         if numeric[q] and q not in categorical and q not in orders:
             probes += [sb.as_double(exp.func("MIN", value.copy())), sb.as_double(exp.func("MAX", value.copy()))]
-    row = iter(sb.fetch_rows(con, exp.select(*probes).from_(counted))[0])
+    row = iter(engine.rows(exp.select(*probes).from_(counted))[0])
     result = []
     for q in quasi:
         known, nulls, constant = next(row), next(row), next(row)
@@ -200,7 +200,7 @@ def dimensions(con: duckdb.DuckDBPyConnection, counted: exp.Table, quasi: Sequen
             raise PolicyError(f"quasi-identifier {q!r} has the same value in every record: it cannot be cut and "
                               f"identifies nobody; drop it from the quasi-identifiers")
         if q in orders:
-            result.append(_ordered(con, counted, q, orders[q]))
+            result.append(_ordered(engine, counted, q, orders[q]))
         elif numeric[q] and q not in categorical:
             low, high = next(row), next(row)
             # One value besides NULL spans nothing: any positive normalizer will do.
@@ -214,7 +214,7 @@ def dimensions(con: duckdb.DuckDBPyConnection, counted: exp.Table, quasi: Sequen
     return result
 
 
-def _ordered(con, counted: exp.Table, attribute: str, order: list) -> Dimension:
+def _ordered(engine, counted: exp.Table, attribute: str, order: list) -> Dimension:
     texts = [None if v is None else str(v) for v in order]
     if len(set(texts)) != len(texts):
         doubled = sorted({t for t in texts if texts.count(t) > 1}, key=str)
@@ -223,7 +223,7 @@ def _ordered(con, counted: exp.Table, attribute: str, order: list) -> Dimension:
     listed = [t for t in texts if t is not None]
     outside = exp.select(value).from_(counted).where(
         exp.and_(value.is_(exp.Null()).not_(), value.copy().isin(*[sb.lit(t) for t in listed]).not_())).distinct()
-    missing = [r[0] for r in sb.fetch_rows(con, outside.order_by(sb.col(attribute)).limit(11))]
+    missing = [r[0] for r in engine.rows(outside.order_by(sb.col(attribute)).limit(11))]
     if missing:
         raise PolicyError(f"the order of {attribute!r} does not list its values {_preview(missing)}")
     return Dimension(attribute, ORDERED, scale=float(max(len(texts) - 1, 1)), order=tuple(texts))
@@ -247,10 +247,10 @@ def smallest_class(models: Sequence[PrivacyModel]) -> int:
 class Mondrian:
     """One run of Mondrian over a frequency table ``counted`` (quasi-identifier and sensitive columns, ``__count``)."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, counted: exp.Table, dims: Sequence[Dimension],
+    def __init__(self, engine: Engine, counted: exp.Table, dims: Sequence[Dimension],
                  sensitive: Sequence[str], models: Sequence[PrivacyModel], *, relaxed: bool = False,
                  progress: Callable[[str], None] | None = None):
-        self.con, self.counted, self.dims = con, counted, list(dims)
+        self.engine, self.counted, self.dims = engine, counted, list(dims)
         self.sensitive, self.models, self.relaxed = list(sensitive), list(models), relaxed
         self.progress = progress
         self.min_size = smallest_class(models)
@@ -267,20 +267,20 @@ class Mondrian:
         self._tag = next(_serial)
 
     # ----------------------------------------------------------------- plumbing
-    def _run(self, statement: exp.Expression) -> duckdb.DuckDBPyConnection:
+    def _run(self, statement: exp.Expression) -> None:
         self.sql.append(statement)
         self.statements += 1
-        return sb.run(self.con, statement)
+        self.engine.run(statement)
 
     def _fetch(self, query: exp.Expression) -> list[tuple]:
         self.sql.append(query)
         self.statements += 1
-        return sb.fetch_rows(self.con, query)
+        return self.engine.rows(query)
 
-    def _execute(self, sql: str, parameters: list | None = None) -> duckdb.DuckDBPyConnection:
-        """A statement already built (and recorded in :attr:`sql`) as SQL text."""
+    def _execute(self, statement: Statement, parameters: list | None = None) -> list[tuple]:
+        """A statement already recorded in :attr:`sql` (prepared, for the rounds); its rows."""
         self.statements += 1
-        return self.con.execute(sql, parameters) if parameters is not None else self.con.execute(sql)
+        return self.engine.rows(statement, parameters)
 
     def _table(self, purpose: str) -> exp.Table:
         table = sb.table(f"__duckanon_mondrian_{self._tag}_{purpose}_{next(_serial)}")
@@ -299,7 +299,7 @@ class Mondrian:
         return table
 
     def _drop(self, table: exp.Table) -> None:
-        sb.run(self.con, sb.drop("TABLE", table))
+        self.engine.run(sb.drop("TABLE", table))
         self.statements += 1
         self._tables = [t for t in self._tables if t.name != table.name]
 
@@ -311,7 +311,7 @@ class Mondrian:
     def run(self) -> Partitioning:
         started = time.perf_counter()
         self._require_root()
-        coded = CodedHierarchies(self.con, {self.dims[i].attribute: self.dims[i].coding for i in self.hierarchical})
+        coded = CodedHierarchies(self.engine, {self.dims[i].attribute: self.dims[i].coding for i in self.hierarchical})
         self.sql += coded.sql
         self.statements += len(coded.sql)
         try:
@@ -336,15 +336,15 @@ class Mondrian:
             while True:
                 # Each CREATE … AS reports its rows: the parts of the partitions cut took the numbers from next_id
                 # on, and a round that moves no row had no partition left to cut.
-                (parts,) = self._execute(compiled["choice"], [next_id]).fetchone()
-                (moved,) = self._execute(compiled["move"]).fetchone()
+                ((parts,),) = self._execute(compiled["choice"], [next_id])
+                ((moved,),) = self._execute(compiled["move"])
                 if not moved:
                     break
                 rounds.append(self._table("round"))
                 for rename in (_rename(previous, rounds[-1]), _rename(tables["current"], previous)):
                     if len(rounds) == 1:
                         self.sql.append(rename)
-                    self._execute(sb.to_sql(rename))
+                    self._execute(rename)
                 self._say(f"Mondrian round {len(rounds)}: {parts} new partitions")
                 next_id += parts
             rounds.append(previous)
@@ -374,7 +374,7 @@ class Mondrian:
         finally:
             for table in list(self._tables):
                 self._drop(table)
-        return Partitioning(self.con, assignment, coded, self.dims, self.relaxed, int(partitions), len(rounds) - 1,
+        return Partitioning(self.engine, assignment, coded, self.dims, self.relaxed, int(partitions), len(rounds) - 1,
                             self.statements, time.perf_counter() - started, self.sql)
 
     def _round_statements(self, previous: exp.Table, tables: Mapping[str, exp.Table]
@@ -382,7 +382,7 @@ class Mondrian:
         """A round's statements, as trees and as SQL: ``choice`` (its parameter the first new partition number) and
         ``move``; built once per shape of problem (building the trees takes longer than running them on small
         data)."""
-        key = (tuple((d.attribute, d.kind, d.scale, d.order, d.coding.bases if d.coding else None) for d in self.dims),
+        key = (self.engine.dialect, tuple((d.attribute, d.kind, d.scale, d.order, d.coding.bases if d.coding else None) for d in self.dims),
                tuple(self.sensitive), tuple(self.cell_sensitive), self.compares_with_table, self.relaxed, self.min_size,
                tuple((type(m).__name__, json.dumps(m.params(), sort_keys=True, default=str)) for m in self.models))
         if key not in _ROUNDS:
@@ -395,7 +395,7 @@ class Mondrian:
                           "move": create("current", self._with(*self._move(previous, tables["choice"])))}
             if len(_ROUNDS) >= 64:
                 _ROUNDS.clear()
-            _ROUNDS[key] = (list(statements.values()), {n: sb.to_sql(s) for n, s in statements.items()})
+            _ROUNDS[key] = (list(statements.values()), {n: self.engine.prepare(s) for n, s in statements.items()})
         return _ROUNDS[key]
 
     def _reference(self) -> exp.Select:

@@ -57,11 +57,13 @@ import numpy as np
 import pandas as pd
 from sqlglot import exp
 
+from ..engine import Engine
 from ..privacy import disclosure
 from ..sqlgen import build as sb
 from ..privacy.disclosure import DisclosureReport, disclosure_report
 from ..errors import AnonymizationError, PolicyError, ReleaseCheckFailed
 from ..declare.parameters import checked_number
+from ..recode.ranges import is_numeric
 from ..release.files import ReleaseContent, ReleaseInfo, release_format, write_release
 from ..declare.roles import assign_roles, check_others, released_columns
 
@@ -69,8 +71,6 @@ KEYS = ("__duckanon_key_1", "__duckanon_key_2")  # two seeded hashes of a record
 ORDER = "__duckanon_order"  # the release's row order
 CODE, VALUE = "code", "value"
 KEPT = "fingerprint of all kept columns"
-NUMERIC_TYPES = frozenset({"tinyint", "smallint", "integer", "bigint", "hugeint", "utinyint", "usmallint",
-                           "uinteger", "ubigint", "uhugeint", "float", "double", "decimal"})
 _names = itertools.count()
 
 
@@ -259,7 +259,7 @@ class _Attribute:
     codes: exp.Table | None = None  # categorical attributes: a temporary table (value, code)
 
 
-def perturb(con: duckdb.DuckDBPyConnection, source: exp.Expression, path: str | os.PathLike, *,
+def perturb(engine: Engine, source: exp.Expression, path: str | os.PathLike, *,
             method: Perturbation, numeric: Sequence[str] = (),
             categorical: Sequence[str] | Mapping[str, Sequence | None] = (),
             categorical_method: Perturbation | None = None, identifiers: Sequence[str] = (),
@@ -296,7 +296,7 @@ def perturb(con: duckdb.DuckDBPyConnection, source: exp.Expression, path: str | 
     release_format(path, format)
     if measure:
         disclosure.check_parameters(known_records, mi_bins, measure_records)
-    columns, types = _schema(con, source)
+    columns, types = _schema(engine, source)
     orders = _orders(categorical)
     released = _released_columns(columns, numeric, orders, identifiers, insensitive, others, keep)
     attributes = _attributes(columns, types, method, list(numeric), orders, categorical_method)
@@ -306,10 +306,10 @@ def perturb(con: duckdb.DuckDBPyConnection, source: exp.Expression, path: str | 
     try:
         say("keying the source's records (a copy with two seeded hashes of each record)")
         work = sb.table(f"__duckanon_perturb_{next(_names)}")
-        sb.run(con, sb.create_table_as(work, keyed_query(source, columns, seed), temporary=True))
+        engine.run(sb.create_table_as(work, keyed_query(source, columns, seed), temporary=True))
         temporaries.append(work)
         private = [a.column for a in attributes]
-        facts = _facts(con, work, private, [a.column for a in attributes if not a.categorical],
+        facts = _facts(engine, work, private, [a.column for a in attributes if not a.categorical],
                        [c for c in released if c not in private])
         records = facts["records"]
         if records < 2:
@@ -319,10 +319,10 @@ def perturb(con: duckdb.DuckDBPyConnection, source: exp.Expression, path: str | 
         if nulls:
             raise AnonymizationError("private attributes must not hold NULL (impute or drop those records first): "
                                      + ", ".join(f"{c!r} has {n} NULL" for c, n in nulls.items()))
-        attributes = [_with_codes(con, work, a, temporaries) for a in attributes]
+        attributes = [_with_codes(engine, work, a, temporaries) for a in attributes]
 
         say(f"reading {len(attributes)} private attribute(s) of {records} records")
-        keys, original = _fetch(con, work, attributes)
+        keys, original = _fetch(engine, work, attributes)
         # The first hash alone identifies the records unless some share it (identical records, or a collision).
         join_keys = KEYS[:1] if _unique(keys[KEYS[0]]) else KEYS
         _check_values(attributes, original)
@@ -344,21 +344,21 @@ def perturb(con: duckdb.DuckDBPyConnection, source: exp.Expression, path: str | 
         view = f"__duckanon_perturbed_{next(_names)}"
         frame = pd.DataFrame({**{key: keys[key] for key in join_keys}, ORDER: np.arange(records, dtype=np.int64),
                               **{_new(a): perturbed[a.column] for a in attributes}}, copy=False)
-        con.register(view, frame)
+        engine.register(view, frame)
         views.append(view)
         distinct = len(join_keys) == 2 and not _unique(keys[KEYS[0]], keys[KEYS[1]])
         query = release_query(work, sb.table(view), released, attributes, join_keys, distinct)
         info = ReleaseInfo(kind="perturbation", source_records=records, transformation={"perturbation": methods},
                            metrics={"disclosure": report.as_dict()} if report is not None else {})
         say(f"writing and verifying {path}")
-        written = write_release(con, path, ReleaseContent(table, query, {}, info, sources=[source]), format=format,
+        written = write_release(engine, path, ReleaseContent(table, query, {}, info, sources=[source]), format=format,
                                 verify=lambda reader: verify_perturbed_release(reader, table, released, attributes, facts))
         return PerturbedRelease(written, table, records, methods, report)
     finally:
         for view in views:
-            con.unregister(view)
+            engine.unregister(view)
         for temporary in reversed(temporaries):
-            sb.run(con, sb.drop("TABLE", temporary))
+            engine.run(sb.drop("TABLE", temporary))
 
 
 # ------------------------------------------------------------------------ parameters
@@ -368,16 +368,15 @@ def _checked_seed(seed: int | None) -> int:
     return checked_number(seed, "seed", "perturb", whole=True, low=0, note="or None for fresh entropy")
 
 
-def _schema(con: duckdb.DuckDBPyConnection, source: exp.Expression) -> tuple[list[str], dict[str, str]]:
-    query = source if isinstance(source, exp.Query) else exp.select(exp.Star()).from_(source)
+def _schema(engine: Engine, source: exp.Expression) -> tuple[list[str], dict[str, str]]:
     try:
-        relation = con.sql(sb.to_sql(query.limit(0)))
+        types = engine.types(source)
     except duckdb.Error as error:
         raise AnonymizationError(f"cannot read the source {sb.to_sql(source)}: {error}") from error
-    clashing = [c for c in (*KEYS, ORDER) if c in relation.columns]
+    clashing = [c for c in (*KEYS, ORDER) if c in types]
     if clashing:
         raise PolicyError(f"the source has columns named {clashing}, which perturbation uses for its own keys")
-    return list(relation.columns), {c: t.id for c, t in zip(relation.columns, relation.types)}
+    return list(types), types
 
 
 def _orders(categorical: Sequence[str] | Mapping[str, Sequence | None]) -> dict[str, Sequence | None]:
@@ -416,10 +415,10 @@ def _attributes(columns: list[str], types: dict[str, str], method: Perturbation,
                 or not categorical_method.categorical:
             raise PolicyError(f"{type(method).__name__} does not perturb categories: give categorical_method="
                               f"RandomizedResponse(...) or EmpiricalSynthesis(...) for {list(orders)}")
-    not_numbers = {c: types[c] for c in numeric if types[c] not in NUMERIC_TYPES}
+    not_numbers = {c: types[c] for c in numeric if not is_numeric(types[c])}
     if not_numbers:
         raise AnonymizationError("columns marked numeric are not numbers: " + ", ".join(
-            f"{c!r} is {t.upper()}" for c, t in not_numbers.items()) + " (mark categories as categorical)")
+            f"{c!r} is {t}" for c, t in not_numbers.items()) + " (mark categories as categorical)")
     result = [_Attribute(c, columns.index(c), method, categorical=False) for c in numeric]
     for column, order in orders.items():
         if order is not None:
@@ -485,12 +484,12 @@ def facts_query(relation: exp.Expression, counted: Sequence[str], numbers: Seque
     return exp.select(*selections).from_(relation)
 
 
-def _facts(con, relation: exp.Expression, counted, numbers, kept) -> dict:
-    cursor = con.execute(sb.to_sql(facts_query(relation, counted, numbers, kept)))
-    return dict(zip([d[0] for d in cursor.description], cursor.fetchone()))
+def _facts(engine, relation: exp.Expression, counted, numbers, kept) -> dict:
+    query = facts_query(relation, counted, numbers, kept)
+    return dict(zip(engine.columns(query), engine.rows(query)[0]))
 
 
-def _with_codes(con, work: exp.Table, attribute: _Attribute, temporaries: list) -> _Attribute:
+def _with_codes(engine, work: exp.Table, attribute: _Attribute, temporaries: list) -> _Attribute:
     """A categorical attribute with a temporary table of its codes (value, code): the given order, or the sorted
     distinct values; every value of the data must have a code."""
     if not attribute.categorical:
@@ -503,32 +502,32 @@ def _with_codes(con, work: exp.Table, attribute: _Attribute, temporaries: list) 
         query = exp.select(sb.col(VALUE), exp.Sub(this=rank, expression=sb.lit(1)).as_(CODE)).from_(
             distinct.subquery("d"))
     else:
-        kind = exp.DataType.build(_sql_type(con, work, attribute.column), dialect="duckdb")
+        kind = exp.DataType.build(_sql_type(engine, work, attribute.column), dialect="duckdb")
         rows = [exp.Tuple(expressions=[exp.cast(sb.lit(v), kind), sb.lit(i)])
                 for i, v in enumerate(attribute.categories)]
         query = exp.select(sb.col(VALUE), sb.col(CODE)).from_(
             exp.Values(expressions=rows, alias=exp.TableAlias(this=sb.ident("v"), columns=[
                 sb.ident(VALUE), sb.ident(CODE)])))
     try:
-        sb.run(con, sb.create_table_as(codes, query, temporary=True))
+        engine.run(sb.create_table_as(codes, query, temporary=True))
     except duckdb.ConversionException as error:
         raise PolicyError(f"the categories given for {attribute.column!r} do not fit its type: {error}") from error
     temporaries.append(codes)
-    uncoded = sb.fetch_rows(con, exp.select(value).distinct().from_(exp.alias_(work, "w", quoted=True)).where(
+    uncoded = engine.rows(exp.select(value).distinct().from_(exp.alias_(work, "w", quoted=True)).where(
         exp.Not(this=exp.Exists(this=exp.select(sb.lit(1)).from_(exp.alias_(codes, "c", quoted=True)).where(
             sb.col(VALUE, "c").eq(sb.col(attribute.column, "w")))))).limit(10))
     if uncoded:
         raise PolicyError(f"{attribute.column!r} holds values missing from its categories: "
                           f"{[row[0] for row in uncoded]}")
-    categories = [row[0] for row in sb.fetch_rows(con, exp.select(sb.col(VALUE)).from_(codes).order_by(sb.col(CODE)))]
+    categories = [row[0] for row in engine.rows(exp.select(sb.col(VALUE)).from_(codes).order_by(sb.col(CODE)))]
     return _Attribute(attribute.column, attribute.position, attribute.method, True, categories, codes)
 
 
-def _sql_type(con, relation: exp.Table, column: str) -> str:
-    return str(con.sql(sb.to_sql(exp.select(sb.col(column)).from_(relation).limit(0))).types[0])
+def _sql_type(engine, relation: exp.Table, column: str) -> str:
+    return engine.types(relation)[column]
 
 
-def _fetch(con, work: exp.Table, attributes: list[_Attribute]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+def _fetch(engine, work: exp.Table, attributes: list[_Attribute]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """The records' keys and private attributes (numbers as DOUBLE, categories as codes) as NumPy arrays, in the
     random order of the keys."""
     query = exp.select(*[sb.col(key, "w") for key in KEYS]).from_(exp.alias_(work, "w", quoted=True))
@@ -540,7 +539,7 @@ def _fetch(con, work: exp.Table, attributes: list[_Attribute]) -> tuple[dict[str
             query = query.join(exp.alias_(attribute.codes, alias, quoted=True),
                                on=sb.col(VALUE, alias).eq(sb.col(attribute.column, "w"))).select(
                 sb.col(CODE, alias).as_(_code(attribute), quoted=True))
-    fetched = con.execute(sb.to_sql(query)).fetchnumpy()
+    fetched = engine.arrays(query)
     keys = {key: np.asarray(fetched[key]) for key in KEYS}
     # Distinct first keys order the records uniquely; only when some are equal (identical records, or a 64-bit
     # collision) does the second key matter.
@@ -609,18 +608,17 @@ def release_query(work: exp.Table, perturbed: exp.Table, released: Sequence[str]
     return query.order_by(sb.col(ORDER, "p"))
 
 
-def verify_perturbed_release(reader: duckdb.DuckDBPyConnection, table: str, released: Sequence[str],
+def verify_perturbed_release(reader: Engine, table: str, released: Sequence[str],
                              attributes: Sequence[_Attribute], source: Mapping[str, object]) -> None:
     """Re-check the written file on its own, against the source's facts: its columns and records; kept columns
     carried over unchanged and together; private columns without NULL; numeric ones DOUBLE and not the original values
     (fingerprints differ), synthesized ones inside the original range (codes inside 0..categories-1); randomized
     categories only from their domain."""
     relation = sb.table(table)
-    columns = sb.column_names(reader, relation)
+    columns = reader.columns(relation)
     if columns != list(released):
         raise ReleaseCheckFailed(f"release check: columns {columns} differ from the expected {list(released)}")
-    types = {c: t.id for c, t in zip(columns, reader.sql(sb.to_sql(exp.select(exp.Star()).from_(relation)
-                                                                    .limit(0))).types)}
+    types = reader.types(relation)
     private = {a.column: a for a in attributes}
     kept = [c for c in released if c not in private]
     found = _facts(reader, relation, list(private), [a.column for a in attributes if a.method.numeric], kept)
@@ -633,14 +631,14 @@ def verify_perturbed_release(reader: duckdb.DuckDBPyConnection, table: str, rele
         if found[f"nonnull:{column}"] != source["records"]:
             raise ReleaseCheckFailed(f"release check: {column!r} has NULL values")
         if not attribute.method.numeric:
-            shown = {row[0] for row in sb.fetch_rows(reader, exp.select(sb.col(column)).distinct().from_(relation))}
+            shown = {row[0] for row in reader.rows(exp.select(sb.col(column)).distinct().from_(relation))}
             foreign = shown - set(attribute.categories)
             if foreign:
                 raise ReleaseCheckFailed(f"release check: {column!r} shows values outside its categories: "
                                          f"{sorted(foreign, key=str)[:10]}")
             continue
-        if types[column] != "double":
-            raise ReleaseCheckFailed(f"release check: {column!r} is {types[column].upper()}, not DOUBLE")
+        if types[column] != "DOUBLE":
+            raise ReleaseCheckFailed(f"release check: {column!r} is {types[column]}, not DOUBLE")
         low, high = found[f"min:{column}"], found[f"max:{column}"]
         if attribute.categorical:
             bounds = (0, len(attribute.categories) - 1)

@@ -14,10 +14,10 @@ import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-import duckdb
 import pandas as pd
 from sqlglot import exp
 
+from ..engine import Engine
 from ..sqlgen import build as sb
 from ..encode.classes import SIZE, VIOLATED, WEIGHT, Classes, key_name
 from .models import PrivacyModel
@@ -78,11 +78,11 @@ def class_verdicts(classes: Classes, models: Sequence[PrivacyModel],
             .from_(union.subquery("branches")).group_by(*classes.keys_of()))
 
 
-def settle_drops(con: duckdb.DuckDBPyConnection, classes: Classes, models: Sequence[PrivacyModel],
+def settle_drops(engine: Engine, classes: Classes, models: Sequence[PrivacyModel],
                  verdicts: exp.Table) -> int:
     """Drop mode's fixed point, in place on ``verdicts`` (a table of :func:`class_verdicts` of ``classes`` and
     ``models``); returns the records it adds to the violating classes.  See :class:`DropFixedPoint`."""
-    return DropFixedPoint(classes, models, verdicts).settle(con)
+    return DropFixedPoint(classes, models, verdicts).settle(engine)
 
 
 class DropFixedPoint:
@@ -99,6 +99,7 @@ class DropFixedPoint:
     def __init__(self, classes: Classes, models: Sequence[PrivacyModel], verdicts: exp.Table):
         again = [i for i, model in enumerate(models) if model.compares_with_table]
         self.needed = bool(again)
+        self._prepared: dict | None = None
         keys, flags = classes.key_columns, [verdict_column(i) for i in again]
         # The dropped classes, with the round that dropped them (0: those violating to begin with).
         dropped = sb.table(f"{verdicts.name}_dropped")
@@ -115,36 +116,41 @@ class DropFixedPoint:
                                 dropped_where(sb.col(ROUND, "d").eq(last), pairs[:classes.table_keys]))))
         remaining = Classes.of(kept, classes.keys, classes.weight, table_keys=classes.table_keys)
         now = class_verdicts(remaining, [models[i] for i in again]).subquery("now")
-        self.start = sb.to_sql(sb.create_table_as(dropped, exp.select(
+        self.start = (sb.create_table_as(dropped, exp.select(
             *[sb.col(c) for c in [*keys, *flags]], sb.lit(0).as_(ROUND, quoted=True)).from_(verdicts)
             .where(sb.col(VIOLATED)), temporary=True))
-        self.round = sb.to_sql(exp.insert(exp.select(
+        self.round = (exp.insert(exp.select(
             *[sb.col(k, "now") for k in keys], *[sb.col(verdict_column(j), "now") for j in range(len(again))],
             last.copy() + sb.lit(1)).from_(now).where(sb.col(VIOLATED, "now")), dropped))
-        self.mark = sb.to_sql(exp.update(
+        self.mark = (exp.update(
             verdicts, {VIOLATED: exp.true(), **{f: sb.col(f, "d") for f in flags}},
             from_=exp.From(this=exp.alias_(dropped, "d", quoted=True)),
             where=exp.and_(sb.col(ROUND, "d") > sb.lit(0), sb.null_safe_join(verdicts.name, "d", keys))))
-        self.finish = sb.to_sql(sb.drop("TABLE", dropped))
-        self.held = sb.to_sql(exp.select(exp.func("COALESCE", exp.func("SUM", sb.col(SIZE)), sb.lit(0)))
-                              .from_(verdicts).where(sb.col(VIOLATED)))
+        self.finish = sb.drop("TABLE", dropped)
+        self.held = (exp.select(exp.func("COALESCE", exp.func("SUM", sb.col(SIZE)), sb.lit(0)))
+                     .from_(verdicts).where(sb.col(VIOLATED)))
 
-    def settle(self, con: duckdb.DuckDBPyConnection) -> int:
+    def settle(self, engine: Engine) -> int:
         """Settle the table; the records this adds to the violating classes."""
         if not self.needed:
             return 0
-        before = con.execute(self.held).fetchall()[0][0]
-        con.execute(self.start)
+        # A search settles once per batch of nodes: the statements are generated once.
+        if self._prepared is None:
+            self._prepared = {name: engine.prepare(getattr(self, name))
+                              for name in ("start", "round", "mark", "finish", "held")}
+        start, round_, mark, finish, held = self._prepared.values()
+        before = engine.value(held)
+        engine.run(start)
         try:
-            while con.execute(self.round).fetchall()[0][0]:
+            while engine.value(round_):
                 pass
-            con.execute(self.mark)
+            engine.run(mark)
         finally:
-            con.execute(self.finish)
-        return int(con.execute(self.held).fetchall()[0][0] - before)
+            engine.run(finish)
+        return int(engine.value(held) - before)
 
 
-def suppressed_class_violates(con: duckdb.DuckDBPyConnection, classes: Classes,
+def suppressed_class_violates(engine: Engine, classes: Classes,
                               models: Sequence[PrivacyModel]) -> bool:
     """Whether the records of the violating classes, replaced by one class of their own (every quasi-identifier
     ``*``, as replacement suppression publishes them), violate the models.  Every record stays in the table, so
@@ -160,7 +166,7 @@ def suppressed_class_violates(con: duckdb.DuckDBPyConnection, classes: Classes,
                                       for key, k in zip(classes.keys, classes.key_columns))))
     after = Classes.of(starred, [*starred_keys, "__starred"], classes.weight, classes.carry)
     star = class_verdicts(after, models).subquery("s")
-    rows = sb.fetch_rows(con, exp.select(sb.col(VIOLATED)).from_(star).where(sb.col(key_name(len(starred_keys)))))
+    rows = engine.rows(exp.select(sb.col(VIOLATED)).from_(star).where(sb.col(key_name(len(starred_keys)))))
     return bool(rows and rows[0][0])
 
 
@@ -202,27 +208,27 @@ class CheckReport:
         return f"{self.records} records in {self.classes} classes (smallest {self.smallest_class}); the policy {verdict}"
 
 
-def check(con: duckdb.DuckDBPyConnection, classes: Classes, models: Sequence[PrivacyModel], *,
+def check(engine: Engine, classes: Classes, models: Sequence[PrivacyModel], *,
           key_names: Sequence[str], allowed_suppressed: int = 0, most_violations: int = 1000,
           drop: bool = False) -> CheckReport:
     """How ``classes`` fare under ``models``.  ``drop``: suppressed records are dropped, not kept as replaced ones, so
     the violating classes are those of drop mode's fixed point (:func:`settle_drops`)."""
     # The verdicts feed both the totals and the listing: computed once into a temporary table.
     verdicts = sb.table(f"__duckanon_verdicts_{next(_serial)}")
-    sb.run(con, sb.create_table_as(verdicts, class_verdicts(classes, models), temporary=True))
+    engine.run(sb.create_table_as(verdicts, class_verdicts(classes, models), temporary=True))
     try:
-        return verdict_report(con, verdicts, classes, models, key_names=key_names,
+        return verdict_report(engine, verdicts, classes, models, key_names=key_names,
                               allowed_suppressed=allowed_suppressed, most_violations=most_violations, drop=drop)
     finally:
-        sb.run(con, sb.drop("TABLE", verdicts))
+        engine.run(sb.drop("TABLE", verdicts))
 
 
-def verdict_report(con: duckdb.DuckDBPyConnection, verdicts: exp.Table, classes: Classes,
+def verdict_report(engine: Engine, verdicts: exp.Table, classes: Classes,
                    models: Sequence[PrivacyModel], *, key_names: Sequence[str], allowed_suppressed: int = 0,
                    most_violations: int = 1000, drop: bool = False) -> CheckReport:
     """The :class:`CheckReport` of ``verdicts``, a table of :func:`class_verdicts` of ``classes`` and ``models``; with
     ``drop`` the table is first settled in place (:func:`settle_drops`), so it then marks what drop mode suppresses."""
-    cascaded = settle_drops(con, classes, models, verdicts) if drop else 0
+    cascaded = settle_drops(engine, classes, models, verdicts) if drop else 0
     size, violated = sb.col(SIZE), sb.col(VIOLATED)
 
     def records_where(condition: exp.Expression) -> exp.Expression:
@@ -235,7 +241,7 @@ def verdict_report(con: duckdb.DuckDBPyConnection, verdicts: exp.Table, classes:
         *[records_where(sb.col(verdict_column(i))) for i in range(len(models))],
         *[exp.func("COUNT", exp.Case().when(sb.col(verdict_column(i)), sb.lit(1))) for i in range(len(models))],
     ).from_(verdicts)
-    row = sb.fetch_rows(con, totals)[0]
+    row = engine.rows(totals)[0]
     records, n_classes, smallest, bad_classes, bad_records = (int(v) for v in row[:5])
     m = len(models)
     per_model = pd.DataFrame({
@@ -250,7 +256,7 @@ def verdict_report(con: duckdb.DuckDBPyConnection, verdicts: exp.Table, classes:
                .limit(most_violations))
     return CheckReport(records=records, classes=n_classes, smallest_class=smallest, violating_classes=bad_classes,
                        violating_records=bad_records, allowed_suppressed=allowed_suppressed, per_model=per_model,
-                       violations=sb.fetch_df(con, listing), cascaded_records=cascaded)
+                       violations=engine.frame(listing), cascaded_records=cascaded)
 
 
 @dataclass
@@ -270,14 +276,14 @@ class RiskReport:
         return self.records_below_threshold / self.records if self.records else 0.0
 
 
-def risk(con: duckdb.DuckDBPyConnection, classes: Classes, *, threshold: int = 5) -> RiskReport:
+def risk(engine: Engine, classes: Classes, *, threshold: int = 5) -> RiskReport:
     sizes = classes.sizes().subquery("sizes")
     size = sb.col(SIZE)
     totals = exp.select(
         exp.func("SUM", size), exp.func("COUNT", exp.Star()), exp.func("MIN", size),
         exp.func("COALESCE", exp.func("SUM", exp.Case().when(size < sb.lit(threshold), size)), sb.lit(0)),
     ).from_(sizes)
-    records, n_classes, smallest, below = sb.fetch_rows(con, totals)[0]
+    records, n_classes, smallest, below = engine.rows(totals)[0]
     histogram = (exp.select(size.as_("class_size"), exp.func("COUNT", exp.Star()).as_("classes"),
                             exp.func("SUM", size).as_("records"))
                  .from_(sizes).group_by(size).order_by(size))
@@ -288,4 +294,4 @@ def risk(con: duckdb.DuckDBPyConnection, classes: Classes, *, threshold: int = 5
         # classes/records.
         highest_risk=1.0 / smallest if smallest else 0.0,
         average_risk=n_classes / records if records else 0.0,
-        histogram=sb.fetch_df(con, histogram))
+        histogram=engine.frame(histogram))

@@ -13,13 +13,13 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-import duckdb
 from sqlglot import exp
 
+from ..engine import Engine
 from ..sqlgen import build as sb
 from ..errors import HierarchyError, PolicyError
 from ..declare.hierarchy import TOP, Hierarchy, _preview, level_column
-from .ranges import Ranges, column_types, is_numeric, range_relation, require_free
+from .ranges import Ranges, is_numeric, range_relation, require_free
 
 SOURCE = "src"
 LEAF_LABEL, LEAF_VALUE = "__leaf_label", "__leaf_value"
@@ -99,7 +99,7 @@ class Transformation(ABC):
     def describe(self) -> dict:
         """A JSON-able description for the release's metadata."""
 
-    def ranges(self, con: duckdb.DuckDBPyConnection, source: exp.Expression, columns: Sequence[str],
+    def ranges(self, engine: Engine, source: exp.Expression, columns: Sequence[str],
                hierarchies: Mapping[str, BoundHierarchy], materialize: Callable[[exp.Expression], exp.Table]
                ) -> Ranges:
         """The bound columns of the numbers this transformation generalizes (:mod:`duckanon.recode.ranges`): per such
@@ -142,12 +142,12 @@ class FullDomainGeneralization(Transformation):
     def describe(self):
         return {"full-domain generalization": self.levels}
 
-    def ranges(self, con, source, columns, hierarchies, materialize):
+    def ranges(self, engine, source, columns, hierarchies, materialize):
         """A hierarchy node's bounds: the smallest and largest of its leaves -- the hierarchy table's level-0 values
         that are numbers of the column's type, and, on levels computed without the table (interval hierarchies, level
         0), the source's values the level places under the node."""
         self.validate(hierarchies)
-        types = column_types(con, source)
+        types = engine.types(source)
         ranged = [a for a in hierarchies if is_numeric(types[a])]
         require_free(ranged, columns)
         return Ranges({a: materialize(range_relation(self._leaves(hierarchies[a], types[a], source).subquery("leaves"),
@@ -212,7 +212,7 @@ def _number(text: str | None) -> float | None:
     return number if math.isfinite(number) else None
 
 
-def uncovered_values(con, source: exp.Expression, bound: BoundHierarchy) -> tuple[int, list[object]]:
+def uncovered_values(engine, source: exp.Expression, bound: BoundHierarchy) -> tuple[int, list[object]]:
     """How many distinct non-NULL values of the attribute its hierarchy does not cover, and some of them."""
     value = sb.col(bound.column)
     distinct = (exp.select(value).from_(source).where(value.is_(exp.Null()).not_()).distinct()).subquery("v")
@@ -226,14 +226,14 @@ def uncovered_values(con, source: exp.Expression, bound: BoundHierarchy) -> tupl
         leaves = exp.select(leaf).from_(bound.table).where(leaf.is_(exp.Null()).not_())
         query = (exp.select(sb.col(bound.column)).from_(distinct)
                  .where(sb.as_text(sb.col(bound.column)).isin(query=leaves).not_()))
-    rows = sb.fetch_rows(con, exp.select(exp.func("COUNT", exp.Star())).from_(query.subquery("u")))
-    examples = sb.fetch_rows(con, query.order_by(sb.col(bound.column)).limit(10))
+    rows = engine.rows(exp.select(exp.func("COUNT", exp.Star())).from_(query.subquery("u")))
+    examples = engine.rows(query.order_by(sb.col(bound.column)).limit(10))
     return int(rows[0][0]), [r[0] for r in examples]
 
 
-def require_coverage(con, source: exp.Expression, bound: Mapping[str, BoundHierarchy]) -> None:
+def require_coverage(engine, source: exp.Expression, bound: Mapping[str, BoundHierarchy]) -> None:
     for attribute, b in bound.items():
-        count, examples = uncovered_values(con, source, b)
+        count, examples = uncovered_values(engine, source, b)
         if count:
             raise HierarchyError(
                 f"the hierarchy of {attribute!r} does not cover {count} of its values: {_preview(examples)}")

@@ -26,9 +26,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-import duckdb
 from sqlglot import exp
 
+from ..engine import Engine
 from ..sqlgen import build as sb
 from ..errors import PolicyError, ReleaseCheckFailed
 from ..declare.hierarchy import TOP
@@ -45,12 +45,6 @@ def low_column(attribute: str) -> str:
 
 def high_column(attribute: str) -> str:
     return f"{attribute}_high"
-
-
-def column_types(con: duckdb.DuckDBPyConnection, relation: exp.Expression) -> dict[str, str]:
-    """Each column's DuckDB type (e.g. ``INTEGER``, ``DECIMAL(10,2)``), without reading rows."""
-    query = relation if isinstance(relation, exp.Query) else exp.select(exp.Star()).from_(relation)
-    return {d[0]: str(d[1]).upper() for d in con.execute(sb.to_sql(query.limit(0))).description}
 
 
 def is_numeric(type_name: str) -> bool:
@@ -99,12 +93,12 @@ class Ranges:
                                    join_type="LEFT", copy=False)
         return query
 
-    def verify(self, reader: duckdb.DuckDBPyConnection, table: str, transformation, hierarchies: Mapping) -> None:
+    def verify(self, reader: Engine, table: str, transformation, hierarchies: Mapping) -> None:
         """Check a written release's bound columns: numbers, the same for every record showing a label, NULL for
         ``*`` and NULL, low <= high, and as the transformation defines a label's bounds
         (:meth:`~duckanon.recode.generalization.Transformation.range_problems`)."""
         released = sb.table(table)
-        types = column_types(reader, released)
+        types = reader.types(released)
         for attribute in self.relations:
             low, high = low_column(attribute), high_column(attribute)
             odd = [c for c in (low, high) if not is_numeric(types.get(c, ""))]
@@ -118,7 +112,7 @@ class Ranges:
                                 exp.func("MAX", bounds[1].copy()))
                      .from_(released).group_by(label.copy()))
             rows, problems = [], []
-            for text, lows, highs, with_low, with_high, records, lowest, highest in sb.fetch_rows(reader, query):
+            for text, lows, highs, with_low, with_high, records, lowest, highest in reader.rows(query):
                 if (lows, highs) not in ((0, 0), (1, 1)) or {with_low, with_high} - {0, records}:
                     problems.append(f"{text!r} shows several bounds, or some NULL")
                 elif text in (None, TOP) and with_low:

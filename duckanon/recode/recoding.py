@@ -59,9 +59,9 @@ import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-import duckdb
 from sqlglot import exp
 
+from ..engine import Engine
 from ..sqlgen import build as sb
 from ..privacy.checks import class_verdicts
 from ..encode.classes import SIZE, VIOLATED, WEIGHT, Classes
@@ -71,7 +71,7 @@ from ..declare.hierarchy import TOP, level_column
 from ..utility.metrics import AverageClassSize, Discernibility, Loss, NodeTotals, NormalizedCertaintyPenalty
 from ..privacy.models import PrivacyModel, sensitive_attributes
 from ..declare.notation import SqlNumberFormat, close_to, parse_closed
-from .ranges import Ranges, column_types, is_numeric, range_relation, require_free
+from .ranges import Ranges, is_numeric, range_relation, require_free
 
 RECORD = "__record"
 NUMERIC_STYLES = ("range", "mean")
@@ -113,9 +113,9 @@ def _aliased(relation: exp.Expression, alias: str) -> exp.Expression:
     return relation.subquery(alias)
 
 
-def numeric_kind(con: duckdb.DuckDBPyConnection, relation: exp.Expression, columns: Sequence[str]) -> dict[str, bool]:
+def numeric_kind(engine: Engine, relation: exp.Expression, columns: Sequence[str]) -> dict[str, bool]:
     """Whether each column of ``relation`` is numeric in DuckDB (integers, decimals, floating point)."""
-    types = column_types(con, relation)
+    types = engine.types(relation)
     return {c: is_numeric(types[c]) for c in columns}
 
 
@@ -225,8 +225,8 @@ class CodedHierarchies:
     ``coded`` (``__attribute``, ``level_0`` …, ``__code``: every leaf) and ``nodes`` (``__attribute, __level,
     __prefix, __label, __leaves``: every node).  :meth:`close` drops them."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, codings: Mapping[str, HierarchyCoding]):
-        self.con = con
+    def __init__(self, engine: Engine, codings: Mapping[str, HierarchyCoding]):
+        self.engine = engine
         self.codings = dict(codings)
         self.sql: list[exp.Expression] = []  # the statements that made the tables
         tag = next(_serial)
@@ -260,13 +260,13 @@ class CodedHierarchies:
         self._create(self.nodes_table, nodes)
 
     @classmethod
-    def of(cls, con: duckdb.DuckDBPyConnection, hierarchies: Mapping[str, BoundHierarchy]) -> CodedHierarchies:
-        return cls(con, {a: HierarchyCoding.of(b) for a, b in hierarchies.items()})
+    def of(cls, engine: Engine, hierarchies: Mapping[str, BoundHierarchy]) -> CodedHierarchies:
+        return cls(engine, {a: HierarchyCoding.of(b) for a, b in hierarchies.items()})
 
     def _create(self, table: exp.Table, query: exp.Expression) -> None:
         statement = sb.create_table_as(table, query, temporary=True)
         self.sql.append(statement)
-        sb.run(self.con, statement)
+        self.engine.run(statement)
 
     def leaves(self, attribute: str) -> exp.Select:
         """``__leaf, __code`` of one attribute's hierarchy."""
@@ -280,7 +280,7 @@ class CodedHierarchies:
 
     def close(self) -> None:
         for table in (self.nodes_table, self.coded):
-            sb.run(self.con, sb.drop("TABLE", table))
+            self.engine.run(sb.drop("TABLE", table))
 
 
 @dataclass(frozen=True)
@@ -383,7 +383,7 @@ class PartitionMap(Transformation):
         if lacking:
             raise PolicyError(f"output style 'lca' needs a hierarchy, and {lacking} have none; use 'set'")
 
-    def misplaced(self, con: duckdb.DuckDBPyConnection, source: exp.Expression, columns: Sequence[str]) -> int:
+    def misplaced(self, engine: Engine, source: exp.Expression, columns: Sequence[str]) -> int:
         """How many records of ``source`` the assignment does not place exactly once (0 when it is complete): those
         no row assigns, those two rows assign, and (with counts) those a key's counts miss or claim in excess."""
         a = self.assignment
@@ -407,7 +407,7 @@ class PartitionMap(Transformation):
         query = (exp.select(exp.func("COALESCE", exp.func("SUM", wrong), sb.lit(0)))
                  .from_(per_key.subquery("r"))
                  .join(rows.subquery("a"), on=sb.null_safe_join("r", "a", a.keys), join_type="FULL OUTER"))
-        return int(sb.fetch_rows(con, query)[0][0])
+        return int(engine.rows(query)[0][0])
 
     @property
     def summarizes_assignment(self) -> bool:
@@ -478,7 +478,7 @@ class PartitionMap(Transformation):
             query = query.with_(rows.this, as_=definition, copy=False)
         return query.with_(sb.ident(_SUMMARIES), as_=summarized, copy=False)
 
-    def ranges(self, con, source, columns, hierarchies, materialize):
+    def ranges(self, engine, source, columns, hierarchies, materialize):
         """The ``range`` attributes' bounds: each group's smallest and largest value (over the groups showing a
         label, which have the same ones unless a label rounds beyond six decimals)."""
         ranged = {a: i for i, (a, style) in enumerate(self.styles.items()) if style == "range"}
@@ -625,7 +625,7 @@ class PartitionMap(Transformation):
         return {"partition map": {"styles": self.styles, **self.description}}
 
     # ------------------------------------------------------------ metrics
-    def metrics(self, con: duckdb.DuckDBPyConnection, source: exp.Expression, columns: Sequence[str],
+    def metrics(self, engine: Engine, source: exp.Expression, columns: Sequence[str],
                 hierarchies: Mapping[str, BoundHierarchy], models: Sequence[PrivacyModel]) -> dict[str, float]:
         """LM (``loss``), DM (``dm``), NCP (``ncp``) and average class size of the release this map gives, by the
         core's definitions (:mod:`duckanon.utility.metrics`), with ``records``, ``classes`` and ``suppressed``.  Classes are
@@ -634,15 +634,15 @@ class PartitionMap(Transformation):
         self._validate(columns, hierarchies)
         lca = {a: hierarchies[a] for a, style in self.styles.items() if style == "lca"}
         if not lca or (self.coded is not None and all(a in self.coded.codings for a in lca)):
-            return self._metrics(con, source, columns, hierarchies, models, self.coded)
+            return self._metrics(engine, source, columns, hierarchies, models, self.coded)
         # The measuring queries read the hierarchies' codes from tables rather than each numbering the leaves.
-        coded = CodedHierarchies.of(con, lca)
+        coded = CodedHierarchies.of(engine, lca)
         try:
-            return self._metrics(con, source, columns, hierarchies, models, coded)
+            return self._metrics(engine, source, columns, hierarchies, models, coded)
         finally:
             coded.close()
 
-    def _metrics(self, con: duckdb.DuckDBPyConnection, source: exp.Expression, columns: Sequence[str],
+    def _metrics(self, engine: Engine, source: exp.Expression, columns: Sequence[str],
                  hierarchies: Mapping[str, BoundHierarchy], models: Sequence[PrivacyModel],
                  coded: CodedHierarchies | None) -> dict[str, float]:
         quasi = list(self.styles)
@@ -664,7 +664,7 @@ class PartitionMap(Transformation):
             summaries = summaries.with_(sb.ident(name), as_=definition.copy(), copy=False)
         # Materialized once: the classes' queries then read small tables rather than repeat these queries.
         summarized = sb.table(f"__duckanon_partition_summaries_{next(_serial)}")
-        sb.run(con, sb.create_table_as(summarized, summaries, temporary=True))
+        engine.run(sb.create_table_as(summarized, summaries, temporary=True))
         measured = None
         try:
             if sensitive:
@@ -675,7 +675,7 @@ class PartitionMap(Transformation):
                 for name, definition in definitions.items():
                     records = records.with_(sb.ident(name), as_=definition, copy=False)
                 measured = sb.table(f"__duckanon_partition_records_{next(_serial)}")
-                sb.run(con, sb.create_table_as(measured, records, temporary=True))
+                engine.run(sb.create_table_as(measured, records, temporary=True))
                 classes = Classes.of(measured, quasi, weight=weight, carry=costs)
             else:
                 # Models that count records only: a group's records all carry its summary, so the groups, weighted
@@ -690,7 +690,7 @@ class PartitionMap(Transformation):
                 summed = exp.Case().when(where, expression) if where is not None else expression
                 return exp.func("COALESCE", exp.func("SUM", summed), sb.lit(0))
 
-            row = sb.fetch_rows(con, exp.select(
+            row = engine.rows(exp.select(
                 total(size), total(size, violated), exp.func("COUNT", exp.Star()),
                 exp.func("COUNT", exp.Case().when(kept, sb.lit(1))), total(size * size), total(size * size, kept.copy()),
                 total(sb.col("__sum_lm")), total(sb.col("__sum_lm"), kept.copy()),
@@ -699,7 +699,7 @@ class PartitionMap(Transformation):
         finally:
             for table in (measured, summarized):
                 if table is not None:
-                    sb.run(con, sb.drop("TABLE", table))
+                    engine.run(sb.drop("TABLE", table))
         records_n, suppressed, n_classes, kept_classes, squares, kept_squares, lm_all, lm_kept, ncp_all, ncp_kept = row
         per_suppressed = float(suppressed) * len(quasi)  # a suppressed record loses 1 on every attribute
         totals = NodeTotals(records=int(records_n), suppressed=int(suppressed), classes=int(n_classes),

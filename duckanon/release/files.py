@@ -34,6 +34,7 @@ from pathlib import Path
 import duckdb
 from sqlglot import exp
 
+from ..engine import DuckDBEngine, Engine
 from ..sqlgen import build as sb
 from .._version import version
 from ..errors import AnonymizationError, ReleaseCheckFailed
@@ -111,17 +112,17 @@ def release_format(path: str | os.PathLike, format: str | None = None) -> str:
     return format
 
 
-def write_release(con: duckdb.DuckDBPyConnection, path: str | os.PathLike, content: ReleaseContent,
-                  verify: Callable[[duckdb.DuckDBPyConnection], None], *, format: str | None = None) -> Path:
+def write_release(engine: Engine, path: str | os.PathLike, content: ReleaseContent,
+                  verify: Callable[[Engine], None], *, format: str | None = None) -> Path:
     """Write ``content`` to ``path`` atomically; ``verify`` gets a fresh connection in which ``content.table`` reads
     the finished file (and ``release_info`` its info), and raises if anything is wrong."""
     writer = _WRITERS[release_format(path, format)]
-    target = _checked_target(con, path, content.sources)
+    target = _checked_target(engine, path, content.sources)
     _remove_stale_partials(target)
     partial = target.with_name(f".{target.name}.partial-{os.getpid()}-{uuid.uuid4().hex}")
     try:
-        row = _info_row(con, content)
-        writer.write(con, partial, content, row)
+        row = _info_row(engine, content)
+        writer.write(engine, partial, content, row)
         reader = writer.reader(partial, content.table)
         try:
             _verify_info(reader, row)
@@ -148,7 +149,7 @@ def read_release_info(path: str | os.PathLike, format: str | None = None) -> dic
 
 
 # ---------------------------------------------------------------------------- the target
-def _checked_target(con: duckdb.DuckDBPyConnection, path: str | os.PathLike, sources: Iterable[exp.Expression]
+def _checked_target(engine: Engine, path: str | os.PathLike, sources: Iterable[exp.Expression]
                     ) -> Path:
     if "\\" in str(path):
         # DuckDB reads a backslash as a path separator: the file would land at another path than the one named.
@@ -156,7 +157,7 @@ def _checked_target(con: duckdb.DuckDBPyConnection, path: str | os.PathLike, sou
                                  f"separator: choose a name without one")
     target = Path(path).resolve()
     protected = {Path(p).resolve(): f"database {name!r} attached to this connection"
-                 for name, p in sb.fetch_rows(con, exp.select("database_name", "path").from_(
+                 for name, p in engine.rows(exp.select("database_name", "path").from_(
                      exp.Table(this=exp.Anonymous(this="duckdb_databases"))).where("path IS NOT NULL"))}
     for source in sources:
         for literal in source.find_all(exp.Literal):
@@ -230,7 +231,7 @@ def _wal(path: Path) -> Path:
 
 
 # ---------------------------------------------------------------------------- the info
-def _info_row(con: duckdb.DuckDBPyConnection, content: ReleaseContent) -> dict:
+def _info_row(engine: Engine, content: ReleaseContent) -> dict:
     """release_info's row: the caller's facts, and the released rows' count, classes and prosecutor risk."""
     info = content.info
     released = content.query.subquery("released")
@@ -240,9 +241,9 @@ def _info_row(con: duckdb.DuckDBPyConnection, content: ReleaseContent) -> dict:
         sizes = exp.select(records.as_("size")).from_(released).group_by(*keys).subquery("sizes")
         totals = exp.select(exp.func("COALESCE", exp.func("SUM", sb.col("size")), sb.lit(0)),
                             exp.func("COUNT", exp.Star()), exp.func("MIN", sb.col("size"))).from_(sizes)
-        released_records, classes, smallest = sb.fetch_rows(con, totals)[0]
+        released_records, classes, smallest = engine.rows(totals)[0]
     else:
-        released_records, classes, smallest = sb.fetch_rows(con, exp.select(records).from_(released))[0][0], None, None
+        released_records, classes, smallest = engine.rows(exp.select(records).from_(released))[0][0], None, None
     return {
         "tool": "duckanon", "tool_version": version(),
         "created": dt.datetime.now(dt.timezone.utc).replace(microsecond=0, tzinfo=None), "kind": info.kind,
@@ -273,19 +274,19 @@ def _plain(value: object) -> object:
     return str(value)
 
 
-def _decoded(reader: duckdb.DuckDBPyConnection) -> dict:
-    cursor = reader.execute(sb.to_sql(exp.select(exp.Star()).from_(sb.table(INFO_TABLE))))
-    rows = cursor.fetchall()
+def _decoded(reader: DuckDBEngine) -> dict:
+    info = sb.table(INFO_TABLE)
+    rows = reader.rows(exp.select(exp.Star()).from_(info))
     if len(rows) != 1:
         raise ReleaseCheckFailed(f"release check: {INFO_TABLE} holds {len(rows)} rows, one expected")
-    row = dict(zip([d[0] for d in cursor.description], rows[0]))
+    row = dict(zip(reader.columns(info), rows[0]))
     for column in _JSON_COLUMNS:
         if row.get(column) is not None:
             row[column] = json.loads(row[column])
     return row
 
 
-def _verify_info(reader: duckdb.DuckDBPyConnection, row: dict) -> None:
+def _verify_info(reader: DuckDBEngine, row: dict) -> None:
     written = _decoded(reader)
     expected = {c: json.loads(v) if c in _JSON_COLUMNS and v is not None else v for c, v in row.items()}
     if list(written) != list(INFO_COLUMNS):
@@ -321,11 +322,11 @@ class _Writer(ABC):
     """One file format: how a release is written, read back, and moved into place."""
 
     @abstractmethod
-    def write(self, con: duckdb.DuckDBPyConnection, partial: Path, content: ReleaseContent, info: dict) -> None:
+    def write(self, engine: Engine, partial: Path, content: ReleaseContent, info: dict) -> None:
         ...
 
     @abstractmethod
-    def reader(self, path: Path, table: str | None) -> duckdb.DuckDBPyConnection:
+    def reader(self, path: Path, table: str | None) -> DuckDBEngine:
         """A fresh connection where ``table`` (when given) reads the file's table and ``release_info`` its info."""
 
     def companions(self, path: Path) -> list[Path]:
@@ -341,36 +342,40 @@ class _Writer(ABC):
         _remove_files(partial, *self.companions(partial))
 
 
-def _fresh_connection(path: Path | None = None) -> duckdb.DuckDBPyConnection:
-    # No replacement scans: a missing table must fail verification, not be read from a Python variable's name.
+def _fresh_reader(path: Path | None = None, *, writable: bool = False) -> DuckDBEngine:
+    """A connection of its own, over ``path`` or in memory.  No replacement scans: a missing table must fail
+    verification, not be read from a Python variable's name."""
     config = {"python_enable_replacements": False}
     if path is None:
-        return duckdb.connect(config=config)
-    return duckdb.connect(str(path), read_only=True, config=config)
+        return DuckDBEngine(duckdb.connect(config=config))
+    return DuckDBEngine(duckdb.connect(str(path), read_only=not writable, config=config))
 
 
 class _DuckDBFile(_Writer):
-    def write(self, con, partial, content, info):
+    def write(self, engine, partial, content, info):
         alias = f"__duckanon_release_{uuid.uuid4().hex}"  # one per publish: cursors of a connection share aliases
-        sb.run(con, exp.Attach(this=exp.alias_(sb.lit(str(partial)), alias, quoted=True), expressions=[
+        engine.run(exp.Attach(this=exp.alias_(sb.lit(str(partial)), alias, quoted=True), expressions=[
             exp.AttachOption(this=exp.var("STORAGE_VERSION"), expression=sb.lit(STORAGE_VERSION))]))
         try:
-            sb.run(con, sb.create_table_as(sb.table(content.table, "main", alias), content.query))
-            sb.run(con, sb.create_table_as(sb.table(INFO_TABLE, "main", alias), _info_select(info)))
+            engine.run(sb.create_table_as(sb.table(content.table, "main", alias), content.query))
+            engine.run(sb.create_table_as(sb.table(INFO_TABLE, "main", alias), _info_select(info)))
         finally:
             with contextlib.suppress(duckdb.Error):
-                sb.run(con, exp.Detach(this=sb.ident(alias)))
+                engine.run(exp.Detach(this=sb.ident(alias)))
         # Views name their tables without a catalog, so they resolve in whatever name the file is opened under; they
         # are bound in a connection of their own, where no temporary table or registered frame of the caller's can
         # stand in for the release's table.
         if not content.views:
             return
-        with duckdb.connect(str(partial), config={"python_enable_replacements": False}) as own:
+        own = _fresh_reader(partial, writable=True)
+        try:
             for name, view in content.views.items():
-                sb.run(own, sb.create_view_as(sb.table(name), view))
+                own.run(sb.create_view_as(sb.table(name), view))
+        finally:
+            own.close()
 
     def reader(self, path, table):
-        return _fresh_connection(path)
+        return _fresh_reader(path)
 
     def replace(self, partial, target):
         # The log belongs to the file it was written for: replayed into the new one it would alter a verified release.
@@ -382,19 +387,19 @@ class _DuckDBFile(_Writer):
 
 
 class _ParquetFile(_Writer):
-    def write(self, con, partial, content, info):
+    def write(self, engine, partial, content, info):
         metadata_struct = exp.Struct(expressions=[
             exp.PropertyEQ(this=sb.ident(c), expression=sb.lit(_text(v) if v is not None else ""))
             for c, v in info.items()])
-        sb.run(con, exp.Copy(this=content.query.subquery(), kind=False, files=[sb.lit(str(partial))], params=[
+        engine.run(exp.Copy(this=content.query.subquery(), kind=False, files=[sb.lit(str(partial))], params=[
             exp.CopyParameter(this=exp.var("FORMAT"), expression=exp.var("parquet")),
             exp.CopyParameter(this=exp.var("KV_METADATA"), expression=metadata_struct)]))
 
     def reader(self, path, table):
-        reader = _fresh_connection()
+        reader = _fresh_reader()
         file = exp.Table(this=exp.Anonymous(this="read_parquet", expressions=[sb.lit(str(path))]))
         if table is not None:
-            sb.run(reader, sb.create_view_as(sb.table(table), exp.select(exp.Star()).from_(file)))
+            reader.run(sb.create_view_as(sb.table(table), exp.select(exp.Star()).from_(file)))
         metadata_rows = exp.Table(this=exp.Anonymous(this="parquet_kv_metadata", expressions=[sb.lit(str(path))]))
         # Keys and values are BLOBs: decode() reads them as UTF-8 (a cast would escape quotes as \x22).
         text = lambda c: exp.Anonymous(this="decode", expressions=[sb.col(c)])  # noqa: E731
@@ -402,17 +407,17 @@ class _ParquetFile(_Writer):
         columns = [exp.cast(exp.func("NULLIF", exp.func("MAX", exp.Case().when(sb.col("key").eq(sb.lit(c)),
                                                                                 sb.col("value"))), sb.lit("")),
                             exp.DataType.build(t)).as_(c, quoted=True) for c, t in INFO_COLUMNS.items()]
-        sb.run(reader, sb.create_view_as(sb.table(INFO_TABLE), exp.select(*columns).from_(pairs)))
+        reader.run(sb.create_view_as(sb.table(INFO_TABLE), exp.select(*columns).from_(pairs)))
         return reader
 
 
 class _CsvFile(_Writer):
-    def write(self, con, partial, content, info):
-        sb.run(con, exp.Copy(this=content.query.subquery(), kind=False, files=[sb.lit(str(partial))], params=[
+    def write(self, engine, partial, content, info):
+        engine.run(exp.Copy(this=content.query.subquery(), kind=False, files=[sb.lit(str(partial))], params=[
             exp.CopyParameter(this=exp.var("FORMAT"), expression=exp.var("csv")),
             exp.CopyParameter(this=exp.var("HEADER"), expression=exp.true())]))
-        types = con.execute(sb.to_sql(exp.select(exp.Star()).from_(content.query.subquery()).limit(0)))
-        described = {"columns": {d[0]: str(d[1]) for d in types.description}, "sha256": _sha256(partial),
+        types = engine.types(content.query.subquery())
+        described = {"columns": types, "sha256": _sha256(partial),
                      INFO_TABLE: {c: _text(v) for c, v in info.items()}}
         self.companions(partial)[0].write_text(json.dumps(described, indent=1), encoding="utf-8")
 
@@ -424,15 +429,15 @@ class _CsvFile(_Writer):
         if described["sha256"] != _sha256(path):
             raise AnonymizationError(f"{str(path)!r} does not match its {INFO_SUFFIX} (a publish was interrupted "
                                      f"between moving the two files): publish it again")
-        reader = _fresh_connection()
+        reader = _fresh_reader()
         if table is not None:
             columns = exp.Struct(expressions=[exp.PropertyEQ(this=sb.ident(c), expression=sb.lit(t))
                                               for c, t in described["columns"].items()])
             file = exp.Table(this=exp.Anonymous(this="read_csv", expressions=[
                 sb.lit(str(path)), exp.PropertyEQ(this=exp.var("header"), expression=exp.true()),
                 exp.PropertyEQ(this=exp.var("columns"), expression=columns)]))
-            sb.run(reader, sb.create_view_as(sb.table(table), exp.select(exp.Star()).from_(file)))
-        sb.run(reader, sb.create_view_as(sb.table(INFO_TABLE), _info_select(described[INFO_TABLE])))
+            reader.run(sb.create_view_as(sb.table(table), exp.select(exp.Star()).from_(file)))
+        reader.run(sb.create_view_as(sb.table(INFO_TABLE), _info_select(described[INFO_TABLE])))
         return reader
 
 

@@ -21,6 +21,7 @@ import duckdb
 import pandas as pd
 from sqlglot import exp
 
+from ..engine import Engine, as_engine
 from ..sqlgen import build as sb
 from ..errors import AnonymizationError, PolicyError
 
@@ -31,7 +32,7 @@ SCORE = "score"
 LABEL_CONSTANT = "label_constant"
 
 
-def attribute_weights(con: duckdb.DuckDBPyConnection, source: exp.Expression | str, attributes: Sequence[str], *,
+def attribute_weights(database: Engine | duckdb.DuckDBPyConnection, source: exp.Expression | str, attributes: Sequence[str], *,
                       kind: str, label: str | None = None) -> pd.DataFrame:
     """Weights of ``attributes`` of ``source`` (a table name, or a sqlglot table or query), one row per attribute in
     the order given: ``attribute``, ``score`` (1 for ``uniform``; ``H(X_i)`` for ``entropy``; ``MI(Y, X_i)`` with
@@ -42,15 +43,16 @@ def attribute_weights(con: duckdb.DuckDBPyConnection, source: exp.Expression | s
     """
     if kind not in KINDS:
         raise PolicyError(f"unknown weight kind {kind!r}; the kinds are {', '.join(map(repr, KINDS))}")
+    engine = as_engine(database)
     relation = _relation(source)
-    columns = _source_columns(con, relation)
+    columns = _source_columns(engine, relation)
     attributes = _checked_attributes(attributes, columns)
     if kind == "uniform":
         scores = [1.0] * len(attributes)
     elif kind == "entropy":
-        scores = _entropies(con, relation, attributes)
+        scores = _entropies(engine, relation, attributes)
     else:
-        scores = _mutual_informations(con, relation, attributes, _checked_label(label, attributes, columns))
+        scores = _mutual_informations(engine, relation, attributes, _checked_label(label, attributes, columns))
     total = sum(scores)
     if total <= 0:
         measure = "entropy" if kind == "entropy" else f"mutual information with {label!r}"
@@ -69,9 +71,9 @@ def _relation(source: exp.Expression | str) -> exp.Expression:
     raise PolicyError(f"source must be a table name or a sqlglot expression, got {type(source).__name__}")
 
 
-def _source_columns(con: duckdb.DuckDBPyConnection, relation: exp.Expression) -> list[str]:
+def _source_columns(engine: Engine, relation: exp.Expression) -> list[str]:
     try:
-        return sb.column_names(con, exp.select(exp.Star()).from_(relation))
+        return engine.columns(exp.select(exp.Star()).from_(relation))
     except duckdb.CatalogException as error:
         raise AnonymizationError(f"cannot read the source {sb.to_sql(relation)}: {error}") from error
 
@@ -130,7 +132,7 @@ def _in_order(rows: list[tuple], count: int) -> list[float]:
     return [by_position[i] for i in range(count)]
 
 
-def _entropies(con: duckdb.DuckDBPyConnection, relation: exp.Expression, attributes: list[str]) -> list[float]:
+def _entropies(engine: Engine, relation: exp.Expression, attributes: list[str]) -> list[float]:
     """``H(X_i) = −Σ_x p(x) log2 p(x)`` for every attribute, from one scan grouping by each attribute on its own."""
     counts = (exp.select(_set_position(attributes).as_(POSITION), exp.func("COUNT", exp.Star()).as_("n"))
               .from_(relation)
@@ -140,13 +142,13 @@ def _entropies(con: duckdb.DuckDBPyConnection, relation: exp.Expression, attribu
     p = sb.col("p")
     query = (exp.select(sb.col(POSITION), exp.Neg(this=exp.func("SUM", p * _log2(p))).as_(SCORE))
              .from_(shares.subquery("shares")).group_by(sb.col(POSITION)))
-    rows = sb.fetch_rows(con, query)
+    rows = engine.rows(query)
     _require_records(relation, rows)
     # A constant attribute gives −1·log2(1) = −0.0; report it as 0.
     return [abs(score) for score in _in_order(rows, len(attributes))]
 
 
-def _mutual_informations(con: duckdb.DuckDBPyConnection, relation: exp.Expression, attributes: list[str],
+def _mutual_informations(engine: Engine, relation: exp.Expression, attributes: list[str],
                          label: str) -> list[float]:
     """``MI(Y, X_i) = Σ_{x,y} p(x,y) log2(p(x,y) / (p(x) p(y)))`` — equal to ``H(Y) − H(Y|X_i)`` — for every attribute,
     from one scan grouping by each (attribute, label) pair; the marginal counts are window sums over the joint ones."""
@@ -178,7 +180,7 @@ def _mutual_informations(con: duckdb.DuckDBPyConnection, relation: exp.Expressio
         exp.func("GREATEST", information, sb.lit(0.0)).as_(SCORE),
         exp.func("BOOL_AND", n_y.eq(records)).as_(LABEL_CONSTANT),
     ).from_(marginals.subquery("marginals")).group_by(sb.col(POSITION)))
-    rows = sb.fetch_rows(con, query)
+    rows = engine.rows(query)
     _require_records(relation, rows)
     if rows[0][2]:
         raise PolicyError(f"label {label!r} has one value in every record, so its mutual information with every "

@@ -1,0 +1,93 @@
+"""The engine interface: the one narrow door through which algorithms reach a database.
+
+Algorithms build statements as sqlglot trees and hand them to an :class:`Engine`, which generates them in its own
+dialect and runs them.  Nothing above this module holds a connection: an algorithm written against this interface
+runs on any engine that implements it (DuckDB today; Spark SQL generates from the same trees).
+
+A statement is a tree, or a :class:`Prepared` text that the same engine generated from a tree beforehand
+(:meth:`Engine.prepare`): searches and partitioning rounds run one shape thousands of times, and rendering a tree
+costs more than running a small query.  Positional parameters (``$1``...) fill such a text's values.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+import pandas as pd
+from sqlglot import exp
+
+
+class Prepared(str):
+    """SQL text an engine generated from a tree with :meth:`Engine.prepare`; only such text is ever run as text."""
+
+
+Statement = exp.Expression | Prepared
+_serial = itertools.count()
+
+
+class Engine(ABC):
+    """Runs statements built as trees, in ``dialect``."""
+
+    dialect: str
+
+    def prepare(self, statement: exp.Expression) -> Prepared:
+        """The statement as this engine's SQL text, to run many times."""
+        return Prepared(statement.sql(dialect=self.dialect))
+
+    @abstractmethod
+    def run(self, statement: Statement, parameters: Sequence[object] | None = None) -> None:
+        """Run a statement for its effect."""
+
+    @abstractmethod
+    def rows(self, query: Statement, parameters: Sequence[object] | None = None) -> list[tuple]:
+        """A query's rows."""
+
+    @abstractmethod
+    def frame(self, query: Statement) -> pd.DataFrame:
+        """A query's rows as a DataFrame."""
+
+    @abstractmethod
+    def arrays(self, query: Statement) -> dict[str, np.ndarray]:
+        """A query's columns as NumPy arrays (masked where NULL)."""
+
+    @abstractmethod
+    def types(self, relation: exp.Expression) -> dict[str, str]:
+        """Each column of a table or query with its type name in this engine, reading no rows."""
+
+    def columns(self, relation: exp.Expression) -> list[str]:
+        return list(self.types(relation))
+
+    def value(self, query: Statement, parameters: Sequence[object] | None = None) -> object:
+        """The single value of a one-row, one-column query."""
+        return self.rows(query, parameters)[0][0]
+
+    @abstractmethod
+    def run_many(self, statement: exp.Expression, rows: Sequence[Sequence[object]]) -> None:
+        """Run a statement with placeholders once per row of values (inserts of many rows)."""
+
+    @abstractmethod
+    def register(self, name: str, frame: pd.DataFrame) -> None:
+        """Make a DataFrame readable as table ``name`` for this session."""
+
+    @abstractmethod
+    def unregister(self, name: str) -> None:
+        """Forget a registered DataFrame."""
+
+    @contextlib.contextmanager
+    def registered(self, frame: pd.DataFrame, name: str | None = None) -> Iterator[exp.Table]:
+        """A DataFrame readable as a table while the block runs."""
+        name = name or f"__duckanon_frame_{next(_serial)}"
+        self.register(name, frame)
+        try:
+            yield exp.Table(this=exp.to_identifier(name, quoted=True))
+        finally:
+            self.unregister(name)
+
+    @abstractmethod
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """All statements of the block take effect together, or none does."""
