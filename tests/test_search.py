@@ -36,8 +36,9 @@ from duckanon import (
     TCloseness,
 )
 from duckanon.datasets import adult_hierarchy_dir, load_adult
-from duckanon.utility.metrics import metric_names
+from duckanon.search import sql_evaluator
 from duckanon.search.strategies import ExhaustiveSearch, OptimalSearch, SamaratiSearch, solution_space, tag_by_paths
+from duckanon.utility.metrics import metric_names
 
 METRICS = ["loss", "dm", "ncp", "non-uniform-entropy", "average-class-size", "entropy-loss", "mi-loss"]
 LABEL = "y"
@@ -50,7 +51,7 @@ def close(a: float, b: float) -> bool:
 
 @contextlib.contextmanager
 def evaluator(anon, source, policy, metrics, label=None):
-    """A NodeEvaluator over ``source`` for ``policy``, as Anonymizer.search builds it (objective: metrics[0])."""
+    """The evaluator over ``source`` for ``policy``, as Anonymizer.search builds it (objective: metrics[0])."""
     with anon._bind(source, policy) as bound, anon._evaluator(bound, metrics, label) as ev:
         yield ev
 
@@ -379,17 +380,13 @@ def test_adult_optimal_checks_fewer_nodes(adult):
 def test_snapshots_change_no_result(adult, monkeypatch):
     """Evaluating from snapshots (tables grouped at an evaluated node, used above 100,000 rows) gives every node the
     same result as evaluating from the frequency table; forced on here for Adult's few thousand rows."""
-    from duckanon.search.strategies import strategies as search
-
-    if not all(hasattr(search, name) for name in ("SNAPSHOT_SOURCE_ROWS", "SNAPSHOT_REDUCTION")):
-        pytest.skip("search.py no longer has snapshot thresholds")
     con, anon, hierarchies = adult
     policy = Policy(quasi_identifiers=hierarchies, models=[KAnonymity(5), TCloseness("occupation", 0.3)],
                     sensitive=["occupation"], suppression_limit=0.03, others="insensitive")
     metrics = ["loss", "dm", "ncp", "non-uniform-entropy", "average-class-size"]
     plain, _, lattice = brute_force(anon, "adult", policy, metrics=metrics, label=None)
-    monkeypatch.setattr(search, "SNAPSHOT_SOURCE_ROWS", 0)
-    monkeypatch.setattr(search, "SNAPSHOT_REDUCTION", 2)
+    monkeypatch.setattr(sql_evaluator, "SNAPSHOT_SOURCE_ROWS", 0)
+    monkeypatch.setattr(sql_evaluator, "SNAPSHOT_REDUCTION", 2)
     with evaluator(anon, "adult", policy, metrics) as ev:
         found = OptimalSearch().search(ev)
         for i in lattice.by_height():  # lowest first, so later nodes come from snapshots

@@ -1,1 +1,15 @@
-"""Full-domain generalization: the lattice of level vectors, node evaluation, search strategies."""
+"""Full-domain generalization: searching the lattice of level vectors for the best transformation.
+
+- :mod:`.lattice`: the lattice (every vector of levels, one per quasi-identifier) and its up- and down-set masks;
+- :mod:`.evaluator`: the node-evaluator interface, all that a search knows of models, metrics and data: a node's
+  verdict, suppressed records, metric values and bounds.  It also documents which models are monotone (with
+  suppression: k-anonymity, distinct l-diversity, p-sensitive k-anonymity; without it: all) and what a search may
+  conclude from a verdict;
+- :mod:`.sql_evaluator`: the evaluator that answers with batched queries over the encoded frequency table, through
+  any engine;
+- :mod:`.strategies`: the searches (optimal, Samarati's, exhaustive) and the solution space, written against the
+  interface alone.
+
+To add an evaluator, copy :mod:`.sql_evaluator`'s contract (:class:`~.evaluator.NodeEvaluator`'s docstring) and
+implement its four abstract methods; the strategies and their tests take it as they are.
+"""

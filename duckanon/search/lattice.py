@@ -76,3 +76,29 @@ class Lattice:
         for i, stride in enumerate(self._strides):
             if node[i] > 0:
                 yield index - int(stride)
+
+
+class LatticeMasks:
+    """Up-sets and down-sets of lattice nodes as AND of per-attribute masks (one comparison per level, precomputed):
+    far cheaper than comparing the whole node matrix, which searches do for every evaluated node."""
+
+    def __init__(self, lattice: Lattice):
+        self.lattice = lattice
+        nodes = lattice.nodes
+        self._ge = [[nodes[:, i] >= level for level in range(int(n))] for i, n in enumerate(lattice.levels)]
+        self._le = [[nodes[:, i] <= level for level in range(int(n))] for i, n in enumerate(lattice.levels)]
+
+    def _combine(self, table, index: int) -> np.ndarray:
+        node = self.lattice.nodes[index]
+        mask = table[0][node[0]].copy()
+        for i in range(1, len(node)):
+            mask &= table[i][node[i]]
+        return mask
+
+    def up(self, index: int) -> np.ndarray:
+        """Mask of the node and all its generalizations."""
+        return self._combine(self._ge, index)
+
+    def down(self, index: int) -> np.ndarray:
+        """Mask of the node and all its specializations."""
+        return self._combine(self._le, index)

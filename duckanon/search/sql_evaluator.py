@@ -1,0 +1,480 @@
+"""The SQL node evaluator: nodes evaluated in batches by queries over the encoded frequency table.
+
+One query evaluates a batch of nodes: the table's rows met with each node's levels (CASEs pick each level's codes and
+costs), grouped into every node's classes, the models' verdicts per class, then per node its totals (class sizes,
+violations, suppressed records, metric totals).  The statements are generated once and reused.  On a big table the
+evaluator keeps snapshots (the table grouped at an evaluated or nearby node) and computes each node from the smallest
+snapshot below it.  With drop mode and a model that compares classes with the table, each batch's classes are settled
+to drop mode's fixed point (:class:`~duckanon.privacy.checks.DropFixedPoint`, a few more queries per batch).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import duckdb
+import numpy as np
+import pandas as pd
+from sqlglot import exp
+
+from ..declare.hierarchy import Hierarchy
+from ..encode.classes import SIZE, VIOLATED, Classes, key_name
+from ..encode.encoding import COUNT, Encoding, code_column
+from ..privacy.checks import DropFixedPoint, class_verdicts, suppressed_class_violates
+from ..privacy.models import PrivacyModel
+from ..sqlgen import build as sb
+from ..utility.metrics import Metric, NodeTotals, cost_column, cost_table
+from .evaluator import NodeEvaluator, NodeResult
+from .lattice import Node
+
+_serial = itertools.count()
+# Nodes evaluated per query: one query's fixed cost (~3 ms) is shared, while each node still costs a pass over the
+# rows of the table it is computed from.
+BATCH = 64
+# At most this many source rows (summed over a query's nodes) per query: a query's hash tables grow with it, and on a
+# big table a handful of nodes already amortizes the fixed cost.
+ROWS_PER_QUERY = 2_500_000
+# A node whose classes are SNAPSHOT_REDUCTION times fewer than the rows it was computed from, on a table of at least
+# SNAPSHOT_SOURCE_ROWS rows, may become a snapshot: a copy of the table grouped at that node, from which its
+# generalizations are computed over fewer rows.  It becomes one when the nodes still pending above it would save at
+# least SNAPSHOT_PAYOFF times the rows its grouping reads.  At most SNAPSHOT_LIMIT snapshots of SNAPSHOT_BYTES_LIMIT
+# bytes in all (estimated from their column types) are kept; to make room, those with the fewest pending nodes above
+# them are dropped.  Below SNAPSHOT_SOURCE_ROWS (Adult's 19,502-row table) a query is one single-threaded pass that
+# snapshots did not make cheaper (Adult, 5% DM: 5.4 s with snapshots, 4.8 s without).  On the 1.17M-row IHIS-shaped
+# table the lowered candidates cut the rows read for DM at 0% from 689M to 150M, and 64 snapshots rather than 16 the
+# rows read for Loss at 0% from 408M to 145M.
+SNAPSHOT_REDUCTION = 4
+SNAPSHOT_SOURCE_ROWS = 100_000
+SNAPSHOT_PAYOFF = 4
+SNAPSHOT_LIMIT = 64
+SNAPSHOT_BYTES_LIMIT = 512 * 2**20
+SNAPSHOTS_PER_BATCH = 2
+# Meet snapshots stop after this many did not shrink the rows: a search whose batches spread over the lattice (binary
+# searches on paths) has meets near the bottom, and each failed try costs a pass over the big table (IHIS, DM 5%:
+# 283 -> 342 CPU seconds without the stop).
+MEET_FAILURES = 3
+
+
+@dataclass(frozen=True)
+class _Snapshot:
+    """The costed table grouped at ``node`` (every coarser level's codes kept, costs summed): it evaluates every
+    generalization of ``node`` over fewer rows.  ``fragment`` is the SQL that projects its rows for the nodes of the
+    nodes view whose ``__source`` is ``id``."""
+
+    id: int
+    node: Node
+    table: exp.Table
+    rows: int
+    fragment: str
+    above: np.ndarray  # mask of the lattice nodes it can evaluate (the node's up-set)
+
+
+@dataclass(frozen=True)
+class _Settling:
+    """The statements of a batch's evaluation with drop mode's fixed point: the records grouped into a temporary table
+    (``group_head`` + the records' SQL + ``group_tail``), its class verdicts into another, settled, the totals read
+    and both tables dropped."""
+
+    group_head: str
+    group_tail: str
+    create_verdicts: str
+    fixed_point: DropFixedPoint
+    totals: str
+    drops: list[str]
+
+
+class SqlNodeEvaluator(NodeEvaluator):
+    """Evaluates lattice nodes with SQL queries over the encoded frequency table, many nodes a query; makes snapshots
+    where the search's :attr:`pending` nodes will use them."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, encoding: Encoding, hierarchies: Sequence[Hierarchy],
+                 models: Sequence[PrivacyModel], metrics: Sequence[Metric], allowed_suppressed: int,
+                 monotone: bool, progress: Callable[[str], None] | None = None, suppressed_monotone: bool = True,
+                 suppressed_class: bool = True):
+        super().__init__(encoding, hierarchies, models, metrics, allowed_suppressed, monotone, progress,
+                         suppressed_monotone, suppressed_class)
+        self.con = con
+        self.weights = {m.name: m.weights(encoding.attributes) for m in metrics if m.cost_kind}
+        self.cost_kinds = sorted({m.cost_kind for m in metrics if m.cost_kind})
+        self.nodes_view = f"__duckanon_nodes_{next(_serial)}"
+        self.records_name = f"__duckanon_records_{next(_serial)}"
+        self.carried = [f"__{prefix}_{m.name}" for m in self.metrics if m.cost_kind is not None
+                        for prefix in ("all", "suppressed")]
+        base = self._base_table()
+        self._tail = self._totals_query()
+        rows = sb.fetch_rows(con, exp.select(exp.func("COUNT", exp.Star())).from_(base))[0][0]
+        self.base_rows = rows
+        bottom = self.lattice.bottom
+        self.snapshots = [self._new_snapshot(bottom, base, rows)]
+        self._failed_meets: list[Node] = []
+
+    def _base_table(self) -> exp.Table:
+        """The frequency table as the evaluator reads it: level codes in the narrowest integer type that holds them
+        and, for record-cost metrics, every needed record cost at every level, times the row's record count.
+
+        Built once; costs are pre-multiplied by the count so a class's cost is a plain SUM."""
+        f = "f"
+        codes = [code_column(i, j) for i, h in enumerate(self.hierarchies) for j in range(h.levels)]
+        widest = sb.fetch_rows(self.con, exp.select(*[exp.func("MAX", sb.col(c)) for c in codes])
+                               .from_(self.encoding.table))[0]
+        columns = [exp.cast(sb.col(c, f), _code_type(m)).as_(c, quoted=True) for c, m in zip(codes, widest)]
+        # Distinct generalized values per attribute and level (codes are dense ranks), for estimating row counts.
+        largest = iter(int(m or 1) for m in widest)
+        self.distinct = [np.array([next(largest) for _ in range(h.levels)], dtype=np.float64)
+                         for h in self.hierarchies]
+        columns += [sb.col(c, f) for c in [*self.encoding.sensitive, COUNT]]
+        query = exp.select(*columns).from_(exp.alias_(self.encoding.table, f, quoted=True))
+        registered = []
+        self.level_costs: dict[str, list[np.ndarray]] = {kind: [] for kind in self.cost_kinds}
+        self.records = 0
+        if self.cost_kinds:
+            self.records = records = sb.fetch_rows(self.con, exp.select(exp.func("SUM", sb.col(COUNT)))
+                                    .from_(self.encoding.table))[0][0]
+            for i, hierarchy in enumerate(self.hierarchies):
+                level_codes = self.encoding.level_frame(i)
+                counts = dict(sb.fetch_rows(self.con, exp.select(sb.col(code_column(i, 0)), exp.func("SUM", sb.col(COUNT)))
+                                            .from_(self.encoding.table).group_by(sb.col(code_column(i, 0)))))
+                costs = cost_table(level_codes, pd.Series(counts), hierarchy, i, self.cost_kinds, records)
+                weight = costs["code"].map(counts).fillna(0).to_numpy(dtype=np.float64)
+                for kind in self.cost_kinds:
+                    self.level_costs[kind].append(np.array(
+                        [weight @ costs[cost_column(kind, i, j)].to_numpy(dtype=np.float64)
+                         for j in range(hierarchy.levels)]))
+                name = f"__duckanon_costs_{next(_serial)}"
+                self.con.register(name, costs)
+                registered.append(name)
+                query = query.join(
+                    exp.alias_(sb.table(name), f"c{i}", quoted=True),
+                    on=sb.col(code_column(i, 0), f).eq(sb.col("code", f"c{i}")), join_type="LEFT",
+                ).select(*[(sb.col(COUNT, f) * sb.col(c, f"c{i}")).as_(c, quoted=True)
+                           for c in costs.columns if c != "code" and not c.endswith("_suppressed")])
+            # A suppressed record's cost does not depend on the levels: one column per metric, summed up front.
+            for metric in self.metrics:
+                if metric.cost_kind is not None:
+                    total = sb.lit(0)
+                    for i, attribute in enumerate(self.encoding.attributes):
+                        total = total + sb.lit(self.weights[metric.name][attribute]) * (
+                            sb.col(COUNT, f) * sb.col(cost_column(metric.cost_kind, i, None), f"c{i}"))
+                    query = query.select(exp.cast(total, exp.DataType.build("DOUBLE")).as_(
+                        _suppressed_cost(metric), quoted=True))
+        table = sb.table(f"__duckanon_costed_{next(_serial)}")
+        try:
+            sb.run(self.con, sb.create_table_as(table, query, temporary=True))
+        finally:
+            for name in registered:
+                self.con.unregister(name)
+        return table
+
+    def _fragment(self, source_id: int, table: exp.Table, floor: Node) -> str:
+        """The rows of ``table`` met with each node of the nodes view whose ``__source`` is ``source_id`` (all at or
+        above ``floor``): CASEs on the node's levels pick the level's code and cost columns."""
+        def at_level(i: int, column) -> exp.Expression:
+            case = exp.Case(this=sb.col(f"__l{i}", "n"))
+            case.set("ifs", [exp.If(this=sb.lit(j), true=sb.col(column(j), "t"))
+                             for j in range(floor[i], self.hierarchies[i].levels)])
+            return case
+
+        projection = [sb.col("__node", "n")]
+        projection += [at_level(i, lambda j, i=i: code_column(i, j)).as_(f"__node_k{i}", quoted=True)
+                       for i in range(len(self.hierarchies))]
+        projection += [sb.col(COUNT, "t")] + [sb.col(s, "t") for s in self.encoding.sensitive]
+        for metric in self.metrics:
+            if metric.cost_kind is None:
+                continue
+            weights, kind = self.weights[metric.name], metric.cost_kind
+            total = sb.lit(0)
+            for i, attribute in enumerate(self.encoding.attributes):
+                total = total + sb.lit(weights[attribute]) * at_level(i, lambda j, i=i: cost_column(kind, i, j))
+            projection.append(exp.cast(total, exp.DataType.build("DOUBLE")).as_(f"__all_{metric.name}", quoted=True))
+            projection.append(sb.col(_suppressed_cost(metric), "t").as_(f"__suppressed_{metric.name}", quoted=True))
+        query = (exp.select(*projection).from_(exp.alias_(table, "t", quoted=True))
+                 .join(exp.alias_(sb.table(self.nodes_view), "n", quoted=True), join_type="CROSS")
+                 .where(sb.col("__source", "n").eq(sb.lit(source_id))))
+        return sb.to_sql(query)
+
+    def _classes(self, relation: str) -> Classes:
+        """The classes of every node in ``relation`` (rows of the nodes' records): the node id leads the class key
+        and tells the nodes' tables apart."""
+        keys = ["__node"] + [f"__node_k{i}" for i in range(len(self.hierarchies))]
+        return Classes.of(sb.table(relation), keys, weight=COUNT, carry=self.carried, table_keys=1)
+
+    def _verdicts(self, classes: Classes) -> exp.Select:
+        return class_verdicts(classes, self.models, {name: sb.col(name) for name in self.carried})
+
+    def _totals_query(self) -> str:
+        """Per node of the records relation (the union of the sources' fragments, named ``records_name``): the
+        models' verdicts per class, then the node's totals.  Built once."""
+        return sb.to_sql(self._totals(self._verdicts(self._classes(self.records_name)).subquery("v")))
+
+    def _totals(self, verdicts: exp.Expression) -> exp.Select:
+        """Per node, its totals from the class verdicts ``verdicts``."""
+        size, violated = sb.as_double(sb.col(SIZE)), sb.col(VIOLATED)
+
+        def where(condition: exp.Expression, value: exp.Expression) -> exp.Expression:
+            return exp.func("COALESCE", exp.func("SUM", exp.Case().when(condition, value)), sb.lit(0))
+
+        node = sb.col(key_name(0))  # the node id leads every class key
+        suppressed = where(violated, size)
+        # The suppressed records' own class against the size-only models (the others need a query of their own).
+        too_small = [p for m in self.models if (p := m.size_violation(suppressed.copy())) is not None]
+        columns = [node, exp.func("SUM", size), suppressed, exp.func("COUNT", exp.Star()),
+                   exp.func("COUNT", exp.Case().when(violated.not_(), sb.lit(1))),
+                   exp.func("SUM", size * size), where(violated.not_(), size * size),
+                   sb.or_all(too_small) if too_small else exp.false()]
+        for metric in self.metrics:
+            if metric.cost_kind is not None:
+                every, dropped = sb.col(f"__all_{metric.name}"), sb.col(f"__suppressed_{metric.name}")
+                columns += [exp.func("SUM", every), where(violated.not_(), every), where(violated, dropped)]
+        return exp.select(*columns).from_(verdicts).group_by(node)
+
+    @functools.cached_property
+    def _settling(self) -> _Settling:
+        """The statements that evaluate a batch with drop mode's fixed point (:meth:`_settled_totals`), built once."""
+        grouped = self._classes(f"__duckanon_grouped_{next(_serial)}")
+        keys = [sb.col(k) for k in [*grouped.keys, *self.encoding.sensitive]]
+        count = exp.cast(exp.func("SUM", sb.col(COUNT)), exp.DataType.build("BIGINT")).as_(COUNT, quoted=True)
+        grouping = (exp.select(*keys, count, *[exp.func("SUM", sb.col(c)).as_(c, quoted=True) for c in self.carried])
+                    .from_(sb.table(self.records_name)).group_by(*keys))
+        verdicts = sb.table(f"__duckanon_settled_{next(_serial)}")
+        return _Settling(
+            group_head=f'CREATE TEMPORARY TABLE "{grouped.relation.name}" AS WITH "{self.records_name}" AS (',
+            group_tail=f") {sb.to_sql(grouping)}",
+            create_verdicts=sb.to_sql(sb.create_table_as(verdicts, self._verdicts(grouped), temporary=True)),
+            fixed_point=DropFixedPoint(grouped, self.models, verdicts), totals=sb.to_sql(self._totals(verdicts)),
+            drops=[sb.to_sql(sb.drop("TABLE", t)) for t in (verdicts, grouped.relation)])
+
+    def _settled_totals(self, records: str) -> list[tuple]:
+        """The totals of the nodes in ``records`` (SQL of their records' relation), each node's verdicts settled to
+        drop mode's fixed point: the records grouped by class and sensitive values into a temporary table, the
+        verdicts into another, settled in place."""
+        settling = self._settling
+        try:
+            self.con.execute(settling.group_head + records + settling.group_tail)
+            self.con.execute(settling.create_verdicts)
+            settling.fixed_point.settle(self.con)
+            return self.con.execute(settling.totals).fetchall()
+        finally:
+            for drop in settling.drops:
+                self.con.execute(drop)
+
+    def _new_snapshot(self, node: Node, table: exp.Table, rows: int) -> _Snapshot:
+        source_id = next(_serial)
+        return _Snapshot(source_id, node, table, rows, self._fragment(source_id, table, node),
+                         self.masks.up(self.lattice.index(node)))
+
+    def _evaluate(self, indices: list[int]) -> dict[int, NodeResult]:
+        """Evaluate nodes, each from the smallest snapshot that covers it; as few queries as the row budget allows,
+        each reading every source its nodes need."""
+        index = np.asarray(indices, dtype=np.int64)
+        source = self._sources(index)
+        self._snapshot_meets(index, source)
+        source = self._sources(index)  # positions move too when making room drops snapshots
+        rows = np.array([s.rows for s in self.snapshots], dtype=np.float64)
+        order = np.argsort(source, kind="stable")  # nodes of one source together: fewer branches per query
+        results: dict[int, NodeResult] = {}
+        batch: list[tuple[int, int]] = []
+        budget = 0.0
+        for position in order:
+            k = int(source[position])
+            if batch and (len(batch) >= BATCH or budget + rows[k] > ROWS_PER_QUERY):
+                results.update(self._run(batch))
+                batch, budget = [], 0.0
+            batch.append((indices[position], k))
+            budget += rows[k]
+        results.update(self._run(batch))
+        self._snapshot_some(index, source, [results[i].classes for i in indices])
+        return results
+
+    def _run(self, batch: list[tuple[int, int]]) -> dict[int, NodeResult]:
+        nodes = [index for index, _ in batch]
+        levels = self.lattice.nodes[nodes]
+        used = sorted({k for _, k in batch})
+        frame = pd.DataFrame({"__node": np.asarray(nodes, dtype=np.int64),
+                              "__source": np.asarray([self.snapshots[k].id for _, k in batch], dtype=np.int64),
+                              **{f"__l{i}": levels[:, i] for i in range(levels.shape[1])}})
+        records = " UNION ALL ".join(self.snapshots[k].fragment for k in used)
+        self.con.register(self.nodes_view, frame)
+        try:
+            if self.settles:
+                rows = self._settled_totals(records)
+            else:
+                rows = self.con.execute(f'WITH "{self.records_name}" AS ({records}) {self._tail}').fetchall()
+        finally:
+            self.con.unregister(self.nodes_view)
+        results = {}
+        for row in rows:
+            index, row = int(row[0]), row[1:]
+            costs, position = {}, 7
+            for metric in self.metrics:
+                if metric.cost_kind is not None:
+                    costs[metric.name] = tuple(float(v) for v in row[position:position + 3])
+                    position += 3
+            totals = NodeTotals(records=int(row[0]), suppressed=int(row[1]), classes=int(row[2]),
+                                kept_classes=int(row[3]), squares=float(row[4]), kept_squares=float(row[5]),
+                                costs=costs)
+            results[index] = self._result(index, totals, suppressed_too_small=bool(row[6]))
+        return results
+
+    def _sources(self, index: np.ndarray) -> np.ndarray:
+        """Per node, the position of the smallest snapshot that covers it."""
+        rows = np.array([s.rows for s in self.snapshots], dtype=np.float64)
+        covers = np.stack([s.above[index] for s in self.snapshots])  # snapshots × nodes
+        return np.where(covers, rows[:, None], np.inf).argmin(axis=0)
+
+    def _snapshot_some(self, index: np.ndarray, source: np.ndarray, estimates: Sequence[float]) -> None:
+        """Make the snapshots that save the most rows for the nodes still pending.
+
+        A candidate is a just evaluated node whose classes (``estimates``) are far fewer than the rows of the snapshot
+        it was computed from, or the node reached by lowering its levels one at a time while its estimated rows stay
+        low (the estimate scales by the change in the product of distinct values): a lower snapshot covers more
+        pending nodes.  Its worth is the rows it saves the pending nodes above it, against the snapshot each would use
+        now; it is made when that is at least SNAPSHOT_PAYOFF times the rows its grouping reads."""
+        pending = self.pending if self.pending is not None else ~self.evaluated
+        pending = pending & ~self.evaluated
+        pending[index] = False  # just evaluated
+        current = None
+        existing = {s.node for s in self.snapshots}
+        candidates: dict[Node, tuple[float, _Snapshot]] = {}
+        for i, k, classes in zip(index.tolist(), source.tolist(), estimates):
+            parent = self.snapshots[k]
+            rows = parent.rows
+            if rows < SNAPSHOT_SOURCE_ROWS or classes * SNAPSHOT_REDUCTION > rows:
+                continue
+            if current is None:  # the rows each node would now be computed from
+                current = np.full(self.lattice.size, np.inf)
+                for s in self.snapshots:
+                    np.minimum(current, np.where(s.above, s.rows, np.inf), out=current)
+            node = list(self.lattice.node(i))
+            estimate = float(classes)
+            while True:
+                at = self.lattice.index(tuple(node))
+                # Worth it only where no snapshot as good covers the node already.
+                if current[at] >= estimate * SNAPSHOT_REDUCTION and tuple(node) not in existing:
+                    mask = self.masks.up(at) & pending
+                    saving = float(np.sum(np.maximum(current[mask] - estimate, 0.0)))
+                    if saving >= SNAPSHOT_PAYOFF * rows and saving > candidates.get(tuple(node), (0.0, None))[0]:
+                        candidates[tuple(node)] = (saving, parent)
+                lower = [(estimate * self.distinct[a][node[a] - 1] / self.distinct[a][node[a]], a)
+                         for a in range(len(node)) if node[a] > parent.node[a]]
+                if not lower:
+                    break
+                estimate, a = min(lower)
+                if estimate * SNAPSHOT_REDUCTION > rows:
+                    break
+                node[a] -= 1
+        made: list[np.ndarray] = []
+        for node, (_, parent) in sorted(candidates.items(), key=lambda c: (-c[1][0], c[0])):
+            if len(made) >= SNAPSHOTS_PER_BATCH:
+                break
+            above = self.masks.up(self.lattice.index(node))
+            if any((above & m & pending).sum() * 2 > (above & pending).sum() for m in made):
+                continue  # mostly covered by a snapshot just made
+            if not self._room(pending, {id(p) for _, p in candidates.values()}, node):
+                break
+            self._snapshot(node, parent)
+            made.append(above)
+
+    def _snapshot_meets(self, index: np.ndarray, source: np.ndarray) -> None:
+        """Before evaluating several nodes that would read the same big snapshot, group it once at their meet (each
+        attribute at the nodes' lowest level), when that has far fewer rows: a search working down from the top
+        evaluates nodes below every snapshot made from its earlier results."""
+        parents = {k: self.snapshots[k] for k in np.unique(source).tolist()}
+        for k, parent in parents.items():
+            members = index[source == k]
+            if parent.rows < SNAPSHOT_SOURCE_ROWS or len(members) < 2 or len(self._failed_meets) >= MEET_FAILURES:
+                continue
+            meet = tuple(int(v) for v in self.lattice.nodes[members].min(axis=0))
+            # A meet at or below one that did not shrink the rows would not either.
+            if any(all(m <= f for m, f in zip(meet, failed)) for failed in self._failed_meets):
+                continue
+            if not self._room(self.pending if self.pending is not None else ~self.evaluated,
+                              {id(p) for p in parents.values()}, meet):
+                continue
+            snapshot = self._snapshot(meet, parent)
+            if snapshot.rows * SNAPSHOT_REDUCTION > parent.rows:
+                self._failed_meets.append(meet)
+                sb.run(self.con, sb.drop("TABLE", snapshot.table))
+                self.snapshots.pop()
+
+    def _room(self, pending: np.ndarray, keep: set[int], node: Node) -> bool:
+        """Whether a snapshot at ``node`` fits the limits, after dropping (never those whose ``id`` is in ``keep``)
+        those with no pending node above them, then those with fewer pending nodes above them than ``node`` has."""
+        wanted = int((self.masks.up(self.lattice.index(node)) & pending).sum())
+
+        def full() -> bool:
+            size = sum(s.rows * self._row_bytes(s.node) for s in self.snapshots[1:])
+            return (len(self.snapshots) > SNAPSHOT_LIMIT
+                    or size + self._row_bytes(node) * self.base_rows / 4 > SNAPSHOT_BYTES_LIMIT)
+
+        droppable = sorted(((int((s.above & pending).sum()), -s.rows, k) for k, s in enumerate(self.snapshots)
+                            if k > 0 and id(s) not in keep), reverse=True)
+        while full() and droppable and droppable[-1][0] < max(wanted, 1):
+            *_, k = droppable.pop()
+            sb.run(self.con, sb.drop("TABLE", self.snapshots[k].table))
+            self.snapshots[k] = None
+            self.snapshots = [s for s in self.snapshots if s is not None]
+            droppable = sorted(((int((s.above & pending).sum()), -s.rows, j) for j, s in enumerate(self.snapshots)
+                                if j > 0 and id(s) not in keep), reverse=True)
+        return not full()
+
+    def _row_bytes(self, node: Node) -> float:
+        """Estimated bytes per row of a snapshot at ``node``: its code, count and cost columns."""
+        codes = sum(h.levels - level for h, level in zip(self.hierarchies, node))
+        costs = codes * len(self.cost_kinds) + sum(1 for m in self.metrics if m.cost_kind is not None)
+        return 2.0 * codes + 8.0 * (costs + 1) + 16.0 * len(self.encoding.sensitive)
+
+    def _snapshot(self, node: Node, source: _Snapshot) -> _Snapshot:
+        """Group ``source`` at ``node``, keeping every coarser level's codes and costs, as a new snapshot."""
+        codes = [code_column(i, j) for i, level in enumerate(node) for j in range(level, self.hierarchies[i].levels)]
+        keys = [*codes, *self.encoding.sensitive]
+        costs = [cost_column(kind, i, j) for kind in self.cost_kinds
+                 for i, level in enumerate(node) for j in range(level, self.hierarchies[i].levels)]
+        costs += [_suppressed_cost(m) for m in self.metrics if m.cost_kind is not None]
+        count = exp.cast(exp.func("SUM", sb.col(COUNT)), exp.DataType.build("BIGINT")).as_(COUNT, quoted=True)
+        query = (exp.select(*[sb.col(k) for k in keys], count,
+                            *[exp.func("SUM", sb.col(c)).as_(c, quoted=True) for c in costs])
+                 .from_(source.table).group_by(*[sb.col(k) for k in keys]))
+        table = sb.table(f"__duckanon_snapshot_{next(_serial)}")
+        sb.run(self.con, sb.create_table_as(table, query, temporary=True))
+        rows = sb.fetch_rows(self.con, exp.select(exp.func("COUNT", exp.Star())).from_(table))[0][0]
+        self.snapshots.append(self._new_snapshot(node, table, rows))
+        return self.snapshots[-1]
+
+    def _suppressed_class_violates(self, node: Node) -> bool:
+        return suppressed_class_violates(self.con, self.encoding.classes(self.lattice.levels_of(node)), self.models)
+
+    def prior_bounds(self) -> np.ndarray:
+        """Per lattice node, a lower bound of the objective for it and its generalizations known before evaluating
+        it (-inf where the metric has none).  Slightly lowered: it is summed in another order than the evaluated
+        values, and must never exceed them."""
+        metric = self.metrics[0]
+        bounds = None
+        if metric.cost_kind is not None:
+            weights = self.weights[metric.name]
+            level_costs = [weights[a] * costs for a, costs in zip(self.encoding.attributes,
+                                                                  self.level_costs[metric.cost_kind])]
+            bounds = metric.prior_bounds(self.lattice.nodes, level_costs, self.records)
+        if bounds is None:
+            return np.full(self.lattice.size, -np.inf)
+        return bounds - 1e-9 * np.abs(bounds) - 1e-12
+
+    def close(self) -> None:
+        for snapshot in self.snapshots:
+            sb.run(self.con, sb.drop("TABLE", snapshot.table))
+
+
+def _suppressed_cost(metric: Metric) -> str:
+    """The column of a row's records' cost under ``metric`` when suppressed (weighted, summed over attributes)."""
+    return f"__suppressed_cost_{metric.name}"
+
+
+def _code_type(largest: int | None) -> exp.DataType:
+    """The narrowest unsigned integer type for codes up to ``largest``: narrower keys group faster."""
+    largest = largest or 0
+    for name, limit in (("UTINYINT", 2**8), ("USMALLINT", 2**16), ("UINTEGER", 2**32)):
+        if largest < limit:
+            return exp.DataType.build(name, dialect=sb.DIALECT)
+    return exp.DataType.build("UBIGINT", dialect=sb.DIALECT)
