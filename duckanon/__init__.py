@@ -5,7 +5,9 @@ separate database file that the DuckDB shell and BI tools open.
 """
 
 from ._version import __version__
-from .session import Anonymizer, EncodedSource, Release, connect
+from .session import Anonymizer, connect
+from .encode.binding import EncodedSource
+from .release.publish import Release
 from .privacy.checks import CheckReport, RiskReport
 from .errors import AnonymizationError, HierarchyError, PolicyError, PolicyNotSatisfied, ReleaseCheckFailed
 from .declare.hierarchy import Hierarchy, IntervalHierarchy

@@ -24,6 +24,8 @@ import duckanon
 from duckanon import DistinctLDiversity, Hierarchy, KAnonymity, Policy, PolicyError, PolicyNotSatisfied, TCloseness
 from adult_files import arx_map
 from duckanon.datasets import adult_hierarchy_dir, load_adult
+from duckanon.encode.binding import bind
+from duckanon.search import run as search_run
 from duckanon.search.strategies import ExhaustiveSearch, OptimalSearch
 
 SEED002_QIS = ["age", "sex", "race", "marital-status"]
@@ -85,7 +87,8 @@ def by_hand(frame: pd.DataFrame, levels: dict[str, int], t: float) -> int:
 @contextlib.contextmanager
 def evaluator(anon, source, policy, metric="loss"):
     """A NodeEvaluator built the way Anonymizer.search builds it."""
-    with anon._bind(source, policy) as bound, anon._evaluator(bound, [metric], None) as ev:
+    workspace = anon.workspace
+    with bind(workspace, source, policy) as bound, search_run.evaluator(workspace, bound, [metric], None) as ev:
         yield ev
 
 
@@ -213,9 +216,9 @@ def test_every_node_check_search_and_publish_agree(table, t, distance, k, l, lim
                 assert reader.execute("SELECT count(*) FROM t").fetchone()[0] == len(frame) - result.suppressed
     # Pruning stays exact: the optimal search finds the least Loss among the nodes within the limit.
     within = [r.values["loss"] for r in results if r.within_limit]
-    with anon._bind("t", policy) as bound:
+    with bind(anon.workspace, "t", policy) as bound:
         for strategy in (OptimalSearch(), ExhaustiveSearch()):
-            with anon._evaluator(bound, ["loss"], None) as ev:
+            with search_run.evaluator(anon.workspace, bound, ["loss"], None) as ev:
                 found = strategy.search(ev)
             assert found.found == bool(within)
             if within:

@@ -32,6 +32,8 @@ import pytest
 import duckanon
 from duckanon import DistinctLDiversity, Hierarchy, IntervalHierarchy, KAnonymity, Policy
 from duckanon.datasets import adult_hierarchy_dir, load_adult
+from duckanon.encode.binding import bind
+from duckanon.search import run as search_run
 from duckanon.search.lattice import Lattice
 from duckanon.utility.metrics import (
     METRICS,
@@ -188,7 +190,8 @@ def adult_env():
 
 def evaluate_all(anon, source, policy, metrics, label=None):
     """Every node of the lattice evaluated by NodeEvaluator, built the way the anonymizer builds it."""
-    with anon._bind(source, policy) as bound, anon._evaluator(bound, metrics, label) as evaluator:
+    workspace = anon.workspace
+    with bind(workspace, source, policy) as bound, search_run.evaluator(workspace, bound, metrics, label) as evaluator:
         lattice = evaluator.lattice
         evaluator.evaluate_many(list(range(lattice.size)))
         results = [dataclasses.replace(evaluator.results[i], satisfied=evaluator.satisfies(i))

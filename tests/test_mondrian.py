@@ -23,6 +23,7 @@ from duckanon import (DistinctLDiversity, EntropyLDiversity, Hierarchy, KAnonymi
                       PolicyNotSatisfied, TCloseness)
 from duckanon.sqlgen import build as sb
 from duckanon.datasets import adult_hierarchy_dir, load_adult
+from duckanon.encode.binding import bind
 from duckanon.partition.mondrian import Mondrian, dimensions
 
 COLOR = Hierarchy.from_lists([["red", "warm", "*"], ["orange", "warm", "*"], ["blue", "cold", "*"],
@@ -160,7 +161,7 @@ def policy(k: int, l: int | None = None, t: float | None = None) -> Policy:  # n
 def sql_partitions(con, frame: pd.DataFrame, pol: Policy, relaxed: bool = False):
     """Run Mondrian; the partitioning and its assignment table as a frame."""
     anon = duckanon.connect(con)
-    with anon._bind("t", pol, partitioning=True) as bound:
+    with bind(anon.workspace, "t", pol, partitioning=True) as bound:
         dims = dimensions(as_engine(con), bound.counted, bound.quasi_identifiers, bound.hierarchies, orders={"size": SIZES})
         partitioning = Mondrian(as_engine(con), bound.counted, dims, pol.sensitive, pol.models, relaxed=relaxed).run()
         try:
@@ -279,7 +280,7 @@ def test_seed002_first_cut_on_adult_matches_pandas():
     hierarchies = {q: Hierarchy.from_arx_csv(adult_hierarchy_dir() / f"{q}.csv") for q in quasi[1:]}
     pol = Policy(quasi_identifiers={"age": None, **hierarchies}, models=[KAnonymity(10)], others="drop")
     anon = duckanon.connect(con)
-    with anon._bind("adult", pol, partitioning=True) as bound:
+    with bind(anon.workspace, "adult", pol, partitioning=True) as bound:
         dims = dimensions(as_engine(con), bound.counted, quasi, bound.hierarchies)
         partitioning = Mondrian(as_engine(con), bound.counted, dims, [], pol.models).run()
         groups = as_engine(con).frame(exp.select(exp.Star()).from_(partitioning.assignment.table))
@@ -301,7 +302,7 @@ def test_the_sql_transpiles_to_spark():
             pol = Policy(quasi_identifiers={"age": None, "color": COLOR, "size": None}, models=models,
                          sensitive=["s"], insensitive=["id"])
             anon = duckanon.connect(con)
-            with anon._bind("t", pol, partitioning=True) as bound:
+            with bind(anon.workspace, "t", pol, partitioning=True) as bound:
                 dims = dimensions(as_engine(con), bound.counted, QUASI, bound.hierarchies, orders={"size": SIZES})
                 partitioning = Mondrian(as_engine(con), bound.counted, dims, ["s"], models, relaxed=relaxed).run()
                 partitioning.close()

@@ -14,6 +14,7 @@ import duckanon
 from duckanon.engine import as_engine
 from duckanon import Hierarchy, HierarchyError, KAnonymity, Policy
 from duckanon.sqlgen import build as sb
+from duckanon.encode.binding import bind
 from duckanon.recode.generalization import BoundHierarchy
 from duckanon.recode.recoding import CodedHierarchies, HierarchyCoding, PartitionMap
 from duckanon.partition.mondrian import Mondrian, dimensions, output_styles
@@ -126,7 +127,7 @@ def people(con):
 def test_metrics_from_the_rows_codes_equal_those_from_looking_the_values_up(people, relaxed):
     pol = Policy(quasi_identifiers={"age": None, "color": COLOR}, models=[KAnonymity(4)], sensitive=["s"],
                  others="drop")
-    with people._bind("people", pol, partitioning=True) as bound:
+    with bind(people.workspace, "people", pol, partitioning=True) as bound:
         dims = dimensions(as_engine(people.con), bound.counted, bound.quasi_identifiers, bound.hierarchies)
         partitioning = Mondrian(as_engine(people.con), bound.counted, dims, pol.sensitive, pol.models, relaxed=relaxed).run()
         try:
@@ -173,7 +174,7 @@ def test_inline_hierarchies_reuse_an_equal_stored_table_and_never_overwrite_a_di
     people.mondrian("people", pol, metrics=False)
     assert tables() == ["hierarchy_color"]  # the equal stored one was reused
     other = Hierarchy.from_lists([["red", "*"], ["orange", "*"], ["blue", "*"], ["green", "*"]], name="color")
-    bound = people._hierarchies_for({"color": other})
-    assert bound["color"].table.name != "hierarchy_color" and len(tables()) == 2
+    _, table = people.catalog.stored({"color": other})["color"]
+    assert table.name != "hierarchy_color" and len(tables()) == 2
     # The first table still holds the first hierarchy.
     assert people.hierarchy("color") == COLOR

@@ -287,7 +287,7 @@ def test_the_sql_it_runs_transpiles_to_spark(con, anon):
     load(con, frame, "t6")
     clusters = anon.cluster("t6", example_policy(frame), TopDownPartitioning(0, Personalization("Ppl", GHT)))
     assignment = clusters._assignment()
-    transformation = clusters.method.release_transformation(clusters, clusters._partition(assignment))
+    transformation = clusters._released(assignment)
     compiled = transformation.compile(clusters.source, clusters.columns, clusters.hierarchies)
     queries = [compiled, recognition_rate_query(sb.table("t6"), QI, "Disease", GHT),
                sensitive_loss_query(sb.table("t6"), "Disease", GHT)]

@@ -18,6 +18,7 @@ from duckanon.engine import as_engine
 from duckanon import (AnonymizationError, Hierarchy, KAnonymity, Policy, PolicyError, SemiSupervisedClustering,
                       TopDownPartitioning)
 from duckanon.sqlgen import build as sb
+from duckanon.encode.binding import bind
 from duckanon.recode.generalization import LEAF_LABEL, LEAF_VALUE, SOURCE, FullDomainGeneralization, level_expressions
 
 CLOSED = re.compile(r"^\[(-?[0-9.]+), (-?[0-9.]+)\]$")
@@ -277,7 +278,7 @@ def test_bound_queries_transpile_to_spark(con, people):
         queries.append(query)
         return sb.table(f"kept_{len(queries)}")
 
-    with anon._bind("people", policy) as bound:
+    with bind(anon.workspace, "people", policy) as bound:
         ranges = FullDomainGeneralization({"age": 1}).ranges(as_engine(con), bound.source, bound.columns, bound.hierarchies, kept)
         final = ranges.joined(sb.table("released"), bound.columns)
     for query in [*queries, final]:

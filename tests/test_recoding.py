@@ -11,6 +11,7 @@ import duckanon
 from duckanon.engine import as_engine
 from duckanon import DistinctLDiversity, Hierarchy, KAnonymity, Policy, PolicyError
 from duckanon.sqlgen import build as sb
+from duckanon.recode.generalization import BoundHierarchy
 from duckanon.recode.recoding import RECORD, Assignment, PartitionMap, numbered
 
 COLOR = Hierarchy.from_lists([["red", "warm", "*"], ["orange", "warm", "*"], ["blue", "cold", "*"],
@@ -128,11 +129,16 @@ def test_misplaced_counts_what_an_assignment_gets_wrong(anon, con):
         as_engine(con), sb.table("t"), columns) == 1
 
 
+def stored_color(anon) -> dict[str, BoundHierarchy]:
+    """COLOR as the catalog stores it for column color."""
+    return {"color": BoundHierarchy("color", *anon.catalog.stored({"color": COLOR})["color"])}
+
+
 def test_metrics_follow_the_core_definitions(anon, con):
     """LM, DM, NCP and average class size of the three groups, computed by hand."""
     transformation = PartitionMap(Assignment(sb.table("a"), ("id",)), {"age": "range", "color": "lca", "size": "set"})
     columns = ["age", "color", "size", "disease"]
-    bound = {"color": anon._hierarchy_for("color", COLOR)}
+    bound = stored_color(anon)
     metrics = transformation.metrics(as_engine(con), sb.table("t"), columns, bound, [KAnonymity(3)])
     # age: (30-20)/(61-20) for group 1, '*' (1) for groups 2 and 3.  color: warm covers 2 of 4 leaves: LM 1/3,
     # NCP 2/4; cold the same; all NULL: 0.  size: {M,S} 2 of 5 distinct values (S, M, L, XL and none else): LM 1/4,
@@ -158,7 +164,7 @@ def test_frequency_level_metrics_equal_record_level_ones(anon, con):
     counted = FRAME.assign(group_id=FRAME["id"].map(GROUPS)).groupby(keys + ["group_id"], dropna=False).size()
     con.register("c", counted.rename("n").reset_index())
     con.execute("CREATE TABLE by_values AS SELECT * FROM c")
-    bound = {"color": anon._hierarchy_for("color", COLOR)}
+    bound = stored_color(anon)
     styles = {"age": "mean", "color": "lca", "size": "set"}
     models = [KAnonymity(3), DistinctLDiversity("disease", 2)]
     frequency = PartitionMap(Assignment(sb.table("by_values"), tuple(keys), count="n"), styles)
@@ -200,7 +206,7 @@ def test_bad_maps_are_refused(anon, tmp_path):
 
 
 def test_compiled_maps_transpile_to_spark(anon):
-    bound = {"color": anon._hierarchy_for("color", COLOR)}
+    bound = stored_color(anon)
     columns = ["age", "color", "size", "disease"]
     maps = [PartitionMap(Assignment(sb.table("a"), ("id",)), {"age": "mean", "color": "lca", "size": "set"}),
             PartitionMap(Assignment(sb.table("by_values"), tuple(columns), count="n", spread=True),

@@ -16,6 +16,7 @@ import duckanon
 from duckanon import DistinctLDiversity, Hierarchy, KAnonymity, Policy, PolicyNotSatisfied
 from adult_files import arx_map
 from duckanon.datasets import adult_hierarchy_dir, load_adult
+from duckanon.encode.binding import bind
 from duckanon.recode.generalization import generalize
 
 QUASI = ["sex", "age", "race", "marital-status", "education", "native-country", "workclass", "occupation"]
@@ -156,12 +157,12 @@ def test_failed_publish_keeps_the_earlier_release_and_leaves_nothing(adult_con, 
 
 
 def test_failure_while_writing_leaves_no_partial_file(adult_con, adult_policy, tmp_path, monkeypatch):
-    import duckanon.session as anonymizer
+    import duckanon.release.publish as publishing
 
     def broken(*args, **kwargs):
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(anonymizer, "verify_release", broken)
+    monkeypatch.setattr(publishing, "verify_release", broken)
     with pytest.raises(RuntimeError, match="disk on fire"):
         duckanon.connect(adult_con).publish("adult", adult_policy, LEVELS, tmp_path / "x.duckdb", table="adult")
     assert list(tmp_path.iterdir()) == []
@@ -196,7 +197,7 @@ def test_l_diversity_release_checked_by_pandas(adult_con, tmp_path):
 
 def test_release_sql_transpiles_to_spark_and_postgres(adult_con, adult_policy):
     anon = duckanon.connect(adult_con)
-    with anon._bind("adult", adult_policy) as bound:
+    with bind(anon.workspace, "adult", adult_policy) as bound:
         query = generalize(bound.source, bound.columns, bound.hierarchies, LEVELS)
     for dialect in ("spark", "postgres"):
         text = query.sql(dialect=dialect)

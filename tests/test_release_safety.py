@@ -209,7 +209,7 @@ def test_a_directory_target_is_one_clear_error(tmp_path, frame_anon):
 
 @pytest.mark.parametrize("name", ["r.parquet", "r.csv", "r.duckdb"])
 def test_a_failed_verification_leaves_the_earlier_release_and_no_partial(tmp_path, frame_anon, name, monkeypatch):
-    import duckanon.session as anonymizer
+    import duckanon.release.publish as publishing
 
     target = tmp_path / name
     frame_anon.publish("frame", POLICY, {"age": 1}, target, table="people")
@@ -218,7 +218,7 @@ def test_a_failed_verification_leaves_the_earlier_release_and_no_partial(tmp_pat
     def broken(*args, **kwargs):
         raise AnonymizationError("release check: broken on purpose")
 
-    monkeypatch.setattr(anonymizer, "verify_release", broken)
+    monkeypatch.setattr(publishing, "verify_release", broken)
     with pytest.raises(AnonymizationError, match="broken on purpose"):
         frame_anon.publish("frame", POLICY, {"age": 2}, target, table="people")
     assert {p.name: digest(p) for p in tmp_path.iterdir()} == before

@@ -36,6 +36,8 @@ from duckanon import (
     TCloseness,
 )
 from duckanon.datasets import adult_hierarchy_dir, load_adult
+from duckanon.encode.binding import bind
+from duckanon.search import run as search_run
 from duckanon.search import sql_evaluator
 from duckanon.search.strategies import ExhaustiveSearch, OptimalSearch, SamaratiSearch, solution_space, tag_by_paths
 from duckanon.utility.metrics import metric_names
@@ -52,7 +54,8 @@ def close(a: float, b: float) -> bool:
 @contextlib.contextmanager
 def evaluator(anon, source, policy, metrics, label=None):
     """The evaluator over ``source`` for ``policy``, as Anonymizer.search builds it (objective: metrics[0])."""
-    with anon._bind(source, policy) as bound, anon._evaluator(bound, metrics, label) as ev:
+    workspace = anon.workspace
+    with bind(workspace, source, policy) as bound, search_run.evaluator(workspace, bound, metrics, label) as ev:
         yield ev
 
 
@@ -188,10 +191,10 @@ def test_optimal_equals_exhaustive(data):
             assert bound <= values[lattice.up_set(i)].min() * (1 + 1e-12) + 1e-12, (lattice.node(i), metric)
     # Three metrics an example keeps the file's runtime down; every metric is also run on the fixed tables below.
     metrics = data.draw(st.lists(st.sampled_from(METRICS), min_size=3, max_size=3, unique=True))
-    with anon._bind("t", policy) as bound:
+    with bind(anon.workspace, "t", policy) as bound:
         for metric in metrics:
             expected = best_value(results, metric)
-            with anon._evaluator(bound, [metric], LABEL) as ev:
+            with search_run.evaluator(anon.workspace, bound, [metric], LABEL) as ev:
                 assert ev.monotone == monotone
                 found = OptimalSearch().search(ev)
             assert found.checks <= lattice.size
@@ -202,7 +205,7 @@ def test_optimal_equals_exhaustive(data):
                 assert close(results[found.best.node].values[metric], found.best.values[metric])
             # ExhaustiveSearch evaluates node by node: run it itself on the smaller lattices only.
             if metric == metrics[0] and lattice.size <= 48:
-                with anon._evaluator(bound, [metric], LABEL) as ev:
+                with search_run.evaluator(anon.workspace, bound, [metric], LABEL) as ev:
                     exhaustive = ExhaustiveSearch().search(ev)
                 assert exhaustive.checks == lattice.size
                 assert found.checks <= exhaustive.checks
@@ -289,7 +292,7 @@ def test_fixed_table_all_strategies_every_metric(limit):
         result = anon.search("t", policy, metric=metric, strategy="optimal", label=LABEL)
         assert result.found == (expected is not None)
         assert close(result.best.values[metric], expected), (metric, result.summary())
-        with anon._bind("t", policy) as bound, anon._evaluator(bound, [metric], LABEL) as ev:
+        with evaluator(anon, "t", policy, [metric], LABEL) as ev:
             exhaustive = ExhaustiveSearch().search(ev)
         assert exhaustive.checks == lattice.size >= result.checks
         assert close(exhaustive.best.values[metric], expected), (metric, exhaustive.summary())
@@ -324,10 +327,10 @@ def test_seed002_samarati_lowest_height(adult, k):
         satisfied = {n for n, r in results.items() if r.suppressed <= max_sup}
         lowest = min(sum(n) for n in satisfied)
         at_lowest = {n for n in satisfied if sum(n) == lowest}
-        with anon._bind("adult", policy) as bound:
+        with bind(anon.workspace, "adult", policy) as bound:
             assert bound.allowed_suppressed == max_sup
             for metric in metrics:
-                with anon._evaluator(bound, [metric], None) as ev:
+                with search_run.evaluator(anon.workspace, bound, [metric], None) as ev:
                     assert ev.monotone
                     result = SamaratiSearch().search(ev)
                 assert result.found and sum(result.best.node) == lowest, (k, max_sup, metric, result.summary())

@@ -32,7 +32,7 @@ def _open(args: argparse.Namespace, console: Console) -> tuple[Source, Anonymize
     source = open_source(args.source, args.table)
     if source.bundled and hasattr(args, "qi"):  # the commands that take a policy (perturb takes none)
         policy_options.bundled_defaults(args)
-    return source, Anonymizer(source.con, progress=console.progress)
+    return source, Anonymizer(source.engine, progress=console.progress)
 
 
 def _output(args: argparse.Namespace) -> Path:
@@ -88,10 +88,10 @@ def run_stored(args: argparse.Namespace, console: Console) -> int:
     if not args.check_only:
         args.output = _output(args)
     path = existing_file(args.source)
-    con = attach_database(path)
-    anon = Anonymizer(con, progress=console.progress)
+    engine = attach_database(path)
+    anon = Anonymizer(engine, progress=console.progress)
     policy = anon.policy(args.policy)
-    source = Source(con, database_table(con, path, args.table), args.table, path)
+    source = Source(engine, database_table(engine, path, args.table), args.table, path)
     return _generalize(args, console, anon, source, policy)
 
 
@@ -167,7 +167,7 @@ def hierarchy(args: argparse.Namespace, console: Console) -> int:
     if args.output is not None and source.path is not None and _same_file(args.output, source.path):
         raise AnonymizationError(f"-o {str(args.output)!r} is the source file: it would be overwritten")
     built = _build_hierarchy(args, name, _distinct_values(source, args.column))
-    source.con.close()
+    source.engine.close()
     if args.output is not None:
         _write_atomically(args.output, built.to_arx_csv)
         console.say(f"wrote hierarchy {name!r} ({len(built.rows)} values, {built.levels} levels) to {args.output}")
@@ -184,10 +184,10 @@ def hierarchy(args: argparse.Namespace, console: Console) -> int:
 
 def _distinct_values(source: Source, column: str) -> list:
     relation = source.expression()
-    columns = sb.column_names(source.con, relation)
+    columns = source.engine.columns(relation)
     if column not in columns:
         raise AnonymizationError(f"--column {column!r}: the source has no such column (it has {columns})")
-    return [row[0] for row in sb.fetch_rows(source.con, exp.select(sb.col(column)).distinct().from_(relation))]
+    return [row[0] for row in source.engine.rows(exp.select(sb.col(column)).distinct().from_(relation))]
 
 
 def _build_hierarchy(args: argparse.Namespace, name: str, values: list) -> Hierarchy:

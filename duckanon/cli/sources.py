@@ -14,10 +14,11 @@ import duckdb
 from sqlglot import exp
 
 from .. import datasets
-from ..sqlgen import build as sb
-from ..session import FILE_READERS, source_relation
-from ..errors import AnonymizationError
 from ..declare.hierarchy import SCHEMA
+from ..encode.binding import FILE_READERS, source_relation
+from ..engine import DuckDBEngine
+from ..errors import AnonymizationError
+from ..sqlgen import build as sb
 
 BUNDLED_TABLE = "adult"
 ATTACHED = "source"  # the catalog name the source database is attached under
@@ -25,7 +26,7 @@ ATTACHED = "source"  # the catalog name the source database is attached under
 
 @dataclass
 class Source:
-    con: duckdb.DuckDBPyConnection
+    engine: DuckDBEngine
     relation: str | exp.Expression  # what the library reads: a file path, or the attached table
     name: str  # the released table's name unless one is given
     path: Path | None  # None: the bundled data
@@ -36,7 +37,7 @@ class Source:
 
     def expression(self) -> exp.Expression:
         """The relation as SQL, for the command line's own queries."""
-        return source_relation(self.con, self.relation)
+        return source_relation(self.engine, self.relation)
 
 
 def is_data_file(path: Path) -> bool:
@@ -48,17 +49,17 @@ def open_source(text: str | None, table: str | None) -> Source:
     if text is None:
         con = duckdb.connect()
         datasets.load_adult(con, BUNDLED_TABLE)
-        return Source(con, BUNDLED_TABLE, BUNDLED_TABLE, None)
+        return Source(DuckDBEngine(con), BUNDLED_TABLE, BUNDLED_TABLE, None)
     path = existing_file(text)
     if is_data_file(path):
         if table is not None:
             raise AnonymizationError(f"--table {table!r} names a table of a database file, but {text!r} is a data file")
-        return Source(duckdb.connect(), str(path), path.name.split(".")[0], path)
-    con = attach_database(path)
+        return Source(DuckDBEngine(duckdb.connect()), str(path), path.name.split(".")[0], path)
+    engine = attach_database(path)
     if table is None:
         raise AnonymizationError(f"{text!r} is a database file: name the table to read with --table "
-                                 f"(it has {_listing(database_tables(con))})")
-    return Source(con, database_table(con, path, table), table, path)
+                                 f"(it has {_listing(database_tables(engine))})")
+    return Source(engine, database_table(engine, path, table), table, path)
 
 
 def existing_file(text: str) -> Path:
@@ -68,30 +69,30 @@ def existing_file(text: str) -> Path:
     return path
 
 
-def attach_database(path: Path) -> duckdb.DuckDBPyConnection:
-    """An in-memory connection with ``path`` attached read-only and its stored hierarchies and policies copied."""
-    con = duckdb.connect()
-    sb.run(con, exp.Attach(this=exp.alias_(sb.lit(str(path)), ATTACHED, quoted=True),
-                           expressions=[exp.AttachOption(this=exp.var("READ_ONLY"))]))
-    sb.run(con, exp.Create(this=sb.ident(SCHEMA), kind="SCHEMA", exists=True))
-    for name in _tables(con, SCHEMA):
-        sb.run(con, sb.create_table_as(sb.table(name, SCHEMA), exp.select(exp.Star()).from_(
+def attach_database(path: Path) -> DuckDBEngine:
+    """An in-memory database with ``path`` attached read-only and its stored hierarchies and policies copied."""
+    engine = DuckDBEngine(duckdb.connect())
+    engine.run(exp.Attach(this=exp.alias_(sb.lit(str(path)), ATTACHED, quoted=True),
+                          expressions=[exp.AttachOption(this=exp.var("READ_ONLY"))]))
+    engine.run(exp.Create(this=sb.ident(SCHEMA), kind="SCHEMA", exists=True))
+    for name in _tables(engine, SCHEMA):
+        engine.run(sb.create_table_as(sb.table(name, SCHEMA), exp.select(exp.Star()).from_(
             sb.table(name, SCHEMA, ATTACHED))))
-    return con
+    return engine
 
 
-def database_tables(con: duckdb.DuckDBPyConnection) -> list[str]:
-    return _tables(con, "main")
+def database_tables(engine: DuckDBEngine) -> list[str]:
+    return _tables(engine, "main")
 
 
-def database_table(con: duckdb.DuckDBPyConnection, path: Path, table: str) -> exp.Table:
-    tables = database_tables(con)
+def database_table(engine: DuckDBEngine, path: Path, table: str) -> exp.Table:
+    tables = database_tables(engine)
     if table not in tables:
         raise AnonymizationError(f"no table {table!r} in {str(path)!r} (it has {_listing(tables)})")
     return sb.table(table, "main", ATTACHED)
 
 
-def _tables(con: duckdb.DuckDBPyConnection, schema: str) -> list[str]:
+def _tables(engine: DuckDBEngine, schema: str) -> list[str]:
     """The tables and views of a schema of the attached database (a shell user may keep a hierarchy as a view)."""
     def listed(function: str, column: str) -> exp.Select:
         catalog = exp.Table(this=exp.Anonymous(this=function, expressions=[]))
@@ -100,7 +101,7 @@ def _tables(con: duckdb.DuckDBPyConnection, schema: str) -> list[str]:
                                 sb.col("internal").not_())))
 
     query = exp.union(listed("duckdb_tables", "table_name"), listed("duckdb_views", "view_name"), distinct=False)
-    return sorted(row[0] for row in sb.fetch_rows(con, query))
+    return sorted(row[0] for row in engine.rows(query))
 
 
 def _listing(tables: list[str]) -> str:

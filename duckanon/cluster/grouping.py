@@ -16,7 +16,7 @@ the group nearest them until every group is valid.
 **The run.**  :func:`run` reads the records numbered as :mod:`duckanon.recode.recoding` numbers them (by all released
 columns), builds the record space and the constraints, lets a :class:`ClusteringMethod` assign groups, and returns
 :class:`Clusters`, which checks the groups with the core's SQL models and publishes them through
-:class:`~duckanon.recode.recoding.PartitionMap` and :meth:`Anonymizer.publish <duckanon.session.Anonymizer.publish>`.
+:class:`~duckanon.recode.recoding.PartitionMap` and :func:`~duckanon.release.publish.publish`.
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -38,14 +37,13 @@ from ..privacy.checks import CheckReport, check
 from ..encode.classes import Classes
 from .distance import RecordSpace, row_blocks
 from ..errors import PolicyError, PolicyNotSatisfied
-from ..recode.generalization import BoundHierarchy, Transformation
+from ..recode.generalization import BoundHierarchy
 from ..privacy.models import (AlphaKAnonymity, AlphaLDiversityKAnonymity, DistinctLDiversity, KAnonymity, PrivacyModel,
                      PSensitiveKAnonymity)
 from ..declare.policy import Policy
-from ..recode.recoding import RECORD, Assignment, PartitionMap, numbered, numeric_kind
-
-if TYPE_CHECKING:
-    from ..session import Anonymizer, Release, _Bound
+from ..encode.binding import BoundPolicy, Workspace, bind
+from ..recode.recoding import RECORD, Assignment, ColumnRecoding, PartitionMap, numbered, numeric_kind
+from ..release.publish import Release, publish_source
 
 # A share exactly at α passes, as in the SQL models.
 TOLERANCE = 1e-9
@@ -338,21 +336,30 @@ class ClusteringMethod(ABC):
     def describe(self) -> dict:
         return {"algorithm": self.name}
 
-    def release_transformation(self, clusters: Clusters, partition: PartitionMap) -> Transformation:
-        """The transformation the release applies; the partition map itself unless the method recodes more."""
-        return partition
+    def release_recoding(self, clusters: Clusters) -> ColumnRecoding | None:
+        """One more column the release recodes by the groups' partition map, if the method recodes one."""
+        return None
 
     def release_policy(self, policy: Policy) -> Policy:
         """The policy the written release is verified against."""
         return policy
 
 
-def run(anon: Anonymizer, bound: _Bound, method: ClusteringMethod, numeric: Sequence[str] | None) -> Clusters:
-    """Read ``bound``'s source, let ``method`` group its records, and return the groups (see :class:`Clusters`)."""
+def run(workspace: Workspace, source, policy: Policy | str, method: ClusteringMethod,
+        numeric: Sequence[str] | None) -> Clusters:
+    """Read ``source``, let ``method`` group its records so that every group satisfies ``policy``, and return the
+    groups (see :class:`Clusters`)."""
+    with bind(workspace, source, policy, partitioning=True) as bound:
+        return _grouped(workspace, bound, method, numeric)
+
+
+def _grouped(workspace: Workspace, bound: BoundPolicy, method: ClusteringMethod, numeric: Sequence[str] | None
+             ) -> Clusters:
     started = time.perf_counter()
+    engine = workspace.engine
     policy = bound.policy
     quasi = policy.quasi_identifier_names
-    kinds = numeric_kind(anon.engine, bound.source, quasi)
+    kinds = numeric_kind(engine, bound.source, quasi)
     numeric = [q for q in quasi if kinds[q]] if numeric is None else list(numeric)
     unknown = [c for c in numeric if c not in quasi]
     if unknown:
@@ -363,25 +370,25 @@ def run(anon: Anonymizer, bound: _Bound, method: ClusteringMethod, numeric: Sequ
     Composition.require_supported(policy.models, method.name)
     method.check_policy(policy, numeric)
     extra = method.extra_columns()
-    absent = [c for c in extra if c not in anon.engine.columns(bound.source)]
+    absent = [c for c in extra if c not in engine.columns(bound.source)]
     if absent:
         raise PolicyError(f"{method.name} reads columns the source does not have: {absent}")
     numbering = bound.columns + [c for c in extra if c not in bound.columns]
     named = [m.sensitive for m in policy.models if m.sensitive is not None]
     sensitive = named[0] if named else None
-    anon._progress(f"{method.name}: reading the records")
+    workspace.announce(f"{method.name}: reading the records")
     query = read_query(bound.source, numbering, quasi, numeric, sensitive, extra)
-    fetched = anon.engine.arrays(query)
+    fetched = engine.arrays(query)
     columns = {name: _unmasked(values, float if name in numeric else object) for name, values in fetched.items()}
     space = RecordSpace.from_columns({q: columns[q] for q in quasi},
                                      {q: b.hierarchy for q, b in bound.hierarchies.items()}, numeric)
     composition = Composition.of(policy.models, columns[sensitive] if sensitive is not None else None,
                                  space.size, method.name)
-    anon._progress(f"{method.name}: grouping {space.size} records")
+    workspace.announce(f"{method.name}: grouping {space.size} records")
     records = Records(policy, space, composition, columns, numeric)
     groups, count = method.assign(records)
     seconds = time.perf_counter() - started
-    return Clusters(anon, bound.source, policy, bound.hierarchies, method, records, groups, count, bound.columns,
+    return Clusters(workspace, bound.source, policy, bound.hierarchies, method, records, groups, count, bound.columns,
                     numbering, seconds)
 
 
@@ -413,7 +420,7 @@ def _unmasked(values: np.ndarray, kind: type) -> np.ndarray:
 class Clusters:
     """The groups a clustering method gave the records of a source; :meth:`publish` writes them as a release."""
 
-    anonymizer: Anonymizer
+    workspace: Workspace
     source: exp.Expression
     policy: Policy
     hierarchies: dict[str, BoundHierarchy]
@@ -446,21 +453,26 @@ class Clusters:
     # -------------------------------------------------------------- in SQL
     def _assignment(self) -> exp.Table:
         """A temporary table of (record number, group)."""
-        engine = self.anonymizer.engine
+        engine = self.workspace.engine
         table = sb.table(f"__duckanon_assignment_{next(_serial)}")
         frame = pd.DataFrame({RECORD: np.arange(1, len(self.groups) + 1, dtype=np.int64), GROUP: self.groups})
         with engine.registered(frame) as groups:
             engine.run(sb.create_table_as(table, exp.select(exp.Star()).from_(groups), temporary=True))
         return table
 
-    def _partition(self, assignment: exp.Table) -> PartitionMap:
+    def _partition(self, assignment: exp.Table, recoding: ColumnRecoding | None = None) -> PartitionMap:
         description = {**self.method.describe(), "groups": self.count}
-        return PartitionMap(Assignment(assignment, (RECORD,), GROUP), self._styles, description=description)
+        return PartitionMap(Assignment(assignment, (RECORD,), GROUP), self._styles, description=description,
+                            recoding=recoding)
+
+    def _released(self, assignment: exp.Table) -> PartitionMap:
+        """The partition map the release applies: the groups' summaries, and the method's own recoding."""
+        return self._partition(assignment, self.method.release_recoding(self))
 
     def check(self) -> CheckReport:
         """The policy's models, evaluated by the core's SQL over the records recoded by their groups (before any
         further recoding of the sensitive values by the method)."""
-        engine = self.anonymizer.engine
+        engine = self.workspace.engine
         assignment = self._assignment()
         recoded = sb.table(f"__duckanon_recoded_{next(_serial)}")
         try:
@@ -478,19 +490,19 @@ class Clusters:
         :meth:`PartitionMap.metrics <duckanon.recode.recoding.PartitionMap.metrics>`."""
         assignment = self._assignment()
         try:
-            return self._partition(assignment).metrics(self.anonymizer.engine, self.source, self.numbering,
+            return self._partition(assignment).metrics(self.workspace.engine, self.source, self.numbering,
                                                        self.hierarchies, self.policy.models)
         finally:
-            self.anonymizer.engine.run(sb.drop("TABLE", assignment))
+            self.workspace.engine.run(sb.drop("TABLE", assignment))
 
     @contextlib.contextmanager
     def recoded(self) -> Iterator[exp.Table]:
         """A temporary table of what :meth:`publish` would release, before it checks and suppresses (for metrics)."""
-        engine = self.anonymizer.engine
+        engine = self.workspace.engine
         assignment = self._assignment()
         recoded = sb.table(f"__duckanon_recoded_{next(_serial)}")
         try:
-            transformation = self.method.release_transformation(self, self._partition(assignment))
+            transformation = self._released(assignment)
             engine.run(sb.create_table_as(recoded, transformation.compile(self.source, self.columns, self.hierarchies),
                                            temporary=True))
             yield recoded
@@ -500,11 +512,11 @@ class Clusters:
 
     def publish(self, path, *, table: str = "release", format: str | None = None) -> Release:
         """Write the release: quasi-identifiers recoded by group (:class:`~duckanon.recode.recoding.PartitionMap`), checked,
-        and verified by :meth:`Anonymizer.publish <duckanon.session.Anonymizer.publish>` (``format`` as there)."""
+        and verified by :func:`~duckanon.release.publish.publish` (``format`` as :meth:`Anonymizer.publish`)."""
         assignment = self._assignment()
         try:
-            transformation = self.method.release_transformation(self, self._partition(assignment))
-            return self.anonymizer.publish(self.source, self.method.release_policy(self.policy), transformation, path,
-                                           table=table, format=format)
+            transformation = self._released(assignment)
+            return publish_source(self.workspace, self.source, self.method.release_policy(self.policy), transformation,
+                                  path, table, format)
         finally:
-            self.anonymizer.engine.run(sb.drop("TABLE", assignment))
+            self.workspace.engine.run(sb.drop("TABLE", assignment))

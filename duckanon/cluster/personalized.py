@@ -39,13 +39,13 @@ from ..sqlgen import build as sb
 from ..encode.classes import VALUE, WEIGHT, Classes
 from .distance import RecordSpace
 from ..errors import HierarchyError, PolicyError
-from ..recode.generalization import Transformation
 from .grouping import Clusters, ClusteringMethod, Records, absorb
-from ..declare.hierarchy import SCHEMA, Hierarchy, _preview, level_column
+from ..declare.catalog import hierarchy_table
+from ..declare.hierarchy import Hierarchy, _preview, level_column
 from ..privacy.models import AlphaLDiversityKAnonymity, KAnonymity
 from ..declare.parameters import checked_number
 from ..declare.policy import Policy
-from ..recode.recoding import PartitionMap
+from ..recode.recoding import ColumnRecoding
 
 
 class Personalization:
@@ -114,6 +114,31 @@ class Personalization:
         return {"column": self.column, "hierarchy": self.hierarchy.name, "levels": self.levels}
 
 
+class PersonalizedValues(ColumnRecoding):
+    """Each personalized record's sensitive value released as its GHT ancestor: the partition map's recoding hook.
+    ``tree`` is the table the GHT is stored in."""
+
+    def __init__(self, sensitive: str, personalization: Personalization, levels: Mapping[str, int], tree: exp.Table):
+        self.sensitive, self.personalization = sensitive, personalization
+        self.levels, self.tree = dict(levels), tree
+        self.reads = [personalization.column]
+
+    def recode(self, recoded: exp.Subquery, columns: Sequence[str]) -> exp.Select:
+        value = sb.col(self.sensitive, recoded.alias)
+        published = self.personalization.published(value, sb.col(self.personalization.column, recoded.alias), "tree",
+                                                   self.levels)
+        on = exp.EQ(this=sb.col(level_column(0), "tree"), expression=sb.as_text(value.copy()))
+        projection = [published.as_(c, quoted=True) if c == self.sensitive else sb.col(c, recoded.alias)
+                      for c in columns]
+        return (exp.select(*projection).from_(recoded)
+                .join(exp.alias_(self.tree, "tree", quoted=True), on=on, join_type="LEFT"))
+
+    def describe(self) -> dict:
+        return {"personalized sensitive values": {
+            "attribute": self.sensitive, **self.personalization.describe(),
+            "note": "the groups satisfy the policy's models on the original sensitive values (seed 003 Definition 6)"}}
+
+
 class TopDownPartitioning(ClusteringMethod):
     """Seed 003's top-down partitioning (see the module's docstring); ``seed`` seeds the random first records,
     ``personalization`` applies individuals' protection levels to the release."""
@@ -160,13 +185,12 @@ class TopDownPartitioning(ClusteringMethod):
             pending = rest
         return absorb(space, composition, groups, count)
 
-    def release_transformation(self, clusters: Clusters, partition: PartitionMap) -> Transformation:
+    def release_recoding(self, clusters: Clusters) -> ColumnRecoding | None:
         if self.personalization is None:
-            return partition
+            return None
         sensitive, levels = self.personalization.resolve(clusters.policy)
-        name = clusters.anonymizer.add_hierarchy(f"ght_{sensitive}", self.personalization.hierarchy)
-        return PersonalizedRelease(partition, sensitive, self.personalization, levels,
-                                   sb.table(f"hierarchy_{name}", SCHEMA))
+        name = clusters.workspace.catalog.add_hierarchy(f"ght_{sensitive}", self.personalization.hierarchy)
+        return PersonalizedValues(sensitive, self.personalization, levels, hierarchy_table(name))
 
     def release_policy(self, policy: Policy) -> Policy:
         if self.personalization is None:
@@ -227,42 +251,6 @@ def _first_maximum(values: np.ndarray, starts: np.ndarray, run: np.ndarray) -> n
     highest = np.maximum.reduceat(values, starts)
     positions = np.where(values == highest[run], np.arange(len(values)), len(values))
     return np.minimum.reduceat(positions, starts)
-
-
-class PersonalizedRelease(PartitionMap):
-    """A partition map whose release also shows each personalized record's sensitive value as its GHT ancestor."""
-
-    def __init__(self, partition: PartitionMap, sensitive: str, personalization: Personalization,
-                 levels: Mapping[str, int], tree: exp.Table):
-        super().__init__(partition.assignment, partition.styles, orders=partition.orders,
-                         description=partition.description)
-        self.sensitive, self.personalization = sensitive, personalization
-        self.levels, self.tree = dict(levels), tree
-
-    def _read(self, columns: Sequence[str]) -> list[str]:
-        """The partition map numbers records by the columns it is given: the same ones the records were read by."""
-        protection = self.personalization.column
-        return list(columns) + ([protection] if protection not in columns else [])
-
-    def ranges(self, engine, source, columns, hierarchies, materialize):
-        return super().ranges(engine, source, self._read(columns), hierarchies, materialize)
-
-    def compile(self, source, columns, hierarchies):
-        protection = self.personalization.column
-        recoded = super().compile(source, self._read(columns), hierarchies).subquery("recoded")
-        value = sb.col(self.sensitive, "recoded")
-        published = self.personalization.published(value, sb.col(protection, "recoded"), "tree", self.levels)
-        on = exp.EQ(this=sb.col(level_column(0), "tree"), expression=sb.as_text(value.copy()))
-        projection = [published.as_(c, quoted=True) if c == self.sensitive else sb.col(c, "recoded") for c in columns]
-        return (exp.select(*projection).from_(recoded)
-                .join(exp.alias_(self.tree, "tree", quoted=True), on=on, join_type="LEFT"))
-
-    def describe(self):
-        described = super().describe()
-        described["personalized sensitive values"] = {
-            "attribute": self.sensitive, **self.personalization.describe(),
-            "note": "the groups satisfy the policy's models on the original sensitive values (seed 003 Definition 6)"}
-        return described
 
 
 # ------------------------------------------------------------------------------------------------------------ metrics

@@ -12,7 +12,7 @@ and no Python code looks at a record or a partition.  The rounds' SQL is the sam
 partition number is a parameter), is built once per shape of problem, and transpiles to Spark SQL.
 
 Records are read once into the source's frequency table (each distinct combination of quasi-identifier and
-sensitive values with its count, as :meth:`Anonymizer._bind <duckanon.session.Anonymizer._bind>` builds it); the
+sensitive values with its count, as :func:`~duckanon.encode.binding.bind` builds it); the
 rounds work on its rows, weighted by their counts.  Strict Mondrian never separates equal records, so that is exact;
 relaxed Mondrian may send part of a row's records to each half, which then becomes two weighted rows.
 
@@ -66,7 +66,7 @@ from ..recode.recoding import (ATTRIBUTE, CATEGORICAL_STYLES, CODE, LEAF, LEAVES
                        Assignment, CodedHierarchies, HierarchyCoding, numeric_kind)
 
 if TYPE_CHECKING:
-    from ..session import Release
+    from ..release.publish import Release
 
 NUMERIC, ORDERED, HIERARCHICAL = "numeric", "ordered", "hierarchical"
 # Cut kinds, per partition and dimension.

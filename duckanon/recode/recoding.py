@@ -2,7 +2,7 @@
 
 Partitioning and clustering algorithms (Mondrian, MDAV, k-member clustering, …) decide which *group* each record
 belongs to.  This module is the one way to turn such a decision into a release: :class:`PartitionMap` is a
-:class:`~duckanon.recode.generalization.Transformation`, so :meth:`Anonymizer.publish <duckanon.session.Anonymizer.publish>`
+:class:`~duckanon.recode.generalization.Transformation`, so :func:`~duckanon.release.publish.publish`
 suppresses, verifies and writes it like any full-domain generalization, and :meth:`PartitionMap.metrics` measures it
 with the core's metric definitions.  Quasi-identifiers without a hierarchy (``None`` in the policy) are fine here.
 
@@ -56,6 +56,7 @@ distinct values); ``*`` costs 1.
 from __future__ import annotations
 
 import itertools
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -340,6 +341,24 @@ class Assignment:
                           *[sb.col(c) for c in self.codes.values()]).from_(self.table)
 
 
+class ColumnRecoding(ABC):
+    """A column a partition map recodes record by record besides the quasi-identifiers (seed 003's personalized
+    sensitive value): a hook of the map.  The map recodes the quasi-identifiers of the records read with the columns
+    the hook :attr:`reads` too, then the hook recodes its column over that."""
+
+    #: Source columns the recoding needs besides the released ones; records are numbered by these too.
+    reads: Sequence[str] = ()
+
+    @abstractmethod
+    def recode(self, recoded: exp.Subquery, columns: Sequence[str]) -> exp.Select:
+        """SELECT ``columns`` of ``recoded`` (the quasi-identifiers recoded, :attr:`reads` beside the released
+        columns), with the hook's column recoded."""
+
+    @abstractmethod
+    def describe(self) -> dict:
+        """Entries added to the release's description of the transformation."""
+
+
 class PartitionMap(Transformation):
     """Every record's quasi-identifiers replaced by a summary of its group (see the module's docstring).
 
@@ -347,11 +366,12 @@ class PartitionMap(Transformation):
     value order of categorical attributes cut along an order (their domain for ``set`` costs); ``description`` is
     merged into the release's transformation metadata (e.g. the algorithm and its parameters); ``coded``, the
     hierarchies' codes as tables (:class:`CodedHierarchies`) when the caller holds them, saves reading the hierarchies
-    again (without, the queries number their leaves themselves)."""
+    again (without, the queries number their leaves themselves); ``recoding`` recodes one more column
+    (:class:`ColumnRecoding`)."""
 
     def __init__(self, assignment: Assignment, styles: Mapping[str, str], *,
                  orders: Mapping[str, Sequence[object]] | None = None, description: Mapping | None = None,
-                 coded: CodedHierarchies | None = None):
+                 coded: CodedHierarchies | None = None, recoding: ColumnRecoding | None = None):
         unknown = {a: s for a, s in styles.items() if s not in STYLES}
         if unknown:
             attribute, style = next(iter(unknown.items()))
@@ -363,6 +383,7 @@ class PartitionMap(Transformation):
         self.orders = {a: list(v) for a, v in (orders or {}).items()}
         self.description = dict(description or {})
         self.coded = coded
+        self.recoding = recoding
 
     # ------------------------------------------------------------ validation
     def require_styles(self, quasi_identifiers: Sequence[str]) -> None:
@@ -416,9 +437,18 @@ class PartitionMap(Transformation):
         return self.assignment.count is not None and all(a in self.assignment.keys for a in self.styles)
 
     # ------------------------------------------------------------ compiling
+    def _read(self, columns: Sequence[str]) -> Sequence[str]:
+        """The columns records are read and numbered by: the released ones and those the recoding hook reads (the
+        ones the groups were assigned by)."""
+        if self.recoding is None:
+            return columns
+        return list(columns) + [c for c in self.recoding.reads if c not in columns]
+
     def compile(self, source, columns, hierarchies):
-        self._validate(columns, hierarchies)
-        return self._recoded(source, columns, hierarchies)
+        read = self._read(columns)
+        self._validate(read, hierarchies)
+        recoded = self._recoded(source, read, hierarchies)
+        return recoded if self.recoding is None else self.recoding.recode(recoded.subquery("recoded"), columns)
 
     def _summaries(self, relation: exp.Expression, hierarchies: Mapping[str, BoundHierarchy], weighted: bool,
                    costs: bool, coded: CodedHierarchies | None, bounds: bool = False) -> exp.Select:
@@ -484,6 +514,7 @@ class PartitionMap(Transformation):
         ranged = {a: i for i, (a, style) in enumerate(self.styles.items()) if style == "range"}
         if not ranged:
             return Ranges({})
+        columns = self._read(columns)
         require_free(ranged, columns)
         self._validate(columns, hierarchies)
         rows, definition, weighted = self._rows(source, columns)
@@ -622,7 +653,8 @@ class PartitionMap(Transformation):
         return set().union(*(hierarchy.labels(j) for j in range(hierarchy.levels))) | {TOP, None}
 
     def describe(self):
-        return {"partition map": {"styles": self.styles, **self.description}}
+        described = {"partition map": {"styles": self.styles, **self.description}}
+        return {**described, **self.recoding.describe()} if self.recoding is not None else described
 
     # ------------------------------------------------------------ metrics
     def metrics(self, engine: Engine, source: exp.Expression, columns: Sequence[str],

@@ -1,0 +1,183 @@
+"""Binding a policy to a source: the source read once into a frequency table, with what every algorithm needs of it.
+
+:func:`bind` names the source as SQL (a table, a CSV/Parquet/JSON file, or a sqlglot expression), checks the policy's
+columns against it, and reads it once into a temporary table of its distinct quasi-identifier and sensitive value
+combinations with their counts.  That table gives the data facts the privacy models check their parameters against,
+the check that each hierarchy covers its column's values, and the encoding searches and checks run on
+(:class:`EncodedSource`).  The algorithms work in a :class:`Workspace`: the engine, the catalog, and where progress
+is told.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlglot import exp
+
+from ..declare.catalog import Catalog, relation_exists
+from ..declare.hierarchy import level_column
+from ..declare.policy import Policy
+from ..engine import Engine
+from ..errors import AnonymizationError, PolicyError
+from ..privacy.checks import CheckReport, RiskReport, check, risk
+from ..privacy.models import DataFacts
+from ..recode.generalization import BoundHierarchy, FullDomainGeneralization, require_coverage
+from ..sqlgen import build as sb
+from .encoding import COUNT, Encoding, count_combinations
+
+FILE_READERS = {".csv": "read_csv_auto", ".tsv": "read_csv_auto", ".gz": "read_csv_auto", ".parquet": "read_parquet",
+                ".json": "read_json_auto"}
+
+
+@dataclass
+class Workspace:
+    """What the algorithms work with: the engine, the catalog of stored hierarchies and policies, and ``progress``,
+    which, when given, is told a short message as each stage of long work starts."""
+
+    engine: Engine
+    catalog: Catalog
+    progress: Callable[[str], None] | None = None
+
+    def announce(self, message: str) -> None:
+        if self.progress is not None:
+            self.progress(message)
+
+
+def source_relation(engine: Engine, source: str | os.PathLike | exp.Expression) -> exp.Expression:
+    """What a source names, as SQL: a sqlglot expression as it is, a CSV/Parquet/JSON file path as its reader, or a
+    table of ``engine``; a missing file or table is an error naming it."""
+    if isinstance(source, exp.Expression):
+        return source
+    path = Path(source)
+    reader = FILE_READERS.get(path.suffix.lower())
+    if reader and (isinstance(source, os.PathLike) or path.is_file()):
+        if not path.is_file():
+            raise AnonymizationError(f"no such file: {str(path)!r}")
+        return exp.Table(this=exp.Anonymous(this=reader, expressions=[sb.lit(str(path))]))
+    relation = sb.table(str(source))
+    if not relation_exists(engine, relation):
+        raise AnonymizationError(f"no table named {str(source)!r}")
+    return relation
+
+
+@dataclass
+class BoundPolicy:
+    """A policy bound to one source: its relation, released columns, hierarchy tables and data facts."""
+
+    source: exp.Expression
+    policy: Policy
+    columns: list[str]
+    hierarchies: dict[str, BoundHierarchy]
+    facts: DataFacts
+    counted: exp.Table  # distinct quasi-identifier and sensitive combinations with their COUNT
+
+    @property
+    def quasi_identifiers(self) -> list[str]:
+        return self.policy.quasi_identifier_names
+
+    @property
+    def allowed_suppressed(self) -> int:
+        return self.policy.allowed_suppressed(self.facts.records)
+
+    def levels(self, levels: Mapping[str, int]) -> dict[str, int]:
+        return FullDomainGeneralization(levels).validate(self.hierarchies).levels
+
+
+@contextlib.contextmanager
+def bind(workspace: Workspace, source, policy: Policy | str, *, partitioning: bool = False
+         ) -> Iterator[BoundPolicy]:
+    """The policy (or the name of a stored one) bound to the source, which is read once: a temporary table of its
+    distinct combinations of quasi-identifier and sensitive values with their counts gives the data facts, the
+    coverage check and the encoding.  Quasi-identifiers without a hierarchy are accepted only for ``partitioning``
+    (Mondrian, clustering); the bound hierarchies then cover only the others."""
+    engine = workspace.engine
+    policy = workspace.catalog.policy(policy) if isinstance(policy, str) else policy
+    workspace.announce("reading the source and checking the policy's parameters")
+    relation = source_relation(engine, source)
+    columns = policy.bind(engine.columns(relation))
+    without = [c for c, h in policy.quasi_identifiers.items() if h is None]
+    if without and not partitioning:
+        raise PolicyError(f"quasi-identifiers {without} have no hierarchy: generalizing to levels needs one for "
+                          f"each (only partitioning, such as Anonymizer.mondrian, accepts none)")
+    counted = count_combinations(engine, relation, policy.quasi_identifier_names, policy.sensitive)
+    try:
+        total = exp.func("COALESCE", exp.func("SUM", sb.col(COUNT)), sb.lit(0))
+        records = int(engine.rows(exp.select(total).from_(counted))[0][0])
+        if records == 0:
+            raise AnonymizationError(f"the source {sb.to_sql(relation)} is empty: there is nothing to anonymize")
+        value_counts = {}
+        for attribute in policy.sensitive:
+            query = exp.select(sb.col(attribute), total).from_(counted).group_by(sb.col(attribute))
+            value_counts[attribute] = {v: int(n) for v, n in engine.rows(query)}
+        facts = DataFacts(records=records, value_counts=value_counts)
+        for model in policy.models:
+            model.check_data(facts)
+        stored = workspace.catalog.stored({c: h for c, h in policy.quasi_identifiers.items() if h is not None})
+        hierarchies = {c: BoundHierarchy(c, hierarchy, table) for c, (hierarchy, table) in stored.items()}
+        # One query finds the attributes whose values are all leaves of their hierarchies; only the others need
+        # the full check (interval hierarchies also cover values between their cuts).
+        suspect = _not_all_leaves(engine, counted, hierarchies)
+        require_coverage(engine, counted, {a: hierarchies[a] for a in suspect})
+        yield BoundPolicy(relation, policy, columns, hierarchies, facts, counted)
+    finally:
+        engine.run(sb.drop("TABLE", counted))
+
+
+def _not_all_leaves(engine: Engine, counted: exp.Table, hierarchies: Mapping[str, BoundHierarchy]) -> list[str]:
+    """The attributes with a known value (its text) that is not a leaf of their hierarchy, in one query."""
+    if not hierarchies:
+        return []
+    branches = []
+    for attribute, bound in hierarchies.items():
+        value = sb.as_text(sb.col(attribute))
+        leaf = sb.col(level_column(0))
+        leaves = exp.select(leaf).from_(bound.table).where(leaf.copy().is_(exp.Null()).not_())
+        outside = (exp.select(sb.lit(attribute).as_("__attribute", quoted=True)).from_(counted)
+                   .where(exp.and_(sb.col(attribute).is_(exp.Null()).not_(), value.isin(query=leaves).not_())).limit(1))
+        branches.append(exp.select(exp.Star()).from_(outside.subquery(f"a{len(branches)}")))
+    union = branches[0]
+    for branch in branches[1:]:
+        union = exp.union(union, branch, distinct=False, copy=False)
+    return [row[0] for row in engine.rows(union)]
+
+
+class EncodedSource:
+    """A source encoded once for a policy: checking a vector of levels is one GROUP BY over a frequency table."""
+
+    def __init__(self, engine: Engine, bound: BoundPolicy):
+        self.engine, self.bound = engine, bound
+        self.encoding = Encoding(engine, bound.counted, bound.hierarchies, bound.policy.sensitive)
+
+    def check(self, levels: Mapping[str, int]) -> CheckReport:
+        levels = self.bound.levels(levels)
+        classes = self.encoding.classes(levels)
+        report = check(self.engine, classes, self.bound.policy.models, key_names=self.bound.quasi_identifiers,
+                       allowed_suppressed=self.bound.allowed_suppressed, drop=self.bound.policy.suppression == "drop")
+        # The listing holds level codes; show the generalized values they stand for.
+        for i, attribute in enumerate(self.bound.quasi_identifiers):
+            report.violations[attribute] = report.violations[attribute].map(
+                self.encoding.labels(i, levels[attribute]))
+        return report
+
+    def risk(self, levels: Mapping[str, int], threshold: int = 5) -> RiskReport:
+        return risk(self.engine, self.encoding.classes(self.bound.levels(levels)), threshold=threshold)
+
+    def close(self) -> None:
+        self.encoding.close()
+
+    def __enter__(self) -> EncodedSource:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def encode(workspace: Workspace, source, policy: Policy | str) -> EncodedSource:
+    """Read ``source`` once into a frequency table with every level's codes, for many fast checks."""
+    with bind(workspace, source, policy) as bound:
+        workspace.announce("encoding the source into a frequency table")
+        return EncodedSource(workspace.engine, bound)

@@ -1,0 +1,234 @@
+"""Publishing a transformation of a bound source: recode, check and suppress, write, verify.
+
+:func:`publish` recodes the quasi-identifiers by any :class:`~duckanon.recode.generalization.Transformation`, checks
+the policy's models over the recoded classes and suppresses what violates them (:func:`suppress`), adds the numbers'
+typed bounds, and writes the release file with its ``release_info`` and a classes view (:mod:`duckanon.release.files`);
+the written file is verified on its own (:func:`verify_release`) before it replaces the target.  Every algorithm ends
+here: full-domain generalization, Mondrian's and the clusterings' partition maps.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlglot import exp
+
+from ..declare.policy import SUPPRESSED, Policy
+from ..encode.binding import BoundPolicy, Workspace, bind
+from ..encode.classes import SIZE, VIOLATED, Classes
+from ..engine import Engine
+from ..errors import PolicyNotSatisfied, ReleaseCheckFailed
+from ..privacy.checks import CheckReport, check, class_verdicts, verdict_report
+from ..recode.generalization import FullDomainGeneralization, Transformation
+from ..recode.ranges import Ranges
+from ..recode.recoding import PartitionMap
+from ..sqlgen import build as sb
+from .files import ReleaseContent, ReleaseInfo, release_format, write_release
+
+_temporaries = itertools.count()
+
+
+@dataclass
+class Release:
+    """What a publish wrote."""
+
+    path: Path
+    table: str
+    records_in: int
+    records_out: int
+    suppressed: int
+    check: CheckReport
+
+    def summary(self) -> str:
+        return (f"released {self.records_out} of {self.records_in} records to {self.path} (table {self.table!r}); "
+                f"{self.suppressed} suppressed")
+
+
+def publish_source(workspace: Workspace, source, policy: Policy | str, transformation: Transformation,
+                   path: str | os.PathLike, table: str, format: str | None,
+                   measure: Callable[[BoundPolicy], Mapping[str, float]] | None = None) -> Release:
+    """Bind ``policy`` to ``source`` and :func:`publish` ``transformation`` of it; ``measure`` gives the metrics the
+    release records (a partition map measures itself without it)."""
+    release_format(path, format)  # an unknown extension fails before any work
+    with bind(workspace, source, policy, partitioning=isinstance(transformation, PartitionMap)) as bound:
+        return publish(workspace, bound, transformation, path, table, format,
+                       measure(bound) if measure is not None else None)
+
+
+def publish(workspace: Workspace, bound: BoundPolicy, transformation: Transformation, path: str | os.PathLike,
+            table: str, format: str | None, metrics: Mapping[str, float] | None = None) -> Release:
+    """Write ``transformation`` of ``bound``'s source to ``path`` as table ``table``, violating classes suppressed.
+
+    ``metrics``: what the algorithm measured of this transformation, recorded in the release's info; a partition
+    map's are measured here when not given."""
+    engine = workspace.engine
+    if isinstance(transformation, PartitionMap):
+        transformation.require_styles(bound.quasi_identifiers)
+        if metrics is None:
+            metrics = partition_metrics(workspace, bound, transformation)
+    with _Temporaries(engine) as temporaries:
+        ranges = transformation.ranges(engine, bound.source, bound.columns, bound.hierarchies, temporaries.create)
+        workspace.announce("recoding the quasi-identifiers")
+        generalized = temporaries.create(transformation.compile(bound.source, bound.columns, bound.hierarchies))
+        workspace.announce("checking the policy and suppressing")
+        report, final, suppressed = suppress(engine, bound, generalized, temporaries)
+        final = ranges.joined(final, bound.columns)  # numbers' bounds beside their labels, NULL for '*'
+        quasi = bound.quasi_identifiers
+        classes_view = (exp.select(*[sb.col(c) for c in ranges.columns(quasi)],
+                                   exp.func("COUNT", exp.Star()).as_("records"))
+                        .from_(sb.table(table)).group_by(*[sb.col(c) for c in ranges.columns(quasi)]))
+        info = ReleaseInfo(
+            kind="full-domain generalization" if isinstance(transformation, FullDomainGeneralization)
+            else "recoding by groups", source_records=bound.facts.records, suppressed_records=suppressed,
+            suppression=bound.policy.suppression, policy=described_policy(bound),
+            transformation=transformation.describe(), metrics=metrics or {}, classes_by=quasi)
+        content = ReleaseContent(table, final, {f"{table}_classes": classes_view}, info, sources=[bound.source])
+        dropped = suppressed if bound.policy.suppression == "drop" else 0
+        expected = bound.facts.records - dropped
+        workspace.announce(f"writing and verifying {path}")
+        path = write_release(engine, path, content,
+                             lambda reader: verify_release(reader, table, bound, transformation, expected, ranges),
+                             format=format)
+        return Release(path, table, bound.facts.records, expected, suppressed, report)
+
+
+def partition_metrics(workspace: Workspace, bound: BoundPolicy, partition: PartitionMap) -> dict[str, float]:
+    """LM, DM, NCP and the average class size of the release ``partition`` gives ``bound``'s source
+    (:meth:`PartitionMap.metrics <duckanon.recode.recoding.PartitionMap.metrics>`)."""
+    workspace.announce("measuring LM, DM, NCP and the average class size")
+    return partition.metrics(workspace.engine, bound.source, bound.columns, bound.hierarchies, bound.policy.models)
+
+
+def described_policy(bound: BoundPolicy) -> dict:
+    """The policy as the release's info records it: its description, settings, columns with their hierarchy tables,
+    and models with their parameters."""
+    columns, models, settings = bound.policy.to_rows({c: b.table.name for c, b in bound.hierarchies.items()})
+    return {"description": bound.policy.describe(), **settings,
+            "columns": [{"column": c, "role": role, "hierarchy": table} for c, role, table in columns],
+            "models": [{"model": name, "sensitive": sensitive, "params": json.loads(params)}
+                       for _, name, sensitive, params in models]}
+
+
+def suppress(engine: Engine, bound: BoundPolicy, generalized: exp.Table, temporaries: _Temporaries
+             ) -> tuple[CheckReport, exp.Select, int]:
+    """The policy's check of the generalized records and the final query with violating classes suppressed.
+
+    Dropped records leave the table: what is dropped is drop mode's fixed point
+    (:func:`~duckanon.privacy.checks.settle_drops`), as checks and searches count it.  Replaced records form one class
+    of their own (every quasi-identifier ``*``), which must satisfy the policy too: while it does not, the smallest
+    kept classes join it.
+    """
+    policy, quasi = bound.policy, bound.quasi_identifiers
+    models = policy.models
+    dropping = policy.suppression == "drop"
+    classes = Classes.of(generalized, quasi)
+    verdicts = temporaries.create(class_verdicts(classes, models))
+    report = verdict_report(engine, verdicts, classes, models, key_names=quasi,
+                            allowed_suppressed=bound.allowed_suppressed, drop=dropping)
+    if not report.within_limit:
+        raise PolicyNotSatisfied(report.summary(), report)
+    suppressed_keys = temporaries.create(
+        exp.select(*classes.keys_of(), sb.col(SIZE)).from_(verdicts).where(sb.col(VIOLATED)))
+    absorbed = 0
+    while True:
+        final = _suppressed_query(generalized, bound.columns, quasi, suppressed_keys, policy.suppression)
+        suppressed = engine.rows(exp.select(exp.func("COALESCE", exp.func("SUM", sb.col(SIZE)),
+                                                     sb.lit(0))).from_(suppressed_keys))[0][0]
+        # Dropped records leave no class behind, and no kept class violates at the fixed point.
+        if suppressed == 0 or dropping:
+            break
+        after = Classes.of(final.subquery("final"), quasi)
+        if check(engine, after, models, key_names=quasi).satisfied:
+            break
+        # Replaced records form one all-'*' class that violates: the smallest kept classes join it.
+        remaining = engine.rows(exp.select(exp.func("COUNT", exp.Star())).from_(verdicts)
+                                .where(sb.col(VIOLATED).not_()))[0][0]
+        if remaining == 0:
+            raise PolicyNotSatisfied(
+                "the suppressed records, all quasi-identifiers replaced by '*', still violate the policy with every "
+                "class suppressed: the table as a whole does not satisfy it", report)
+        absorbed = max(1, absorbed * 2)
+        smallest = (exp.select(*classes.keys_of(), sb.col(SIZE)).from_(verdicts).where(sb.col(VIOLATED).not_())
+                    .order_by(sb.col(SIZE), *classes.keys_of()).limit(absorbed))
+        engine.run(exp.insert(smallest, suppressed_keys))
+        engine.run(exp.update(verdicts, {VIOLATED: exp.true()}, where=exp.Exists(
+            this=exp.select(sb.lit(1)).from_(exp.alias_(suppressed_keys, "s", quoted=True))
+            .where(sb.null_safe_join("s", verdicts.name, classes.key_columns)))))
+    if suppressed > bound.allowed_suppressed:
+        raise PolicyNotSatisfied(
+            f"{report.summary()}; keeping the suppressed records' own class safe needs {suppressed} suppressed "
+            f"records, above the limit", report)
+    return report, final, int(suppressed)
+
+
+def _suppressed_query(generalized: exp.Table, columns: Sequence[str], quasi: Sequence[str], suppressed: exp.Table,
+                      mode: str) -> exp.Select:
+    keys = Classes.of(generalized, quasi).key_columns
+    marked = exp.select(*[sb.col(k) for k in keys], exp.true().as_("__suppressed", quoted=True)).from_(suppressed)
+    on = sb.and_all(exp.NullSafeEQ(this=sb.col(q, "g"), expression=sb.col(k, "s")) for q, k in zip(quasi, keys))
+    flag = sb.col("__suppressed", "s")
+    query = exp.select().from_(exp.alias_(generalized, "g", quoted=True)).join(
+        marked.subquery("s"), on=on, join_type="LEFT")
+    for column in columns:
+        value = sb.col(column, "g")
+        if column in quasi and mode == "replace":
+            value = exp.Case().when(flag.is_(exp.Null()).not_(), sb.lit(SUPPRESSED)).else_(value).as_(column, quoted=True)
+        query = query.select(value)
+    return query.where(flag.is_(exp.Null())) if mode == "drop" else query
+
+
+class _Temporaries(contextlib.AbstractContextManager):
+    """Temporary tables of one operation, dropped when it ends."""
+
+    def __init__(self, engine: Engine):
+        self.engine, self.tables = engine, []
+
+    def create(self, query: exp.Expression) -> exp.Table:
+        table = sb.table(f"__duckanon_tmp_{next(_temporaries)}")
+        self.engine.run(sb.create_table_as(table, query, temporary=True))
+        self.tables.append(table)
+        return table
+
+    def __exit__(self, *exc) -> None:
+        for table in self.tables:
+            self.engine.run(sb.drop("TABLE", table))
+        self.tables.clear()
+
+
+def verify_release(reader: Engine, table: str, bound: BoundPolicy, transformation: Transformation,
+                   expected_records: int, ranges: Ranges) -> None:
+    """Re-check a written release on its own: columns, record count, the policy, that no raw value shows, and the
+    numbers' bound columns."""
+    released = sb.table(table)
+    columns = reader.columns(released)
+    if columns != ranges.columns(bound.columns):
+        raise ReleaseCheckFailed(f"release check: columns {columns} differ from the expected "
+                                 f"{ranges.columns(bound.columns)}")
+    records = reader.rows(exp.select(exp.func("COUNT", exp.Star())).from_(released))[0][0]
+    if records != expected_records:
+        raise ReleaseCheckFailed(f"release check: {records} records written, {expected_records} expected")
+    report = check(reader, Classes.of(released, bound.quasi_identifiers), bound.policy.models,
+                   key_names=bound.quasi_identifiers)
+    if not report.satisfied:
+        raise ReleaseCheckFailed(f"release check: the written table violates the policy: {report.summary()}")
+    for attribute, hierarchy in bound.hierarchies.items():
+        allowed = transformation.allowed_values(attribute, hierarchy)
+        if allowed is None:
+            continue
+        shown = {r[0] for r in reader.rows(exp.select(sb.col(attribute)).from_(released).distinct())}
+        leaked = shown - allowed
+        if leaked:
+            raise ReleaseCheckFailed(
+                f"release check: {attribute!r} shows values its transformation does not produce: "
+                f"{sorted(leaked, key=str)[:10]}")
+    ranges.verify(reader, table, transformation, bound.hierarchies)
+    catalog = exp.Table(this=exp.Anonymous(this="duckdb_views", expressions=[]))
+    views = [r[0] for r in reader.rows(exp.select(sb.col("view_name")).from_(catalog).where(sb.col("internal").not_()))]
+    for view in views:
+        reader.rows(exp.select(exp.Star()).from_(sb.table(view)).limit(1))

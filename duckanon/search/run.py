@@ -1,0 +1,118 @@
+"""Running a full-domain search: a bound source's evaluator, the search, the solution space, and publishing a node.
+
+The evaluator is built here, over the frequency table :func:`~duckanon.encode.binding.bind` reads, with the metrics
+resolved by name (the weighted Loss forms weigh the quasi-identifiers in SQL first); the strategies know only its
+interface (:mod:`.evaluator`).  A published generalization records its node's value under every metric.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator, Mapping, Sequence
+
+import pandas as pd
+from sqlglot import exp
+
+from ..declare.hierarchy import SCHEMA
+from ..declare.policy import Policy
+from ..encode.binding import BoundPolicy, Workspace, bind
+from ..encode.encoding import Encoding
+from ..errors import PolicyError, PolicyNotSatisfied
+from ..recode.generalization import FullDomainGeneralization
+from ..release.files import release_format
+from ..release.publish import Release, publish_source
+from ..sqlgen import build as sb
+from ..utility.metrics import METRICS, WEIGHTED, Loss, Metric, metric_names
+from ..utility.weights import attribute_weights
+from . import strategies
+from .sql_evaluator import SqlNodeEvaluator
+from .strategies import STRATEGIES, SearchResult
+
+
+def resolve_metric(workspace: Workspace, bound: BoundPolicy, metric: Metric | str, label: str | None) -> Metric:
+    """A metric given by name as its object; ``label`` is the class column ``mi-loss`` weighs attributes by."""
+    if isinstance(metric, Metric):
+        return metric
+    if metric in WEIGHTED:
+        weights = attribute_weights(workspace.engine, bound.source, bound.quasi_identifiers, kind=WEIGHTED[metric],
+                                    label=label)
+        return Loss(dict(zip(weights["attribute"], weights["weight"])), name=metric)
+    if metric not in METRICS:
+        raise PolicyError(f"unknown metric {metric!r}; known: {', '.join(metric_names())}")
+    return METRICS[metric]()
+
+
+@contextlib.contextmanager
+def evaluator(workspace: Workspace, bound: BoundPolicy, metrics: Sequence[Metric | str], label: str | None
+              ) -> Iterator[SqlNodeEvaluator]:
+    """The node evaluator of ``bound``'s source and policy under ``metrics``, over an encoding of its frequency
+    table."""
+    resolved = [resolve_metric(workspace, bound, m, label) for m in metrics]
+    workspace.announce("encoding the source into a frequency table")
+    encoding = Encoding(workspace.engine, bound.counted, bound.hierarchies, bound.policy.sensitive)
+    built = None
+    try:
+        allowed = bound.allowed_suppressed
+        suppressed_monotone = all(m.monotone_under_suppression for m in bound.policy.models)
+        monotone = allowed == 0 or suppressed_monotone
+        built = SqlNodeEvaluator(workspace.engine, encoding, [b.hierarchy for b in bound.hierarchies.values()],
+                                 bound.policy.models, resolved, allowed, monotone, workspace.progress,
+                                 suppressed_monotone, suppressed_class=bound.policy.suppression == "replace")
+        yield built
+    finally:
+        if built is not None:
+            built.close()
+        encoding.close()
+
+
+def search(workspace: Workspace, source, policy: Policy | str, metric: Metric | str, strategy: str,
+           label: str | None) -> SearchResult:
+    """The full-domain generalization that satisfies ``policy`` and minimizes ``metric``, found by ``strategy``."""
+    if strategy not in STRATEGIES:
+        raise PolicyError(f"unknown search strategy {strategy!r}; known: {', '.join(STRATEGIES)}")
+    with bind(workspace, source, policy) as bound, evaluator(workspace, bound, [metric], label) as nodes:
+        workspace.announce(f"{strategy} search over {nodes.lattice.size} transformations")
+        return STRATEGIES[strategy]().search(nodes)
+
+
+def solution_space(workspace: Workspace, source, policy: Policy | str, metrics: Sequence[Metric | str],
+                   label: str | None, table: str | None) -> pd.DataFrame:
+    """Every transformation that satisfies ``policy`` with its suppressed records and each metric's value; stored as
+    table ``anon.<table>`` when ``table`` is given."""
+    with bind(workspace, source, policy) as bound, evaluator(workspace, bound, metrics, label) as nodes:
+        frame = strategies.solution_space(nodes)
+    if table is not None:
+        with workspace.engine.registered(frame) as space:
+            workspace.engine.run(sb.create_table_as(sb.table(table, SCHEMA), exp.select(exp.Star()).from_(space),
+                                                    replace=True))
+    return frame
+
+
+def node_metrics(workspace: Workspace, bound: BoundPolicy, generalization: FullDomainGeneralization
+                 ) -> dict[str, float]:
+    """The node's value under every metric that needs no label (the weighted Loss forms do)."""
+    names = [m for m in metric_names() if m not in WEIGHTED]
+    with evaluator(workspace, bound, names, None) as nodes:
+        node = nodes.lattice.node_of(bound.levels(generalization.levels))
+        return dict(nodes.evaluate(nodes.lattice.index(node)).values)
+
+
+def publish_generalization(workspace: Workspace, source, policy: Policy | str,
+                           generalization: FullDomainGeneralization, path: str | os.PathLike, table: str,
+                           format: str | None, found: Mapping[str, float] | None = None) -> Release:
+    """Publish a full-domain generalization; its release records the node's metrics and ``found``, what a search
+    measured of it."""
+    return publish_source(workspace, source, policy, generalization, path, table, format,
+                          lambda bound: {**node_metrics(workspace, bound, generalization), **(found or {})})
+
+
+def anonymize(workspace: Workspace, source, policy: Policy | str, path: str | os.PathLike, metric: Metric | str,
+              strategy: str, label: str | None, table: str, format: str | None) -> tuple[SearchResult, Release]:
+    """Search the best transformation and publish it."""
+    release_format(path, format)
+    result = search(workspace, source, policy, metric, strategy, label)
+    if not result.found:
+        raise PolicyNotSatisfied(result.summary())
+    return result, publish_generalization(workspace, source, policy, FullDomainGeneralization(result.levels), path,
+                                          table, format, result.best.values)
