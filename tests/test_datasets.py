@@ -20,7 +20,7 @@ from duckanon.datasets import (
     resample_adult,
 )
 
-DATA_GZ = Path(ds.__file__).resolve().parent / "data" / "adult.csv.gz"
+DATA_GZ = Path(ds.__file__).resolve().parents[1] / "data" / "adult.csv.gz"
 COLUMNS = [
     "age", "workclass", "fnlwgt", "education", "education-num", "marital-status",
     "occupation", "relationship", "race", "sex", "capital-gain", "capital-loss",

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from sqlglot.errors import ErrorLevel
 
 import duckanon
+from duckanon.engine import DuckDBEngine
 from duckanon.release.files import read_release_info
 from duckanon import AdditiveNoise, AnonymizationError, EmpiricalSynthesis, PolicyError, RandomizedResponse
 from duckanon.perturb import perturbation
@@ -411,13 +412,13 @@ def test_a_release_equal_to_the_original_is_refused(con, tmp_path):
 # ------------------------------------------------------------------ the SQL it runs transpiles
 def test_every_statement_transpiles_to_spark(con, tmp_path, monkeypatch):
     statements = []
-    original = sb.to_sql
+    original = DuckDBEngine.prepare
 
-    def recording(statement, dialect=sb.DIALECT):
+    def recording(engine, statement):  # every tree an engine runs is prepared first
         statements.append(statement)
-        return original(statement, dialect)
+        return original(engine, statement)
 
-    monkeypatch.setattr(sb, "to_sql", recording)
+    monkeypatch.setattr(DuckDBEngine, "prepare", recording)
     duckanon.connect(con).perturb("people", tmp_path / "r.duckdb", method=EmpiricalSynthesis(5),
                                   numeric=["age", "income"], categorical={"disease": None, "label": ["no", "yes"]},
                                   identifiers=["id"], insensitive=["score"], seed=1, measure=False)
