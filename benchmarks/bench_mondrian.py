@@ -44,7 +44,8 @@ import duckdb  # noqa: E402
 
 import duckanon  # noqa: E402
 from duckanon.engine import as_engine  # noqa: E402
-from duckanon import Hierarchy, KAnonymity, Policy, datasets, sqlbuild  # noqa: E402
+from duckanon import Hierarchy, KAnonymity, Policy, datasets  # noqa: E402
+from duckanon.sqlgen import build as sqlbuild  # noqa: E402
 from sqlglot import exp  # noqa: E402
 
 TABLE = "adult"
@@ -77,7 +78,7 @@ def open_case(case: str, data_dir: Path) -> tuple[duckdb.DuckDBPyConnection, int
     path = data_dir / f"adult_resampled_{n}_seed0.duckdb"
     con = duckdb.connect(str(path))
     try:
-        sqlbuild.column_names(con, sqlbuild.table(TABLE))
+        as_engine(con).columns(sqlbuild.table(TABLE))
     except duckdb.CatalogException:
         common.progress(f"{n:,} records: resampling Adult into {path} (once; not timed)")
         datasets.resample_adult(con, n, TABLE, seed=0)
