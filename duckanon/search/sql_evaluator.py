@@ -2,20 +2,24 @@
 
 One query evaluates a batch of nodes: the table's rows met with each node's levels (CASEs pick each level's codes and
 costs), grouped into every node's classes, the models' verdicts per class, then per node its totals (class sizes,
-violations, suppressed records, metric totals).  The statements are generated once and reused.  On a big table the
-evaluator keeps snapshots (the table grouped at an evaluated or nearby node) and computes each node from the smallest
-snapshot below it.  With drop mode and a model that compares classes with the table, each batch's classes are settled
-to drop mode's fixed point (:class:`~duckanon.privacy.checks.DropFixedPoint`, a few more queries per batch).
+violations, suppressed records, metric totals).  On a big table the evaluator keeps snapshots (the table grouped at an
+evaluated or nearby node) and computes each node from the smallest snapshot below it.  With drop mode and a model that
+compares classes with the table, each batch's classes are settled to drop mode's fixed point
+(:class:`~duckanon.privacy.checks.DropFixedPoint`, a few more queries per batch).
+
+Rendering a tree costs more than running a small query, so every statement is generated once by the engine and run
+as prepared text: each snapshot's rows met with the batch's nodes are a view made with the snapshot, and a batch's
+query (the union of its snapshots' views, then the totals) is generated once per set of snapshots.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-import duckdb
 import numpy as np
 import pandas as pd
 from sqlglot import exp
@@ -23,6 +27,7 @@ from sqlglot import exp
 from ..declare.hierarchy import Hierarchy
 from ..encode.classes import SIZE, VIOLATED, Classes, key_name
 from ..encode.encoding import COUNT, Encoding, code_column
+from ..engine import Engine, Prepared
 from ..privacy.checks import DropFixedPoint, class_verdicts, suppressed_class_violates
 from ..privacy.models import PrivacyModel
 from ..sqlgen import build as sb
@@ -61,42 +66,42 @@ MEET_FAILURES = 3
 @dataclass(frozen=True)
 class _Snapshot:
     """The costed table grouped at ``node`` (every coarser level's codes kept, costs summed): it evaluates every
-    generalization of ``node`` over fewer rows.  ``fragment`` is the SQL that projects its rows for the nodes of the
-    nodes view whose ``__source`` is ``id``."""
+    generalization of ``node`` over fewer rows.  ``records`` is a view of its rows met with the nodes of the nodes
+    view whose ``__source`` is ``id``."""
 
     id: int
     node: Node
     table: exp.Table
+    records: exp.Table
     rows: int
-    fragment: str
     above: np.ndarray  # mask of the lattice nodes it can evaluate (the node's up-set)
 
 
 @dataclass(frozen=True)
 class _Settling:
-    """The statements of a batch's evaluation with drop mode's fixed point: the records grouped into a temporary table
-    (``group_head`` + the records' SQL + ``group_tail``), its class verdicts into another, settled, the totals read
-    and both tables dropped."""
+    """The statements of a batch's evaluation with drop mode's fixed point: the records grouped into temporary table
+    ``grouped`` (``grouping``, reading the records relation), its class verdicts into another, settled, the totals
+    read and both tables dropped."""
 
-    group_head: str
-    group_tail: str
-    create_verdicts: str
+    grouped: exp.Table
+    grouping: exp.Select
+    create_verdicts: Prepared
     fixed_point: DropFixedPoint
-    totals: str
-    drops: list[str]
+    totals: Prepared
+    drops: list[Prepared]
 
 
 class SqlNodeEvaluator(NodeEvaluator):
     """Evaluates lattice nodes with SQL queries over the encoded frequency table, many nodes a query; makes snapshots
     where the search's :attr:`pending` nodes will use them."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, encoding: Encoding, hierarchies: Sequence[Hierarchy],
+    def __init__(self, engine: Engine, encoding: Encoding, hierarchies: Sequence[Hierarchy],
                  models: Sequence[PrivacyModel], metrics: Sequence[Metric], allowed_suppressed: int,
                  monotone: bool, progress: Callable[[str], None] | None = None, suppressed_monotone: bool = True,
                  suppressed_class: bool = True):
         super().__init__(encoding, hierarchies, models, metrics, allowed_suppressed, monotone, progress,
                          suppressed_monotone, suppressed_class)
-        self.con = con
+        self.engine = engine
         self.weights = {m.name: m.weights(encoding.attributes) for m in metrics if m.cost_kind}
         self.cost_kinds = sorted({m.cost_kind for m in metrics if m.cost_kind})
         self.nodes_view = f"__duckanon_nodes_{next(_serial)}"
@@ -105,7 +110,9 @@ class SqlNodeEvaluator(NodeEvaluator):
                         for prefix in ("all", "suppressed")]
         base = self._base_table()
         self._tail = self._totals_query()
-        rows = sb.fetch_rows(con, exp.select(exp.func("COUNT", exp.Star())).from_(base))[0][0]
+        # Per set of snapshots a batch reads (by id), its statement; the sets of dropped snapshots never recur.
+        self._statements: dict[tuple[int, ...], Prepared] = {}
+        rows = engine.value(exp.select(exp.func("COUNT", exp.Star())).from_(base))
         self.base_rows = rows
         bottom = self.lattice.bottom
         self.snapshots = [self._new_snapshot(bottom, base, rows)]
@@ -118,8 +125,8 @@ class SqlNodeEvaluator(NodeEvaluator):
         Built once; costs are pre-multiplied by the count so a class's cost is a plain SUM."""
         f = "f"
         codes = [code_column(i, j) for i, h in enumerate(self.hierarchies) for j in range(h.levels)]
-        widest = sb.fetch_rows(self.con, exp.select(*[exp.func("MAX", sb.col(c)) for c in codes])
-                               .from_(self.encoding.table))[0]
+        widest = self.engine.rows(exp.select(*[exp.func("MAX", sb.col(c)) for c in codes])
+                                  .from_(self.encoding.table))[0]
         columns = [exp.cast(sb.col(c, f), _code_type(m)).as_(c, quoted=True) for c, m in zip(codes, widest)]
         # Distinct generalized values per attribute and level (codes are dense ranks), for estimating row counts.
         largest = iter(int(m or 1) for m in widest)
@@ -127,48 +134,43 @@ class SqlNodeEvaluator(NodeEvaluator):
                          for h in self.hierarchies]
         columns += [sb.col(c, f) for c in [*self.encoding.sensitive, COUNT]]
         query = exp.select(*columns).from_(exp.alias_(self.encoding.table, f, quoted=True))
-        registered = []
         self.level_costs: dict[str, list[np.ndarray]] = {kind: [] for kind in self.cost_kinds}
         self.records = 0
-        if self.cost_kinds:
-            self.records = records = sb.fetch_rows(self.con, exp.select(exp.func("SUM", sb.col(COUNT)))
-                                    .from_(self.encoding.table))[0][0]
-            for i, hierarchy in enumerate(self.hierarchies):
-                level_codes = self.encoding.level_frame(i)
-                counts = dict(sb.fetch_rows(self.con, exp.select(sb.col(code_column(i, 0)), exp.func("SUM", sb.col(COUNT)))
-                                            .from_(self.encoding.table).group_by(sb.col(code_column(i, 0)))))
-                costs = cost_table(level_codes, pd.Series(counts), hierarchy, i, self.cost_kinds, records)
-                weight = costs["code"].map(counts).fillna(0).to_numpy(dtype=np.float64)
-                for kind in self.cost_kinds:
-                    self.level_costs[kind].append(np.array(
-                        [weight @ costs[cost_column(kind, i, j)].to_numpy(dtype=np.float64)
-                         for j in range(hierarchy.levels)]))
-                name = f"__duckanon_costs_{next(_serial)}"
-                self.con.register(name, costs)
-                registered.append(name)
-                query = query.join(
-                    exp.alias_(sb.table(name), f"c{i}", quoted=True),
-                    on=sb.col(code_column(i, 0), f).eq(sb.col("code", f"c{i}")), join_type="LEFT",
-                ).select(*[(sb.col(COUNT, f) * sb.col(c, f"c{i}")).as_(c, quoted=True)
-                           for c in costs.columns if c != "code" and not c.endswith("_suppressed")])
-            # A suppressed record's cost does not depend on the levels: one column per metric, summed up front.
-            for metric in self.metrics:
-                if metric.cost_kind is not None:
-                    total = sb.lit(0)
-                    for i, attribute in enumerate(self.encoding.attributes):
-                        total = total + sb.lit(self.weights[metric.name][attribute]) * (
-                            sb.col(COUNT, f) * sb.col(cost_column(metric.cost_kind, i, None), f"c{i}"))
-                    query = query.select(exp.cast(total, exp.DataType.build("DOUBLE")).as_(
-                        _suppressed_cost(metric), quoted=True))
         table = sb.table(f"__duckanon_costed_{next(_serial)}")
-        try:
-            sb.run(self.con, sb.create_table_as(table, query, temporary=True))
-        finally:
-            for name in registered:
-                self.con.unregister(name)
+        with contextlib.ExitStack() as registered:  # the attributes' cost tables, read until the table is built
+            if self.cost_kinds:
+                self.records = records = self.engine.value(exp.select(exp.func("SUM", sb.col(COUNT)))
+                                                           .from_(self.encoding.table))
+                for i, hierarchy in enumerate(self.hierarchies):
+                    level_codes = self.encoding.level_frame(i)
+                    code = sb.col(code_column(i, 0))
+                    counts = dict(self.engine.rows(exp.select(code, exp.func("SUM", sb.col(COUNT)))
+                                                   .from_(self.encoding.table).group_by(code.copy())))
+                    costs = cost_table(level_codes, pd.Series(counts), hierarchy, i, self.cost_kinds, records)
+                    weight = costs["code"].map(counts).fillna(0).to_numpy(dtype=np.float64)
+                    for kind in self.cost_kinds:
+                        self.level_costs[kind].append(np.array(
+                            [weight @ costs[cost_column(kind, i, j)].to_numpy(dtype=np.float64)
+                             for j in range(hierarchy.levels)]))
+                    costs_table = registered.enter_context(self.engine.registered(costs))
+                    query = query.join(
+                        exp.alias_(costs_table, f"c{i}", quoted=True),
+                        on=sb.col(code_column(i, 0), f).eq(sb.col("code", f"c{i}")), join_type="LEFT",
+                    ).select(*[(sb.col(COUNT, f) * sb.col(c, f"c{i}")).as_(c, quoted=True)
+                               for c in costs.columns if c != "code" and not c.endswith("_suppressed")])
+                # A suppressed record's cost does not depend on the levels: one column per metric, summed up front.
+                for metric in self.metrics:
+                    if metric.cost_kind is not None:
+                        total = sb.lit(0)
+                        for i, attribute in enumerate(self.encoding.attributes):
+                            total = total + sb.lit(self.weights[metric.name][attribute]) * (
+                                sb.col(COUNT, f) * sb.col(cost_column(metric.cost_kind, i, None), f"c{i}"))
+                        query = query.select(exp.cast(total, exp.DataType.build("DOUBLE")).as_(
+                            _suppressed_cost(metric), quoted=True))
+            self.engine.run(sb.create_table_as(table, query, temporary=True))
         return table
 
-    def _fragment(self, source_id: int, table: exp.Table, floor: Node) -> str:
+    def _records(self, source_id: int, table: exp.Table, floor: Node) -> exp.Select:
         """The rows of ``table`` met with each node of the nodes view whose ``__source`` is ``source_id`` (all at or
         above ``floor``): CASEs on the node's levels pick the level's code and cost columns."""
         def at_level(i: int, column) -> exp.Expression:
@@ -190,10 +192,9 @@ class SqlNodeEvaluator(NodeEvaluator):
                 total = total + sb.lit(weights[attribute]) * at_level(i, lambda j, i=i: cost_column(kind, i, j))
             projection.append(exp.cast(total, exp.DataType.build("DOUBLE")).as_(f"__all_{metric.name}", quoted=True))
             projection.append(sb.col(_suppressed_cost(metric), "t").as_(f"__suppressed_{metric.name}", quoted=True))
-        query = (exp.select(*projection).from_(exp.alias_(table, "t", quoted=True))
-                 .join(exp.alias_(sb.table(self.nodes_view), "n", quoted=True), join_type="CROSS")
-                 .where(sb.col("__source", "n").eq(sb.lit(source_id))))
-        return sb.to_sql(query)
+        return (exp.select(*projection).from_(exp.alias_(table, "t", quoted=True))
+                .join(exp.alias_(sb.table(self.nodes_view), "n", quoted=True), join_type="CROSS")
+                .where(sb.col("__source", "n").eq(sb.lit(source_id))))
 
     def _classes(self, relation: str) -> Classes:
         """The classes of every node in ``relation`` (rows of the nodes' records): the node id leads the class key
@@ -204,10 +205,10 @@ class SqlNodeEvaluator(NodeEvaluator):
     def _verdicts(self, classes: Classes) -> exp.Select:
         return class_verdicts(classes, self.models, {name: sb.col(name) for name in self.carried})
 
-    def _totals_query(self) -> str:
-        """Per node of the records relation (the union of the sources' fragments, named ``records_name``): the
-        models' verdicts per class, then the node's totals.  Built once."""
-        return sb.to_sql(self._totals(self._verdicts(self._classes(self.records_name)).subquery("v")))
+    def _totals_query(self) -> exp.Select:
+        """Per node of the records relation (the union of the batch's snapshots' records, named ``records_name``):
+        the models' verdicts per class, then the node's totals."""
+        return self._totals(self._verdicts(self._classes(self.records_name)).subquery("v"))
 
     def _totals(self, verdicts: exp.Expression) -> exp.Select:
         """Per node, its totals from the class verdicts ``verdicts``."""
@@ -232,38 +233,73 @@ class SqlNodeEvaluator(NodeEvaluator):
 
     @functools.cached_property
     def _settling(self) -> _Settling:
-        """The statements that evaluate a batch with drop mode's fixed point (:meth:`_settled_totals`), built once."""
+        """The statements that evaluate a batch with drop mode's fixed point (:meth:`_settled_totals`), generated
+        once."""
         grouped = self._classes(f"__duckanon_grouped_{next(_serial)}")
         keys = [sb.col(k) for k in [*grouped.keys, *self.encoding.sensitive]]
         count = exp.cast(exp.func("SUM", sb.col(COUNT)), exp.DataType.build("BIGINT")).as_(COUNT, quoted=True)
         grouping = (exp.select(*keys, count, *[exp.func("SUM", sb.col(c)).as_(c, quoted=True) for c in self.carried])
                     .from_(sb.table(self.records_name)).group_by(*keys))
         verdicts = sb.table(f"__duckanon_settled_{next(_serial)}")
+        prepare = self.engine.prepare
         return _Settling(
-            group_head=f'CREATE TEMPORARY TABLE "{grouped.relation.name}" AS WITH "{self.records_name}" AS (',
-            group_tail=f") {sb.to_sql(grouping)}",
-            create_verdicts=sb.to_sql(sb.create_table_as(verdicts, self._verdicts(grouped), temporary=True)),
-            fixed_point=DropFixedPoint(grouped, self.models, verdicts), totals=sb.to_sql(self._totals(verdicts)),
-            drops=[sb.to_sql(sb.drop("TABLE", t)) for t in (verdicts, grouped.relation)])
+            grouped=grouped.relation, grouping=grouping,
+            create_verdicts=prepare(sb.create_table_as(verdicts, self._verdicts(grouped), temporary=True)),
+            fixed_point=DropFixedPoint(grouped, self.models, verdicts), totals=prepare(self._totals(verdicts)),
+            drops=[prepare(sb.drop("TABLE", t)) for t in (verdicts, grouped.relation)])
 
-    def _settled_totals(self, records: str) -> list[tuple]:
-        """The totals of the nodes in ``records`` (SQL of their records' relation), each node's verdicts settled to
-        drop mode's fixed point: the records grouped by class and sensitive values into a temporary table, the
-        verdicts into another, settled in place."""
+    def _batch_statement(self, sources: Sequence[_Snapshot]) -> Prepared:
+        """The statement of a batch whose nodes read ``sources``: the nodes' totals or, when drop mode settles, the
+        grouping of their records (:meth:`_settled_totals`).  Generated once per set of sources."""
+        key = tuple(source.id for source in sources)
+        if key not in self._statements:
+            records = functools.reduce(lambda a, b: exp.union(a, b, distinct=False, copy=False),
+                                       [exp.select(exp.Star()).from_(source.records) for source in sources])
+            name = sb.ident(self.records_name)
+            if self.settles:
+                settling = self._settling
+                statement = sb.create_table_as(settling.grouped, settling.grouping.copy().with_(
+                    name, as_=records, copy=False), temporary=True)
+            else:
+                statement = self._tail.copy().with_(name, as_=records, copy=False)
+            self._statements[key] = self.engine.prepare(statement)
+        return self._statements[key]
+
+    def _settled_totals(self, grouping: Prepared) -> list[tuple]:
+        """The totals of a batch's nodes, each node's verdicts settled to drop mode's fixed point: the records grouped
+        by class and sensitive values into a temporary table (``grouping``), the verdicts into another, settled in
+        place."""
         settling = self._settling
         try:
-            self.con.execute(settling.group_head + records + settling.group_tail)
-            self.con.execute(settling.create_verdicts)
-            settling.fixed_point.settle(self.con)
-            return self.con.execute(settling.totals).fetchall()
+            self.engine.run(grouping)
+            self.engine.run(settling.create_verdicts)
+            settling.fixed_point.settle(self.engine)
+            return self.engine.rows(settling.totals)
         finally:
             for drop in settling.drops:
-                self.con.execute(drop)
+                self.engine.run(drop)
 
     def _new_snapshot(self, node: Node, table: exp.Table, rows: int) -> _Snapshot:
+        """A snapshot of ``table`` (grouped at ``node``) with its records view, which batches' statements name."""
         source_id = next(_serial)
-        return _Snapshot(source_id, node, table, rows, self._fragment(source_id, table, node),
-                         self.masks.up(self.lattice.index(node)))
+        records = sb.table(f"__duckanon_snapshot_records_{source_id}")
+        view = exp.Create(this=records, kind="VIEW", expression=self._records(source_id, table, node),
+                          properties=exp.Properties(expressions=[exp.TemporaryProperty()]))
+        # Creating the view reads the nodes view: an empty one of the batches' shape stands in.
+        with self.engine.registered(self._nodes_frame([], []), self.nodes_view):
+            self.engine.run(view)
+        return _Snapshot(source_id, node, table, records, rows, self.masks.up(self.lattice.index(node)))
+
+    def _drop_snapshot(self, snapshot: _Snapshot) -> None:
+        self.engine.run(sb.drop("VIEW", snapshot.records))
+        self.engine.run(sb.drop("TABLE", snapshot.table))
+
+    def _nodes_frame(self, nodes: Sequence[int], sources: Sequence[int]) -> pd.DataFrame:
+        """The nodes view's rows: each node's id, the id of the snapshot it is computed from, and its levels."""
+        levels = self.lattice.nodes[list(nodes)]
+        return pd.DataFrame({"__node": np.asarray(nodes, dtype=np.int64),
+                             "__source": np.asarray(sources, dtype=np.int64),
+                             **{f"__l{i}": levels[:, i] for i in range(levels.shape[1])}})
 
     def _evaluate(self, indices: list[int]) -> dict[int, NodeResult]:
         """Evaluate nodes, each from the smallest snapshot that covers it; as few queries as the row budget allows,
@@ -289,21 +325,10 @@ class SqlNodeEvaluator(NodeEvaluator):
         return results
 
     def _run(self, batch: list[tuple[int, int]]) -> dict[int, NodeResult]:
-        nodes = [index for index, _ in batch]
-        levels = self.lattice.nodes[nodes]
-        used = sorted({k for _, k in batch})
-        frame = pd.DataFrame({"__node": np.asarray(nodes, dtype=np.int64),
-                              "__source": np.asarray([self.snapshots[k].id for _, k in batch], dtype=np.int64),
-                              **{f"__l{i}": levels[:, i] for i in range(levels.shape[1])}})
-        records = " UNION ALL ".join(self.snapshots[k].fragment for k in used)
-        self.con.register(self.nodes_view, frame)
-        try:
-            if self.settles:
-                rows = self._settled_totals(records)
-            else:
-                rows = self.con.execute(f'WITH "{self.records_name}" AS ({records}) {self._tail}').fetchall()
-        finally:
-            self.con.unregister(self.nodes_view)
+        frame = self._nodes_frame([index for index, _ in batch], [self.snapshots[k].id for _, k in batch])
+        statement = self._batch_statement([self.snapshots[k] for k in sorted({k for _, k in batch})])
+        with self.engine.registered(frame, self.nodes_view):
+            rows = self._settled_totals(statement) if self.settles else self.engine.rows(statement)
         results = {}
         for row in rows:
             index, row = int(row[0]), row[1:]
@@ -396,7 +421,7 @@ class SqlNodeEvaluator(NodeEvaluator):
             snapshot = self._snapshot(meet, parent)
             if snapshot.rows * SNAPSHOT_REDUCTION > parent.rows:
                 self._failed_meets.append(meet)
-                sb.run(self.con, sb.drop("TABLE", snapshot.table))
+                self._drop_snapshot(snapshot)
                 self.snapshots.pop()
 
     def _room(self, pending: np.ndarray, keep: set[int], node: Node) -> bool:
@@ -413,7 +438,7 @@ class SqlNodeEvaluator(NodeEvaluator):
                             if k > 0 and id(s) not in keep), reverse=True)
         while full() and droppable and droppable[-1][0] < max(wanted, 1):
             *_, k = droppable.pop()
-            sb.run(self.con, sb.drop("TABLE", self.snapshots[k].table))
+            self._drop_snapshot(self.snapshots[k])
             self.snapshots[k] = None
             self.snapshots = [s for s in self.snapshots if s is not None]
             droppable = sorted(((int((s.above & pending).sum()), -s.rows, j) for j, s in enumerate(self.snapshots)
@@ -438,13 +463,13 @@ class SqlNodeEvaluator(NodeEvaluator):
                             *[exp.func("SUM", sb.col(c)).as_(c, quoted=True) for c in costs])
                  .from_(source.table).group_by(*[sb.col(k) for k in keys]))
         table = sb.table(f"__duckanon_snapshot_{next(_serial)}")
-        sb.run(self.con, sb.create_table_as(table, query, temporary=True))
-        rows = sb.fetch_rows(self.con, exp.select(exp.func("COUNT", exp.Star())).from_(table))[0][0]
+        self.engine.run(sb.create_table_as(table, query, temporary=True))
+        rows = self.engine.value(exp.select(exp.func("COUNT", exp.Star())).from_(table))
         self.snapshots.append(self._new_snapshot(node, table, rows))
         return self.snapshots[-1]
 
     def _suppressed_class_violates(self, node: Node) -> bool:
-        return suppressed_class_violates(self.con, self.encoding.classes(self.lattice.levels_of(node)), self.models)
+        return suppressed_class_violates(self.engine, self.encoding.classes(self.lattice.levels_of(node)), self.models)
 
     def prior_bounds(self) -> np.ndarray:
         """Per lattice node, a lower bound of the objective for it and its generalizations known before evaluating
@@ -463,7 +488,7 @@ class SqlNodeEvaluator(NodeEvaluator):
 
     def close(self) -> None:
         for snapshot in self.snapshots:
-            sb.run(self.con, sb.drop("TABLE", snapshot.table))
+            self._drop_snapshot(snapshot)
 
 
 def _suppressed_cost(metric: Metric) -> str:
