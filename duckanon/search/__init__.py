@@ -8,8 +8,10 @@
 - :mod:`.sql_evaluator`: the evaluator that answers with batched queries over the encoded frequency table, through
   any engine;
 - :mod:`.strategies`: the searches (optimal, Samarati's, exhaustive) and the solution space, written against the
-  interface alone.
+  interface alone;
+- :mod:`.run`: a bound source's evaluator, and the runs the façade delegates to (search, solution space, publishing
+  a node).
 
 To add an evaluator, copy :mod:`.sql_evaluator`'s contract (:class:`~.evaluator.NodeEvaluator`'s docstring) and
-implement its four abstract methods; the strategies and their tests take it as they are.
+implement its four abstract methods; :func:`.run.evaluator` chooses which one a run uses.
 """
