@@ -5,12 +5,29 @@ separate database file that the DuckDB shell and BI tools open.
 """
 
 from ._version import __version__
-from .session import Anonymizer, connect
+from .cluster.grouping import Clusters
+from .cluster.mdav import MDAV
+from .cluster.personalized import Personalization, TopDownPartitioning
+from .cluster.semisupervised import SemiSupervisedClustering
+from .declare.policy import Policy
 from .encode.binding import EncodedSource
-from .release.publish import Release
+from .errors import (
+    AnonymizationError,
+    HierarchyError,
+    PolicyError,
+    PolicyNotSatisfied,
+    ReleaseCheckFailed,
+)
+from .hierarchy.hierarchy import Hierarchy, IntervalHierarchy
+from .partition.mondrian import MondrianResult
+from .perturb.perturbation import (
+    AdditiveNoise,
+    EmpiricalSynthesis,
+    PerturbedRelease,
+    RandomizedResponse,
+)
 from .privacy.checks import CheckReport, RiskReport
-from .errors import AnonymizationError, HierarchyError, PolicyError, PolicyNotSatisfied, ReleaseCheckFailed
-from .declare.hierarchy import Hierarchy, IntervalHierarchy
+from .privacy.disclosure import DisclosureReport
 from .privacy.models import (
     AlphaKAnonymity,
     AlphaLDiversityKAnonymity,
@@ -22,19 +39,18 @@ from .privacy.models import (
     RecursiveCLDiversity,
     TCloseness,
 )
-from .utility.metrics import (AverageClassSize, Discernibility, Loss, Metric, NonUniformEntropy,
-                      NormalizedCertaintyPenalty)
-from .partition.mondrian import MondrianResult
-from .declare.policy import Policy
 from .recode.recoding import Assignment, PartitionMap
+from .release.publish import Release
 from .search.strategies import SearchResult
-from .cluster.semisupervised import SemiSupervisedClustering
-from .cluster.grouping import Clusters
-from .cluster.mdav import MDAV
-from .cluster.personalized import Personalization, TopDownPartitioning
-from .privacy.disclosure import DisclosureReport
-from .perturb.perturbation import AdditiveNoise, EmpiricalSynthesis, PerturbedRelease, RandomizedResponse
-
+from .session import Anonymizer, connect
+from .utility.metrics import (
+    AverageClassSize,
+    Discernibility,
+    Loss,
+    Metric,
+    NonUniformEntropy,
+    NormalizedCertaintyPenalty,
+)
 
 __all__ = [
     "AlphaKAnonymity", "AlphaLDiversityKAnonymity", "AnonymizationError", "Anonymizer", "Assignment", "AverageClassSize",
@@ -42,7 +58,7 @@ __all__ = [
     "HierarchyError", "IntervalHierarchy", "KAnonymity", "Loss", "Metric", "MondrianResult", "NonUniformEntropy",
     "NormalizedCertaintyPenalty", "PartitionMap", "Policy", "PolicyError", "PolicyNotSatisfied", "PrivacyModel",
     "PSensitiveKAnonymity", "RecursiveCLDiversity", "Release", "ReleaseCheckFailed", "RiskReport", "SearchResult",
-    "TCloseness", "connect",
+    "TCloseness", "__version__", "connect",
 ]
 __all__ += ["AdditiveNoise", "DisclosureReport", "EmpiricalSynthesis", "PerturbedRelease", "RandomizedResponse"]
 __all__ += ["Clusters", "MDAV", "Personalization", "SemiSupervisedClustering", "TopDownPartitioning"]

@@ -25,11 +25,11 @@ import pandas as pd
 
 from .cluster import grouping
 from .declare.catalog import Catalog
-from .declare.hierarchy import Hierarchy
 from .declare.policy import Policy
 from .encode.binding import EncodedSource, Workspace, encode, source_relation
 from .engine import DuckDBEngine, Engine
 from .engine.duckdb_engine import as_engine
+from .hierarchy.hierarchy import Hierarchy
 from .partition import run as partition_run
 from .partition.mondrian import MondrianResult
 from .perturb.perturbation import perturb

@@ -17,7 +17,7 @@ from duckanon.engine import as_engine
 from duckanon import Hierarchy
 from duckanon.sqlgen import build as sb
 from duckanon.datasets import adult_hierarchy_dir
-from duckanon.declare.hierarchy import TOP
+from duckanon.hierarchy.hierarchy import TOP
 
 #: Table 1 of the paper, in its order, with the Adult column names ("country" is native-country).
 SEED000_QUASI_IDENTIFIERS: tuple[str, ...] = (

@@ -7,8 +7,8 @@ import pytest
 
 from duckanon.engine import as_engine
 from duckanon.privacy import checks
+from duckanon.privacy.classes import Classes
 from duckanon.sqlgen import build as sb
-from duckanon.encode.classes import Classes
 
 
 @pytest.fixture

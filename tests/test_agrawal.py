@@ -11,11 +11,15 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ErrorLevel
 
-from duckanon.engine import as_engine
 from duckanon import AnonymizationError, PolicyError
 from duckanon.datasets import agrawal
+from duckanon.datasets.agrawal import (
+    ATTRIBUTES,
+    classification_function,
+    generate_agrawal,
+)
+from duckanon.engine import as_engine
 from duckanon.sqlgen import build as sb
-from duckanon.datasets.agrawal import ATTRIBUTES, classification_function, generate_agrawal
 
 
 def paper_functions(d: pd.DataFrame) -> dict[int, np.ndarray]:

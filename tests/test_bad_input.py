@@ -7,8 +7,17 @@ import pandas as pd
 import pytest
 
 import duckanon
-from duckanon import (AlphaKAnonymity, AnonymizationError, DistinctLDiversity, Hierarchy, HierarchyError, KAnonymity,
-                      Policy, PolicyError, TCloseness)
+from duckanon import (
+    AlphaKAnonymity,
+    AnonymizationError,
+    DistinctLDiversity,
+    Hierarchy,
+    HierarchyError,
+    KAnonymity,
+    Policy,
+    PolicyError,
+    TCloseness,
+)
 
 SEX = Hierarchy.from_lists([["m", "*"], ["f", "*"]], name="sex")
 AGE = Hierarchy.intervals(range(0, 100), widths=[10, 50], name="age")

@@ -19,7 +19,13 @@ import pandas as pd
 import pytest
 
 import duckanon
-from duckanon import EmpiricalSynthesis, Hierarchy, KAnonymity, Policy, SemiSupervisedClustering
+from duckanon import (
+    EmpiricalSynthesis,
+    Hierarchy,
+    KAnonymity,
+    Policy,
+    SemiSupervisedClustering,
+)
 from duckanon.datasets import adult_hierarchy_dir, load_adult
 
 sqlalchemy = pytest.importorskip("sqlalchemy")

@@ -11,8 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from duckanon.cli import exit_code, main, run
-from duckanon.cli import commands
+from duckanon.cli import commands, exit_code, main, run
 from duckanon.errors import AnonymizationError, PolicyNotSatisfied, ReleaseCheckFailed
 
 SCRIPT = Path(sys.executable).with_name("duckanon")

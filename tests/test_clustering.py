@@ -16,11 +16,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import duckanon
-from duckanon import (AlphaKAnonymity, EntropyLDiversity, Hierarchy, KAnonymity, Policy, PolicyError,
-                      SemiSupervisedClustering, TopDownPartitioning)
-from duckanon.sqlgen import build as sb
+from duckanon import (
+    AlphaKAnonymity,
+    EntropyLDiversity,
+    Hierarchy,
+    KAnonymity,
+    Policy,
+    PolicyError,
+    SemiSupervisedClustering,
+    TopDownPartitioning,
+)
 from duckanon.cluster.distance import RecordSpace
 from duckanon.cluster.grouping import read_query
+from duckanon.sqlgen import build as sb
 
 # A three-level hierarchy of six leaves, with a row for NULL (which generalizes like "e").
 TREE = Hierarchy.from_lists([

@@ -10,8 +10,16 @@ import pandas as pd
 import pytest
 
 from duckanon import PolicyError
-from duckanon.privacy.disclosure import (average_ranks, default_bins, disclosure_report, known_records_attack,
-                                 mutual_information, pca_reconstruction, privacy_q, spearman)
+from duckanon.privacy.disclosure import (
+    average_ranks,
+    default_bins,
+    disclosure_report,
+    known_records_attack,
+    mutual_information,
+    pca_reconstruction,
+    privacy_q,
+    spearman,
+)
 
 
 def crosstab_mi(x, y, bins) -> float:

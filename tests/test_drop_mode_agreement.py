@@ -17,12 +17,20 @@ import duckdb
 import numpy as np
 import pandas as pd
 import pytest
+from adult_files import arx_map
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 import duckanon
-from duckanon import DistinctLDiversity, Hierarchy, KAnonymity, Policy, PolicyError, PolicyNotSatisfied, TCloseness
-from adult_files import arx_map
+from duckanon import (
+    DistinctLDiversity,
+    Hierarchy,
+    KAnonymity,
+    Policy,
+    PolicyError,
+    PolicyNotSatisfied,
+    TCloseness,
+)
 from duckanon.datasets import adult_hierarchy_dir, load_adult
 from duckanon.encode.binding import bind
 from duckanon.search import run as search_run

@@ -13,11 +13,11 @@ import pytest
 from sqlglot import exp
 
 import duckanon
-from duckanon.engine import as_engine
 from duckanon import KAnonymity, Policy
-from duckanon.sqlgen import build as sb
 from duckanon.datasets import ADULT_COMPLETE_RECORDS, load_adult
-from duckanon.declare.hierarchy import TOP
+from duckanon.engine import as_engine
+from duckanon.hierarchy.hierarchy import TOP
+from duckanon.sqlgen import build as sb
 from duckanon.utility.weights import attribute_weights
 from experiments.adult_seed000 import (
     LABEL,

@@ -1,4 +1,4 @@
-"""Tests for duckanon.declare.hierarchy (and the hierarchy side of duckanon.recode.generalization / the anonymizer).
+"""Tests for duckanon.hierarchy.hierarchy (and the hierarchy side of duckanon.recode.generalization / the anonymizer).
 
 Expected values are written down by hand or computed independently here (plain csv, pandas, integer arithmetic),
 never by calling the code under test a second time.
@@ -20,13 +20,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import duckanon
-from duckanon.engine import as_engine
 from duckanon import HierarchyError, IntervalHierarchy, KAnonymity, Policy
-from duckanon.sqlgen import build as sb
 from duckanon.datasets import ADULT_QUASI_IDENTIFIERS, adult_hierarchy_dir
+from duckanon.engine import as_engine
 from duckanon.errors import AnonymizationError
-from duckanon.recode.generalization import BoundHierarchy, generalize
-from duckanon.declare.hierarchy import Hierarchy
+from duckanon.hierarchy.bound import BoundHierarchy
+from duckanon.hierarchy.hierarchy import Hierarchy
+from duckanon.recode.generalization import generalize
+from duckanon.sqlgen import build as sb
 
 HIERARCHY_DIR = adult_hierarchy_dir()
 ADULT_FILES = sorted(HIERARCHY_DIR.glob("*.csv"))

@@ -17,9 +17,8 @@ definition (seed 002: LM/Loss, DM, non-uniform entropy; seed 003 formulas 1–3 
 
 from __future__ import annotations
 
-import dataclasses
-
 import csv
+import dataclasses
 import itertools
 import math
 from collections import Counter
@@ -30,7 +29,13 @@ import pandas as pd
 import pytest
 
 import duckanon
-from duckanon import DistinctLDiversity, Hierarchy, IntervalHierarchy, KAnonymity, Policy
+from duckanon import (
+    DistinctLDiversity,
+    Hierarchy,
+    IntervalHierarchy,
+    KAnonymity,
+    Policy,
+)
 from duckanon.datasets import adult_hierarchy_dir, load_adult
 from duckanon.encode.binding import bind
 from duckanon.search import run as search_run

@@ -12,10 +12,17 @@ from hypothesis import strategies as st
 from sqlglot import exp
 
 import duckanon
-from duckanon.engine import as_engine
-from duckanon import MDAV, DistinctLDiversity, Hierarchy, KAnonymity, Policy, PolicyError
-from duckanon.sqlgen import build as sb
+from duckanon import (
+    MDAV,
+    DistinctLDiversity,
+    Hierarchy,
+    KAnonymity,
+    Policy,
+    PolicyError,
+)
 from duckanon.cluster.mdav import mdav
+from duckanon.engine import as_engine
+from duckanon.sqlgen import build as sb
 
 
 def textbook_mdav(points: np.ndarray, k: int) -> list[set[int]]:

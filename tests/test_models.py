@@ -30,7 +30,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import duckanon
-from duckanon.engine import as_engine
 from duckanon import (
     AlphaKAnonymity,
     AlphaLDiversityKAnonymity,
@@ -42,11 +41,12 @@ from duckanon import (
     PSensitiveKAnonymity,
     RecursiveCLDiversity,
     TCloseness,
+    datasets,
 )
-from duckanon import datasets
+from duckanon.engine import as_engine
 from duckanon.privacy import checks
+from duckanon.privacy.classes import Classes
 from duckanon.sqlgen import build as sb
-from duckanon.encode.classes import Classes
 
 TOL = 1e-9
 

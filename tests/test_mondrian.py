@@ -18,12 +18,19 @@ from hypothesis import strategies as st
 from sqlglot import ErrorLevel, exp
 
 import duckanon
-from duckanon.engine import as_engine
-from duckanon import (DistinctLDiversity, EntropyLDiversity, Hierarchy, KAnonymity, Policy, PolicyError,
-                      PolicyNotSatisfied, TCloseness)
-from duckanon.sqlgen import build as sb
+from duckanon import (
+    DistinctLDiversity,
+    EntropyLDiversity,
+    Hierarchy,
+    KAnonymity,
+    Policy,
+    PolicyError,
+    PolicyNotSatisfied,
+    TCloseness,
+)
 from duckanon.datasets import adult_hierarchy_dir, load_adult
 from duckanon.encode.binding import bind
+from duckanon.engine import as_engine
 from duckanon.partition.mondrian import Mondrian, dimensions
 
 COLOR = Hierarchy.from_lists([["red", "warm", "*"], ["orange", "warm", "*"], ["blue", "cold", "*"],

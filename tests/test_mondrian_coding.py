@@ -11,13 +11,13 @@ from hypothesis import strategies as st
 from sqlglot import exp
 
 import duckanon
-from duckanon.engine import as_engine
 from duckanon import Hierarchy, HierarchyError, KAnonymity, Policy
-from duckanon.sqlgen import build as sb
 from duckanon.encode.binding import bind
-from duckanon.recode.generalization import BoundHierarchy
-from duckanon.recode.recoding import CodedHierarchies, HierarchyCoding, PartitionMap
+from duckanon.engine import as_engine
+from duckanon.hierarchy.bound import BoundHierarchy
 from duckanon.partition.mondrian import Mondrian, dimensions, output_styles
+from duckanon.recode.recoding import CodedHierarchies, HierarchyCoding, PartitionMap
+from duckanon.sqlgen import build as sb
 
 
 # ----------------------------------------------------------------------------------------------- hierarchies

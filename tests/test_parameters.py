@@ -16,9 +16,23 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import duckanon
-from duckanon import (AdditiveNoise, AlphaKAnonymity, AlphaLDiversityKAnonymity, DistinctLDiversity,
-                      EmpiricalSynthesis, EntropyLDiversity, Hierarchy, KAnonymity, Personalization, PolicyError,
-                      PSensitiveKAnonymity, RandomizedResponse, RecursiveCLDiversity, TCloseness, TopDownPartitioning)
+from duckanon import (
+    AdditiveNoise,
+    AlphaKAnonymity,
+    AlphaLDiversityKAnonymity,
+    DistinctLDiversity,
+    EmpiricalSynthesis,
+    EntropyLDiversity,
+    Hierarchy,
+    KAnonymity,
+    Personalization,
+    PolicyError,
+    PSensitiveKAnonymity,
+    RandomizedResponse,
+    RecursiveCLDiversity,
+    TCloseness,
+    TopDownPartitioning,
+)
 
 BIG = 10**1000  # a valid k that any drawn p or l stays below
 TREE = Hierarchy.from_mapping({"x": ["*"], "y": ["*"]})

@@ -15,14 +15,27 @@ from hypothesis import strategies as st
 from sqlglot import exp
 
 import duckanon
-from duckanon.engine import as_engine
-from duckanon import (AlphaLDiversityKAnonymity, Hierarchy, HierarchyError, KAnonymity, Personalization, Policy,
-                      PolicyError, TopDownPartitioning)
-from duckanon import datasets
-from duckanon.sqlgen import build as sb
+from duckanon import (
+    AlphaLDiversityKAnonymity,
+    Hierarchy,
+    HierarchyError,
+    KAnonymity,
+    Personalization,
+    Policy,
+    PolicyError,
+    TopDownPartitioning,
+    datasets,
+)
 from duckanon.cluster.distance import RecordSpace
-from duckanon.cluster.personalized import (average_recognition_rate, recognition_rate_query, sensitive_loss,
-                                   sensitive_loss_query, top_down_partition)
+from duckanon.cluster.personalized import (
+    average_recognition_rate,
+    recognition_rate_query,
+    sensitive_loss,
+    sensitive_loss_query,
+    top_down_partition,
+)
+from duckanon.engine import as_engine
+from duckanon.sqlgen import build as sb
 
 QI = ["Gender", "Age", "Zip code"]
 # Table 4's sensitivity levels (Sid) and Figure 1's tree of Disease, as the seed 003 experiment uses them.

@@ -16,12 +16,18 @@ from hypothesis import strategies as st
 from sqlglot.errors import ErrorLevel
 
 import duckanon
+from duckanon import (
+    AdditiveNoise,
+    AnonymizationError,
+    EmpiricalSynthesis,
+    PolicyError,
+    RandomizedResponse,
+)
 from duckanon.engine import DuckDBEngine
-from duckanon.release.files import read_release_info
-from duckanon import AdditiveNoise, AnonymizationError, EmpiricalSynthesis, PolicyError, RandomizedResponse
 from duckanon.perturb import perturbation
-from duckanon.sqlgen import build as sb
 from duckanon.perturb.perturbation import KEYS, reassociate_by_rank, stable_argsort
+from duckanon.release.files import read_release_info
+from duckanon.sqlgen import build as sb
 
 
 def read(path, table="release") -> pd.DataFrame:

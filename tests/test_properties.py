@@ -11,7 +11,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import duckanon
-from duckanon import DistinctLDiversity, Hierarchy, KAnonymity, Policy, PolicyNotSatisfied
+from duckanon import (
+    DistinctLDiversity,
+    Hierarchy,
+    KAnonymity,
+    Policy,
+    PolicyNotSatisfied,
+)
 
 # Two categorical quasi-identifiers with 2-level trees and one numeric with intervals; NULLs included.
 COLOR = Hierarchy.from_lists([["red", "warm", "*"], ["orange", "warm", "*"], ["blue", "cold", "*"],

@@ -14,12 +14,25 @@ import pytest
 from sqlglot import ErrorLevel, exp
 
 import duckanon
-from duckanon.engine import as_engine
-from duckanon import (AnonymizationError, Hierarchy, KAnonymity, Policy, PolicyError, SemiSupervisedClustering,
-                      TopDownPartitioning)
-from duckanon.sqlgen import build as sb
+from duckanon import (
+    AnonymizationError,
+    Hierarchy,
+    KAnonymity,
+    Policy,
+    PolicyError,
+    SemiSupervisedClustering,
+    TopDownPartitioning,
+)
 from duckanon.encode.binding import bind
-from duckanon.recode.generalization import LEAF_LABEL, LEAF_VALUE, SOURCE, FullDomainGeneralization, level_expressions
+from duckanon.engine import as_engine
+from duckanon.hierarchy.bound import level_expressions
+from duckanon.recode.generalization import (
+    LEAF_LABEL,
+    LEAF_VALUE,
+    SOURCE,
+    FullDomainGeneralization,
+)
+from duckanon.sqlgen import build as sb
 
 CLOSED = re.compile(r"^\[(-?[0-9.]+), (-?[0-9.]+)\]$")
 

@@ -8,11 +8,11 @@ import pytest
 from sqlglot import ErrorLevel, exp
 
 import duckanon
-from duckanon.engine import as_engine
 from duckanon import DistinctLDiversity, Hierarchy, KAnonymity, Policy, PolicyError
-from duckanon.sqlgen import build as sb
-from duckanon.recode.generalization import BoundHierarchy
+from duckanon.engine import as_engine
+from duckanon.hierarchy.bound import BoundHierarchy
 from duckanon.recode.recoding import RECORD, Assignment, PartitionMap, numbered
+from duckanon.sqlgen import build as sb
 
 COLOR = Hierarchy.from_lists([["red", "warm", "*"], ["orange", "warm", "*"], ["blue", "cold", "*"],
                               ["green", "cold", "*"]], name="color")

@@ -11,10 +11,16 @@ import duckdb
 import pandas as pd
 import pytest
 import sqlglot
+from adult_files import arx_map
 
 import duckanon
-from duckanon import DistinctLDiversity, Hierarchy, KAnonymity, Policy, PolicyNotSatisfied
-from adult_files import arx_map
+from duckanon import (
+    DistinctLDiversity,
+    Hierarchy,
+    KAnonymity,
+    Policy,
+    PolicyNotSatisfied,
+)
 from duckanon.datasets import adult_hierarchy_dir, load_adult
 from duckanon.encode.binding import bind
 from duckanon.recode.generalization import generalize

@@ -12,9 +12,20 @@ import pandas as pd
 import pytest
 
 import duckanon
-from duckanon import (MDAV, AdditiveNoise, AlphaKAnonymity, AlphaLDiversityKAnonymity, EmpiricalSynthesis, Hierarchy,
-                      KAnonymity, Personalization, Policy, RandomizedResponse, SemiSupervisedClustering,
-                      TopDownPartitioning)
+from duckanon import (
+    MDAV,
+    AdditiveNoise,
+    AlphaKAnonymity,
+    AlphaLDiversityKAnonymity,
+    EmpiricalSynthesis,
+    Hierarchy,
+    KAnonymity,
+    Personalization,
+    Policy,
+    RandomizedResponse,
+    SemiSupervisedClustering,
+    TopDownPartitioning,
+)
 from duckanon.release.files import INFO_TABLE
 
 SEED = 918_273_645  # distinctive: its digits appear nowhere else by chance

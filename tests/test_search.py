@@ -39,7 +39,13 @@ from duckanon.datasets import adult_hierarchy_dir, load_adult
 from duckanon.encode.binding import bind
 from duckanon.search import run as search_run
 from duckanon.search import sql_evaluator
-from duckanon.search.strategies import ExhaustiveSearch, OptimalSearch, SamaratiSearch, solution_space, tag_by_paths
+from duckanon.search.strategies import (
+    ExhaustiveSearch,
+    OptimalSearch,
+    SamaratiSearch,
+    solution_space,
+    tag_by_paths,
+)
 from duckanon.utility.metrics import metric_names
 
 METRICS = ["loss", "dm", "ncp", "non-uniform-entropy", "average-class-size", "entropy-loss", "mi-loss"]

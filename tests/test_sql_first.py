@@ -18,14 +18,24 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 import pytest
+from test_sql_macros import DUCKDB_SHELL, MACROS, parse_json_results, sql_list, sql_str
 
 import duckanon
-from duckanon import (AlphaKAnonymity, AlphaLDiversityKAnonymity, DistinctLDiversity, EntropyLDiversity, Hierarchy,
-                      KAnonymity, Policy, PSensitiveKAnonymity, RecursiveCLDiversity, TCloseness)
+from duckanon import (
+    AlphaKAnonymity,
+    AlphaLDiversityKAnonymity,
+    DistinctLDiversity,
+    EntropyLDiversity,
+    Hierarchy,
+    KAnonymity,
+    Policy,
+    PSensitiveKAnonymity,
+    RecursiveCLDiversity,
+    TCloseness,
+)
 from duckanon.declare.catalog import POLICY_TABLES
 from duckanon.errors import PolicyError
 from duckanon.privacy.models import MODELS, model_from_params
-from test_sql_macros import DUCKDB_SHELL, MACROS, parse_json_results, sql_list, sql_str
 
 CATALOG = MACROS.with_name("duckanon_catalog.sql")
 

@@ -19,10 +19,10 @@ import duckdb
 import numpy as np
 import pandas as pd
 import pytest
+from test_sql_macros import DUCKDB_SHELL, parse_json_results
 
 import duckanon
 from duckanon import DistinctLDiversity, Hierarchy, KAnonymity, Policy
-from test_sql_macros import DUCKDB_SHELL, parse_json_results
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"

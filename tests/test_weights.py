@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 from sqlglot import exp
 
-from duckanon.engine import as_engine
-from duckanon.sqlgen import build as sb
 from duckanon.datasets import load_adult
+from duckanon.engine import as_engine
 from duckanon.errors import AnonymizationError, PolicyError
+from duckanon.sqlgen import build as sb
 from duckanon.utility.weights import KINDS, attribute_weights
 
 ADULT_ATTRIBUTES = ["age", "education-num", "capital-gain", "hours-per-week", "race", "relationship", "workclass",

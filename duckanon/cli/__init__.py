@@ -18,8 +18,17 @@ import duckdb
 from ..errors import PolicyNotSatisfied, ReleaseCheckFailed
 from .commands import COMMANDS
 from .console import Console
-from .parser import (DEFAULT_COMMAND, EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_IO, EXIT_NOT_MET,
-                     EXIT_UNVERIFIED, UsageError, build_parser)
+from .parser import (
+    DEFAULT_COMMAND,
+    EXIT_INPUT,
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_IO,
+    EXIT_NOT_MET,
+    EXIT_UNVERIFIED,
+    UsageError,
+    build_parser,
+)
 
 _TOP_LEVEL = ("-h", "--help", "--version")
 

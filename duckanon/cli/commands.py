@@ -10,21 +10,21 @@ from pathlib import Path
 
 from sqlglot import exp
 
-from ..sqlgen import build as sb
-from ..session import Anonymizer, connect
-from ..cluster.semisupervised import SemiSupervisedClustering
-from ..errors import AnonymizationError
-from ..declare.hierarchy import Hierarchy
 from ..cluster.mdav import MDAV
-from ..perturb.perturbation import AdditiveNoise, EmpiricalSynthesis, RandomizedResponse
 from ..cluster.personalized import Personalization, TopDownPartitioning
+from ..cluster.semisupervised import SemiSupervisedClustering
 from ..declare.policy import Policy
+from ..errors import AnonymizationError
+from ..hierarchy.hierarchy import Hierarchy
+from ..perturb.perturbation import AdditiveNoise, EmpiricalSynthesis, RandomizedResponse
 from ..release.files import release_format
+from ..session import Anonymizer, connect
+from ..sqlgen import build as sb
 from . import policy_options
 from .console import Console
-from .parser import EXIT_NOT_MET as NOT_MET, EXIT_OK as OK
+from .parser import EXIT_NOT_MET as NOT_MET
+from .parser import EXIT_OK as OK
 from .sources import Source, attach_database, database_table, existing_file, open_source
-
 
 # ------------------------------------------------------------------------------------------------ shared steps
 

@@ -6,8 +6,8 @@ import argparse
 from pathlib import Path
 
 from .._version import version
-from ..utility.metrics import metric_names
 from ..search.strategies import STRATEGIES
+from ..utility.metrics import metric_names
 from . import values
 
 FORMATS = ("duckdb", "parquet", "csv")

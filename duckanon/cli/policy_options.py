@@ -6,12 +6,21 @@ import argparse
 from pathlib import Path
 
 from .. import datasets
-from ..session import Anonymizer
-from ..errors import AnonymizationError
-from ..declare.hierarchy import Hierarchy
-from ..privacy.models import (AlphaKAnonymity, AlphaLDiversityKAnonymity, DistinctLDiversity, EntropyLDiversity, KAnonymity,
-                      PrivacyModel, PSensitiveKAnonymity, RecursiveCLDiversity, TCloseness)
 from ..declare.policy import Policy
+from ..errors import AnonymizationError
+from ..hierarchy.hierarchy import Hierarchy
+from ..privacy.models import (
+    AlphaKAnonymity,
+    AlphaLDiversityKAnonymity,
+    DistinctLDiversity,
+    EntropyLDiversity,
+    KAnonymity,
+    PrivacyModel,
+    PSensitiveKAnonymity,
+    RecursiveCLDiversity,
+    TCloseness,
+)
+from ..session import Anonymizer
 
 BUNDLED_K = 5
 BUNDLED_SUPPRESSION_LIMIT = 0.05

@@ -14,10 +14,10 @@ import duckdb
 from sqlglot import exp
 
 from .. import datasets
-from ..declare.hierarchy import SCHEMA
 from ..encode.binding import FILE_READERS, source_relation
 from ..engine import DuckDBEngine
 from ..errors import AnonymizationError
+from ..hierarchy.hierarchy import SCHEMA
 from ..sqlgen import build as sb
 
 BUNDLED_TABLE = "adult"

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import HierarchyError
-from ..declare.hierarchy import Hierarchy, _preview
+from ..hierarchy.hierarchy import Hierarchy, _preview
 
 #: Cells of one block of record-to-group costs computed at once (32 MiB of float64).
 BLOCK_CELLS = 1 << 22

@@ -32,18 +32,31 @@ import numpy as np
 import pandas as pd
 from sqlglot import exp
 
-from ..sqlgen import build as sb
-from ..privacy.checks import CheckReport, check
-from ..encode.classes import Classes
-from .distance import RecordSpace, row_blocks
-from ..errors import PolicyError, PolicyNotSatisfied
-from ..recode.generalization import BoundHierarchy
-from ..privacy.models import (AlphaKAnonymity, AlphaLDiversityKAnonymity, DistinctLDiversity, KAnonymity, PrivacyModel,
-                     PSensitiveKAnonymity)
 from ..declare.policy import Policy
 from ..encode.binding import BoundPolicy, Workspace, bind
-from ..recode.recoding import RECORD, Assignment, ColumnRecoding, PartitionMap, numbered, numeric_kind
+from ..errors import PolicyError, PolicyNotSatisfied
+from ..hierarchy.bound import BoundHierarchy
+from ..privacy.checks import CheckReport, check
+from ..privacy.classes import Classes
+from ..privacy.models import (
+    AlphaKAnonymity,
+    AlphaLDiversityKAnonymity,
+    DistinctLDiversity,
+    KAnonymity,
+    PrivacyModel,
+    PSensitiveKAnonymity,
+)
+from ..recode.recoding import (
+    RECORD,
+    Assignment,
+    ColumnRecoding,
+    PartitionMap,
+    numbered,
+    numeric_kind,
+)
 from ..release.publish import Release, publish_source
+from ..sqlgen import build as sb
+from .distance import RecordSpace, row_blocks
 
 # A share exactly at α passes, as in the SQL models.
 TOLERANCE = 1e-9

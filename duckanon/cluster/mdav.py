@@ -17,10 +17,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..errors import PolicyError
-from .grouping import ClusteringMethod, Records
-from ..privacy.models import KAnonymity
 from ..declare.policy import Policy
+from ..errors import PolicyError
+from ..privacy.models import KAnonymity
+from .grouping import ClusteringMethod, Records
 
 
 class MDAV(ClusteringMethod):

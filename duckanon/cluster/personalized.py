@@ -29,23 +29,23 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 
-import numpy as np
 import duckdb
+import numpy as np
 import pandas as pd
 from sqlglot import exp
 
-from ..engine import Engine, as_engine
-from ..sqlgen import build as sb
-from ..encode.classes import VALUE, WEIGHT, Classes
-from .distance import RecordSpace
-from ..errors import HierarchyError, PolicyError
-from .grouping import Clusters, ClusteringMethod, Records, absorb
 from ..declare.catalog import hierarchy_table
-from ..declare.hierarchy import Hierarchy, _preview, level_column
-from ..privacy.models import AlphaLDiversityKAnonymity, KAnonymity
-from ..declare.parameters import checked_number
 from ..declare.policy import Policy
+from ..engine import Engine, as_engine
+from ..errors import HierarchyError, PolicyError
+from ..hierarchy.hierarchy import Hierarchy, _preview, level_column
+from ..parameters import checked_number
+from ..privacy.classes import VALUE, WEIGHT, Classes
+from ..privacy.models import AlphaLDiversityKAnonymity, KAnonymity
 from ..recode.recoding import ColumnRecoding
+from ..sqlgen import build as sb
+from .distance import RecordSpace
+from .grouping import ClusteringMethod, Clusters, Records, absorb
 
 
 class Personalization:

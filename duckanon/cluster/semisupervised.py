@@ -24,9 +24,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..declare.policy import Policy
 from ..errors import PolicyError
 from .grouping import ClusteringMethod, Composition, Records, absorb
-from ..declare.policy import Policy
 
 
 class SemiSupervisedClustering(ClusteringMethod):

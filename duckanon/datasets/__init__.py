@@ -20,7 +20,8 @@ from collections.abc import Iterator
 import duckdb
 import sqlglot.expressions as exp
 
-from ..declare.hierarchy import Hierarchy
+from ..engine import as_engine
+from ..hierarchy.hierarchy import Hierarchy
 
 __all__ = [
     "SEED003_SENSITIVITY_LEVELS",
@@ -35,7 +36,6 @@ __all__ = [
 ]
 
 _PACKAGE = "duckanon"
-_DIALECT = "duckdb"
 
 #: Column names (as in the UCI file) and their DuckDB types, in file order.
 ADULT_COLUMNS: dict[str, str] = {
@@ -103,10 +103,6 @@ def _hash(*args: exp.Expression) -> exp.Expression:
     return exp.Anonymous(this="hash", expressions=list(args))
 
 
-def _run(con: duckdb.DuckDBPyConnection, expression: exp.Expression) -> duckdb.DuckDBPyConnection:
-    return con.execute(expression.sql(dialect=_DIALECT))
-
-
 def _check_int(name: str, value: object, minimum: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, got {type(value).__name__}")
@@ -135,7 +131,7 @@ def _create(
         properties=properties,
     )
     try:
-        _run(con, create)
+        as_engine(con).run(create)
     except duckdb.CatalogException as err:
         if not replace and "already exists" in str(err):
             raise ValueError(
@@ -145,7 +141,7 @@ def _create(
 
 
 def _drop(con: duckdb.DuckDBPyConnection, table: str) -> None:
-    _run(con, exp.Drop(tables=[_table(table)], kind="TABLE", exists=True))
+    as_engine(con).run(exp.Drop(tables=[_table(table)], kind="TABLE", exists=True))
 
 
 def _temp_name(purpose: str) -> str:
@@ -298,8 +294,7 @@ def resample_adult(
             )
             _create(con, indexed, query, temporary=True)
 
-        count_row = _run(con, exp.select(exp.Count(this=exp.Star())).from_(_table(indexed))).fetchone()
-        count = int(count_row[0]) if count_row else 0
+        count = int(as_engine(con).value(exp.select(exp.Count(this=exp.Star())).from_(_table(indexed))))
         if count == 0 and n > 0:
             raise ValueError(f"source {source!r} has no rows to draw from")
 

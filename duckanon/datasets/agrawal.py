@@ -37,8 +37,9 @@ import numpy as np
 import pandas as pd
 from sqlglot import exp
 
-from ..sqlgen import build as sb
+from ..engine import as_engine
 from ..errors import AnonymizationError, PolicyError
+from ..sqlgen import build as sb
 
 #: The attributes and their DuckDB types, in the paper's order.
 ATTRIBUTES: dict[str, str] = {"salary": "DOUBLE", "commission": "DOUBLE", "age": "INTEGER", "elevel": "INTEGER",
@@ -132,19 +133,14 @@ def generate_agrawal(con: duckdb.DuckDBPyConnection, table: str, rows: int, *, f
         raise PolicyError(f"the perturbation factor is a fraction of the range in [0, 1], got {perturbation!r}")
     labels = {("class" if single else label_column(n)): classification_function(n, "g") for n in chosen}
     target = sb.table(table)
-    frame_name = "__duckanon_agrawal_chunk"
+    engine = as_engine(con)
     try:
         for index, start in enumerate(range(0, rows, CHUNK)):
             frame = _draw(np.random.default_rng([int(seed), index]), min(CHUNK, rows - start), perturbation)
-            con.register(frame_name, frame)
-            try:
-                query = _query(sb.table(frame_name), labels, perturbation)
-                if index == 0:
-                    sb.run(con, sb.create_table_as(target, query, replace=replace))
-                else:
-                    sb.run(con, exp.insert(query, target))
-            finally:
-                con.unregister(frame_name)
+            with engine.registered(frame) as chunk:
+                query = _query(chunk, labels, perturbation)
+                engine.run(sb.create_table_as(target, query, replace=replace) if index == 0
+                           else exp.insert(query, target))
     except duckdb.CatalogException as error:
         raise AnonymizationError(f"cannot create table {table!r} (replace=True replaces one): {error}") from error
     return target

@@ -21,8 +21,8 @@ from sqlglot import exp
 
 from ..engine import Engine
 from ..errors import AnonymizationError, PolicyError
+from ..hierarchy.hierarchy import SCHEMA, Hierarchy, level_column
 from ..sqlgen import build as sb
-from .hierarchy import SCHEMA, Hierarchy, level_column
 from .policy import Policy
 
 POLICY_TABLES = {

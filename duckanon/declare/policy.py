@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..errors import PolicyError
-from .hierarchy import Hierarchy
+from ..hierarchy.hierarchy import Hierarchy
 from ..privacy.models import PrivacyModel, model_from_params, sensitive_attributes
 from .roles import IDENTIFIER, assign_roles, check_others, released_columns
 

@@ -19,13 +19,14 @@ from pathlib import Path
 from sqlglot import exp
 
 from ..declare.catalog import Catalog, relation_exists
-from ..declare.hierarchy import level_column
 from ..declare.policy import Policy
 from ..engine import Engine
 from ..errors import AnonymizationError, PolicyError
+from ..hierarchy.bound import BoundHierarchy, require_coverage
+from ..hierarchy.hierarchy import level_column
 from ..privacy.checks import CheckReport, RiskReport, check, risk
 from ..privacy.models import DataFacts
-from ..recode.generalization import BoundHierarchy, FullDomainGeneralization, require_coverage
+from ..recode.generalization import FullDomainGeneralization
 from ..sqlgen import build as sb
 from .encoding import COUNT, Encoding, count_combinations
 

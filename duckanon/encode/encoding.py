@@ -15,9 +15,9 @@ import pandas as pd
 from sqlglot import exp
 
 from ..engine import Engine
+from ..hierarchy.bound import BoundHierarchy, level_expressions
+from ..privacy.classes import Classes
 from ..sqlgen import build as sb
-from .classes import Classes
-from ..recode.generalization import BoundHierarchy, level_expressions
 
 COUNT = "__count"
 _serial = itertools.count()

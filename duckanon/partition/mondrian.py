@@ -53,17 +53,30 @@ from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
-from ..engine import Engine, Statement
-from ..sqlgen import build as sb
-from ..privacy.checks import class_verdicts
-from ..encode.classes import SIZE, VIOLATED, Classes, key_name
 from ..encode.encoding import COUNT
+from ..engine import Engine, Statement
 from ..errors import PolicyError, PolicyNotSatisfied
-from ..recode.generalization import BoundHierarchy
-from ..declare.hierarchy import _preview
+from ..hierarchy.bound import BoundHierarchy
+from ..hierarchy.hierarchy import _preview
+from ..privacy.checks import class_verdicts
+from ..privacy.classes import SIZE, VIOLATED, Classes, key_name
 from ..privacy.models import PrivacyModel, TCloseness, sensitive_attributes
-from ..recode.recoding import (ATTRIBUTE, CATEGORICAL_STYLES, CODE, LEAF, LEAVES, LEVEL, NUMERIC_STYLES, PREFIX, STYLES,
-                       Assignment, CodedHierarchies, HierarchyCoding, numeric_kind)
+from ..recode.recoding import (
+    ATTRIBUTE,
+    CATEGORICAL_STYLES,
+    CODE,
+    LEAF,
+    LEAVES,
+    LEVEL,
+    NUMERIC_STYLES,
+    PREFIX,
+    STYLES,
+    Assignment,
+    CodedHierarchies,
+    HierarchyCoding,
+    numeric_kind,
+)
+from ..sqlgen import build as sb
 
 if TYPE_CHECKING:
     from ..release.publish import Release

@@ -57,15 +57,15 @@ import numpy as np
 import pandas as pd
 from sqlglot import exp
 
+from ..declare.roles import assign_roles, check_others, released_columns
 from ..engine import Engine
-from ..privacy import disclosure
-from ..sqlgen import build as sb
-from ..privacy.disclosure import DisclosureReport, disclosure_report
 from ..errors import AnonymizationError, PolicyError, ReleaseCheckFailed
-from ..declare.parameters import checked_number
+from ..parameters import checked_number
+from ..privacy import disclosure
+from ..privacy.disclosure import DisclosureReport, disclosure_report
 from ..recode.ranges import is_numeric
 from ..release.files import ReleaseContent, ReleaseInfo, release_format, write_release
-from ..declare.roles import assign_roles, check_others, released_columns
+from ..sqlgen import build as sb
 
 KEYS = ("__duckanon_key_1", "__duckanon_key_2")  # two seeded hashes of a record's columns
 ORDER = "__duckanon_order"  # the release's row order

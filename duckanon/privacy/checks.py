@@ -19,9 +19,8 @@ from sqlglot import exp
 
 from ..engine import Engine
 from ..sqlgen import build as sb
-from ..encode.classes import SIZE, VIOLATED, WEIGHT, Classes, key_name
+from .classes import SIZE, VIOLATED, WEIGHT, Classes, key_name
 from .models import PrivacyModel
-
 
 _serial = itertools.count()
 ROUND = "__round"
@@ -92,7 +91,7 @@ class DropFixedPoint:
     (:attr:`~duckanon.privacy.models.PrivacyModel.compares_with_table`) must compare with the records kept: they are what the
     release's recipient, and its verification, see.  So the kept classes are checked again against the kept records,
     those that violate now are dropped too, and so on until none does.  The kept records only shrink, so this ends.
-    Each table of ``classes`` (:attr:`~duckanon.encode.classes.Classes.table_keys`) settles on its own, and a round checks
+    Each table of ``classes`` (:attr:`~duckanon.privacy.classes.Classes.table_keys`) settles on its own, and a round checks
     only the tables that lost records in the round before: the others keep the records they were last checked with.
     Class-local models cannot change their verdicts, so only the others are checked again."""
 

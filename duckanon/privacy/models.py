@@ -4,7 +4,7 @@ A model answers, for every class, whether it violates the model.  Models that lo
 predicate over the size (:meth:`PrivacyModel.size_violation`); models that look at the sensitive values give a query
 ``__k…, __violated`` over the class/value cells (:meth:`PrivacyModel.class_violations`).  A policy combines models
 by UNION ALL and one GROUP BY, so adding a model adds no join.  Models do not know how classes were formed (full-domain
-levels, partitions, clusters) nor who searches; they see :class:`~duckanon.encode.classes.Classes`.
+levels, partitions, clusters) nor who searches; they see :class:`~duckanon.privacy.classes.Classes`.
 
 Whether a class violates depends on that class alone, except for models that compare it with its whole table
 (:attr:`PrivacyModel.compares_with_table`: t-closeness).  No transformation changes the table, and replaced records
@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
-from ..sqlgen import build as sb
-from ..encode.classes import SIZE, VALUE, VIOLATED, WEIGHT, Classes
 from ..errors import PolicyError
-from ..declare.hierarchy import Hierarchy
-from ..declare.parameters import checked_number
+from ..hierarchy.hierarchy import Hierarchy
+from ..parameters import checked_number
+from ..sqlgen import build as sb
+from .classes import SIZE, VALUE, VIOLATED, WEIGHT, Classes
 
 # Entropy and distances are floating point; a class exactly at the bound must pass.
 TOLERANCE = 1e-9

@@ -10,7 +10,7 @@ bounds), so they reveal nothing the label does not:
 
 - a hierarchy node: the smallest and largest of its leaves (level-0 values of the hierarchy table whose text is a
   value of the column's type), computed in SQL from the hierarchy table, never parsed from labels; an interval
-  hierarchy (:meth:`~duckanon.declare.hierarchy.Hierarchy.intervals`) also places values its table does not list, and
+  hierarchy (:meth:`~duckanon.hierarchy.hierarchy.Hierarchy.intervals`) also places values its table does not list, and
   those count as leaves of their interval too; level 0 (no generalization) is the value itself;
 - a partition or cluster: its smallest and largest value (over every group showing that label).
 
@@ -18,7 +18,7 @@ bounds), so they reveal nothing the label does not:
 without numeric leaves (e.g. where a hierarchy's NULL row goes).  The ``mean`` style (microaggregation) gets no bounds:
 a group's smallest and largest value beside its mean would reveal more than the mean (with three records, all three).
 
-The notation of the labels is :mod:`duckanon.declare.notation`'s.
+The notation of the labels is :mod:`duckanon.hierarchy.notation`'s.
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from ..engine import Engine
-from ..sqlgen import build as sb
 from ..errors import PolicyError, ReleaseCheckFailed
-from ..declare.hierarchy import TOP
+from ..hierarchy.hierarchy import TOP
+from ..sqlgen import build as sb
 
 #: The columns of a range relation: a label and the bounds of what it stands for.
 LABEL, LOW, HIGH = "__range_label", "__range_low", "__range_high"

@@ -36,7 +36,7 @@ Mondrian's does, and the summaries then look nothing up.
 
 **Output styles**, one per quasi-identifier (every quasi-identifier must have one):
 
-- ``range`` (numeric): ``[lo, hi]``, the group's smallest and largest value (:mod:`duckanon.declare.notation`), released with
+- ``range`` (numeric): ``[lo, hi]``, the group's smallest and largest value (:mod:`duckanon.hierarchy.notation`), released with
   typed bound columns ``<column>_low`` / ``<column>_high`` (:mod:`duckanon.recode.ranges`);
 - ``mean`` (numeric): the group's mean (microaggregation);
 - ``lca`` (categorical, needs the attribute's hierarchy): the lowest common ancestor of the group's values;
@@ -63,15 +63,22 @@ from dataclasses import dataclass, field
 from sqlglot import exp
 
 from ..engine import Engine
-from ..sqlgen import build as sb
-from ..privacy.checks import class_verdicts
-from ..encode.classes import SIZE, VIOLATED, WEIGHT, Classes
 from ..errors import HierarchyError, PolicyError
-from .generalization import SOURCE, BoundHierarchy, Transformation
-from ..declare.hierarchy import TOP, level_column
-from ..utility.metrics import AverageClassSize, Discernibility, Loss, NodeTotals, NormalizedCertaintyPenalty
+from ..hierarchy.bound import BoundHierarchy
+from ..hierarchy.hierarchy import TOP, level_column
+from ..hierarchy.notation import SqlNumberFormat, close_to, parse_closed
+from ..privacy.checks import class_verdicts
+from ..privacy.classes import SIZE, VIOLATED, WEIGHT, Classes
 from ..privacy.models import PrivacyModel, sensitive_attributes
-from ..declare.notation import SqlNumberFormat, close_to, parse_closed
+from ..sqlgen import build as sb
+from ..utility.metrics import (
+    AverageClassSize,
+    Discernibility,
+    Loss,
+    NodeTotals,
+    NormalizedCertaintyPenalty,
+)
+from .generalization import SOURCE, Transformation
 from .ranges import Ranges, is_numeric, range_relation, require_free
 
 RECORD = "__record"

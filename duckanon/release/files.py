@@ -34,10 +34,10 @@ from pathlib import Path
 import duckdb
 from sqlglot import exp
 
-from ..engine import DuckDBEngine, Engine
-from ..sqlgen import build as sb
 from .._version import version
+from ..engine import DuckDBEngine, Engine
 from ..errors import AnonymizationError, ReleaseCheckFailed
+from ..sqlgen import build as sb
 
 # The oldest storage format that holds everything we write; DuckDB >= 1.2 (and its shell) opens it.
 STORAGE_VERSION = "v1.2.0"

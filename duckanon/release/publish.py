@@ -21,10 +21,10 @@ from sqlglot import exp
 
 from ..declare.policy import SUPPRESSED, Policy
 from ..encode.binding import BoundPolicy, Workspace, bind
-from ..encode.classes import SIZE, VIOLATED, Classes
 from ..engine import Engine
 from ..errors import PolicyNotSatisfied, ReleaseCheckFailed
 from ..privacy.checks import CheckReport, check, class_verdicts, verdict_report
+from ..privacy.classes import SIZE, VIOLATED, Classes
 from ..recode.generalization import FullDomainGeneralization, Transformation
 from ..recode.ranges import Ranges
 from ..recode.recoding import PartitionMap

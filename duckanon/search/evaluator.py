@@ -32,8 +32,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..declare.hierarchy import Hierarchy
 from ..encode.encoding import Encoding
+from ..hierarchy.hierarchy import Hierarchy
 from ..privacy.models import PrivacyModel
 from ..utility.metrics import Metric, NodeTotals
 from .lattice import Lattice, LatticeMasks, Node

@@ -14,11 +14,11 @@ from collections.abc import Iterator, Mapping, Sequence
 import pandas as pd
 from sqlglot import exp
 
-from ..declare.hierarchy import SCHEMA
 from ..declare.policy import Policy
 from ..encode.binding import BoundPolicy, Workspace, bind
 from ..encode.encoding import Encoding
 from ..errors import PolicyError, PolicyNotSatisfied
+from ..hierarchy.hierarchy import SCHEMA
 from ..recode.generalization import FullDomainGeneralization
 from ..release.files import release_format
 from ..release.publish import Release, publish_source

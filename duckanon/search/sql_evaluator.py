@@ -24,11 +24,11 @@ import numpy as np
 import pandas as pd
 from sqlglot import exp
 
-from ..declare.hierarchy import Hierarchy
-from ..encode.classes import SIZE, VIOLATED, Classes, key_name
 from ..encode.encoding import COUNT, Encoding, code_column
 from ..engine import Engine, Prepared
+from ..hierarchy.hierarchy import Hierarchy
 from ..privacy.checks import DropFixedPoint, class_verdicts, suppressed_class_violates
+from ..privacy.classes import SIZE, VIOLATED, Classes, key_name
 from ..privacy.models import PrivacyModel
 from ..sqlgen import build as sb
 from ..utility.metrics import Metric, NodeTotals, cost_column, cost_table

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-import duckdb
 from sqlglot import exp
 
 DIALECT = "duckdb"
@@ -80,22 +79,5 @@ def drop(kind: str, target: exp.Table) -> exp.Drop:
 
 
 def to_sql(statement: exp.Expression, dialect: str = DIALECT) -> str:
+    """The statement as text, for messages and tests; engines run trees (:mod:`duckanon.engine`)."""
     return statement.sql(dialect=dialect)
-
-
-def run(con: duckdb.DuckDBPyConnection, statement: exp.Expression) -> duckdb.DuckDBPyConnection:
-    return con.execute(to_sql(statement))
-
-
-def fetch_df(con: duckdb.DuckDBPyConnection, statement: exp.Expression):
-    return con.execute(to_sql(statement)).df()
-
-
-def fetch_rows(con: duckdb.DuckDBPyConnection, statement: exp.Expression) -> list[tuple]:
-    return con.execute(to_sql(statement)).fetchall()
-
-
-def column_names(con: duckdb.DuckDBPyConnection, relation: exp.Expression) -> list[str]:
-    """Column names of a table or query, without reading its rows."""
-    query = relation if isinstance(relation, exp.Query) else exp.select(exp.Star()).from_(relation)
-    return [d[0] for d in con.execute(to_sql(query.limit(0))).description]

@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import PolicyError
-from ..declare.hierarchy import Hierarchy, IntervalHierarchy
+from ..hierarchy.hierarchy import Hierarchy, IntervalHierarchy
 
 COST_KINDS = ("lm", "ncp", "entropy")
 

@@ -22,8 +22,8 @@ import pandas as pd
 from sqlglot import exp
 
 from ..engine import Engine, as_engine
-from ..sqlgen import build as sb
 from ..errors import AnonymizationError, PolicyError
+from ..sqlgen import build as sb
 
 KINDS = ("uniform", "entropy", "mutual-information")
 POSITION = "attribute_position"

@@ -26,8 +26,8 @@ import pandas as pd
 from sqlglot import exp
 
 from ..engine import Engine, as_engine
-from ..sqlgen import build as sb
 from ..errors import HierarchyError
+from ..sqlgen import build as sb
 from .notation import NumberFormat, half_open_label
 
 SCHEMA = "anon"
@@ -203,7 +203,7 @@ class Hierarchy:
         """Numeric intervals ``[lo, hi)`` (``lo <= value < hi``), finer levels first, ending in ``*``.
 
         The numbers of all labels are written alike so that labels sort as text in numeric order (zero-padded, the
-        same decimals: ``[005, 010)``, ``[010, 020)``, ``[100, 120)``; see :mod:`duckanon.declare.notation`).
+        same decimals: ``[005, 010)``, ``[010, 020)``, ``[100, 120)``; see :mod:`duckanon.hierarchy.notation`).
 
         ``widths`` gives nested widths (each a multiple of the one before, e.g. 5, 10, 20) counted from ``origin``;
         ``cuts`` gives each level's cut points (each level's points a subset of the finer level's).
@@ -294,7 +294,7 @@ class IntervalHierarchy(Hierarchy):
             raise HierarchyError(f"hierarchy {name!r}: give at least one level of intervals (widths or cuts)")
         self.cuts = [sorted(float(c) for c in level) for level in cuts]
         self._check_cuts(numbers, name)
-        # Every label writes its numbers alike, so that they sort as text in numeric order (duckanon.declare.notation).
+        # Every label writes its numbers alike, so that they sort as text in numeric order (duckanon.hierarchy.notation).
         self.number_format = NumberFormat.of(c for level in self.cuts for c in level)
         rows = [[_format_number(v)] + [self._label(level, v) for level in range(len(self.cuts))] + [TOP]
                 for v in numbers]

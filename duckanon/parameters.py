@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import numbers
 
-from ..errors import PolicyError
+from .errors import PolicyError
 
 
 def checked_number(value: object, parameter: str, owner: str, *, whole: bool = False, low: float | None = None,

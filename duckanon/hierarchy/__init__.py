@@ -1,0 +1,2 @@
+"""Hierarchies: generalization trees and interval hierarchies, their label notation, and a hierarchy bound to its
+stored table."""
