@@ -6,11 +6,11 @@ import argparse
 from pathlib import Path
 
 from .._version import version
+from ..release.files import FORMATS
 from ..search.strategies import STRATEGIES
 from ..utility.metrics import metric_names
 from . import values
 
-FORMATS = ("duckdb", "parquet", "csv")
 CLUSTER_METHODS = ("semi-supervised", "top-down", "mdav")
 NUMERIC_PERTURBATIONS = ("empirical-synthesis", "additive-noise")
 CATEGORICAL_PERTURBATIONS = ("empirical-synthesis", "randomized-response")

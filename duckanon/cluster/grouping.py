@@ -25,7 +25,7 @@ import contextlib
 import itertools
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -485,18 +485,9 @@ class Clusters:
     def check(self) -> CheckReport:
         """The policy's models, evaluated by the core's SQL over the records recoded by their groups (before any
         further recoding of the sensitive values by the method)."""
-        engine = self.workspace.engine
-        assignment = self._assignment()
-        recoded = sb.table(f"__duckanon_recoded_{next(_serial)}")
-        try:
-            partition = self._partition(assignment)
-            engine.run(sb.create_table_as(recoded, partition.compile(self.source, self.numbering, self.hierarchies),
-                                           temporary=True))
-            quasi = self.policy.quasi_identifier_names
-            return check(engine, Classes.of(recoded, quasi), self.policy.models, key_names=quasi)
-        finally:
-            engine.run(sb.drop("TABLE", recoded))
-            engine.run(sb.drop("TABLE", assignment))
+        quasi = self.policy.quasi_identifier_names
+        with self._materialized(self._partition, self.numbering) as recoded:
+            return check(self.workspace.engine, Classes.of(recoded, quasi), self.policy.models, key_names=quasi)
 
     def metrics(self) -> dict[str, float]:
         """The core's LM (``loss``), DM, NCP and average class size of the groups' release, computed in SQL by
@@ -508,16 +499,20 @@ class Clusters:
         finally:
             self.workspace.engine.run(sb.drop("TABLE", assignment))
 
-    @contextlib.contextmanager
-    def recoded(self) -> Iterator[exp.Table]:
+    def recoded(self) -> contextlib.AbstractContextManager[exp.Table]:
         """A temporary table of what :meth:`publish` would release, before it checks and suppresses (for metrics)."""
+        return self._materialized(self._released, self.columns)
+
+    @contextlib.contextmanager
+    def _materialized(self, recoding: Callable[[exp.Table], PartitionMap], columns: Sequence[str]
+                      ) -> Iterator[exp.Table]:
+        """A temporary table of ``columns`` recoded by ``recoding`` of the groups' assignment; both dropped after."""
         engine = self.workspace.engine
         assignment = self._assignment()
         recoded = sb.table(f"__duckanon_recoded_{next(_serial)}")
         try:
-            transformation = self._released(assignment)
-            engine.run(sb.create_table_as(recoded, transformation.compile(self.source, self.columns, self.hierarchies),
-                                           temporary=True))
+            compiled = recoding(assignment).compile(self.source, columns, self.hierarchies)
+            engine.run(sb.create_table_as(recoded, compiled, temporary=True))
             yield recoded
         finally:
             engine.run(sb.drop("TABLE", recoded))

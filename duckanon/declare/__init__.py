@@ -1,1 +1,1 @@
-"""Declaring: hierarchies, policies, column roles, label notation and parameter checks."""
+"""Declaring: policies, column roles, and the catalog of stored hierarchies and policies (schema ``anon``)."""

@@ -1,1 +1,2 @@
-"""Privacy models and risk: what a release must satisfy, checked as GROUP BY ... HAVING queries."""
+"""Privacy: equivalence classes, the models a release must satisfy, checked as GROUP BY ... HAVING queries, and
+risk."""

@@ -102,7 +102,7 @@ def release_format(path: str | os.PathLike, format: str | None = None) -> str:
         if named is None:
             raise AnonymizationError(
                 f"release path {str(path)!r}: unknown extension {suffix or '(none)'!r}; use one of "
-                f"{', '.join(EXTENSIONS)} or give format= (duckdb, parquet or csv)")
+                f"{', '.join(EXTENSIONS)} or give format= ({', '.join(FORMATS)})")
         return named
     if format not in _WRITERS:
         raise AnonymizationError(f"unknown release format {format!r}; known: {', '.join(_WRITERS)}")
@@ -450,3 +450,4 @@ def _sha256(path: Path) -> str:
 
 
 _WRITERS: dict[str, _Writer] = {"duckdb": _DuckDBFile(), "parquet": _ParquetFile(), "csv": _CsvFile()}
+FORMATS = tuple(_WRITERS)
