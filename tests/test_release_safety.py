@@ -191,6 +191,21 @@ def test_each_format_is_written_as_named_and_holds_the_release(tmp_path, frame_a
     assert info["released_records"] == info["source_records"] == len(PEOPLE)
 
 
+@pytest.mark.parametrize("name,relation", [("r.csv", "read_csv('{path}')"), ("r.parquet", "read_parquet('{path}')"),
+                                           ("r.duckdb", "r.people")])
+def test_a_column_type_whose_name_holds_values_keeps_them(tmp_path, frame_anon, name, relation):
+    # An ENUM's type name lists its values: a format that records the type (CSV) must record it as it is.
+    frame_anon.con.execute("CREATE TYPE illness AS ENUM ('flu', 'cold', 'asthma')")
+    frame_anon.con.execute("CREATE TABLE enum_frame AS SELECT name, age, disease::illness AS disease FROM frame")
+    path = tmp_path / name
+    frame_anon.publish("enum_frame", POLICY, {"age": 1}, path, table="people")
+    with duckdb.connect() as con:
+        if name == "r.duckdb":
+            con.execute(f"ATTACH '{path}' AS r (READ_ONLY)")
+        got = con.execute(f"SELECT disease::VARCHAR, count(*) FROM {relation.format(path=path)} GROUP BY 1").fetchall()
+    assert dict(got) == PEOPLE.groupby("disease").size().to_dict()
+
+
 @pytest.mark.parametrize("name,format,message", [
     ("r.txt", None, "unknown extension '.txt'"), ("r", None, "unknown extension"),
     ("r.parquet", "duckdb", "extension of a parquet file"), ("r.duckdb", "xlsx", "unknown release format"),

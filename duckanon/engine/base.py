@@ -56,7 +56,8 @@ class Engine(ABC):
 
     @abstractmethod
     def types(self, relation: exp.Expression) -> dict[str, str]:
-        """Each column of a table or query with its type name in this engine, reading no rows."""
+        """Each column of a table or query with its type name in this engine, as the engine writes it (an ENUM's name
+        holds its values, so no case is changed), reading no rows."""
 
     def columns(self, relation: exp.Expression) -> list[str]:
         return list(self.types(relation))

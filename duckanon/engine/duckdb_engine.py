@@ -39,7 +39,7 @@ class DuckDBEngine(Engine):
 
     def types(self, relation: exp.Expression) -> dict[str, str]:
         query = relation if isinstance(relation, exp.Query) else exp.select(exp.Star()).from_(relation)
-        return {d[0]: str(d[1]).upper() for d in self._execute(query.limit(0)).description}
+        return {d[0]: str(d[1]) for d in self._execute(query.limit(0)).description}
 
     def run_many(self, statement: exp.Expression, rows: Sequence[Sequence[object]]) -> None:
         self.connection.executemany(self.prepare(statement), [list(r) for r in rows])
