@@ -122,24 +122,31 @@ class Anonymizer:
         return attribute_weights(self.engine, source_relation(self.engine, source), attributes, kind=kind, label=label)
 
     def search(self, source, policy: Policy | str, *, metric: Metric | str = "loss", strategy: str = "optimal",
-               label: str | None = None) -> SearchResult:
+               label: str | None = None, evaluator: str = "auto", memory_budget: int | None = None) -> SearchResult:
         """The full-domain generalization that satisfies ``policy`` and minimizes ``metric``.
 
         ``strategy``: ``optimal`` (exact), ``samarati`` (seed 002) or ``exhaustive``; ``label`` is the class column
-        that ``mi-loss`` weighs attributes by."""
-        return search_run.search(self.workspace, source, policy, metric, strategy, label)
+        that ``mi-loss`` weighs attributes by.  ``evaluator``: ``memory`` checks nodes in process, ``sql`` in the
+        database, ``auto`` in process when that needs at most ``memory_budget`` bytes (by default
+        :data:`~duckanon.search.memory_evaluator.DEFAULT_MEMORY_BUDGET`)."""
+        return search_run.search(self.workspace, source, policy, metric, strategy, label, evaluator, memory_budget)
 
     def solution_space(self, source, policy: Policy | str, *, metrics: Sequence[Metric | str] = ("loss",),
-                       label: str | None = None, table: str | None = None) -> pd.DataFrame:
+                       label: str | None = None, table: str | None = None, evaluator: str = "auto",
+                       memory_budget: int | None = None) -> pd.DataFrame:
         """Every transformation that satisfies ``policy``, with its suppressed records and each metric's value;
-        stored as table ``anon.<table>`` when ``table`` is given."""
-        return search_run.solution_space(self.workspace, source, policy, metrics, label, table)
+        stored as table ``anon.<table>`` when ``table`` is given (``evaluator`` as :meth:`search`)."""
+        return search_run.solution_space(self.workspace, source, policy, metrics, label, table, evaluator,
+                                         memory_budget)
 
     def anonymize(self, source, policy: Policy | str, path: str | os.PathLike, *, metric: Metric | str = "loss",
                   strategy: str = "optimal", label: str | None = None, table: str = "release",
-                  format: str | None = None) -> tuple[SearchResult, Release]:
-        """Search the best transformation and publish it (``format`` as :meth:`publish`)."""
-        return search_run.anonymize(self.workspace, source, policy, path, metric, strategy, label, table, format)
+                  format: str | None = None, evaluator: str = "auto",
+                  memory_budget: int | None = None) -> tuple[SearchResult, Release]:
+        """Search the best transformation and publish it (``format`` as :meth:`publish`, ``evaluator`` as
+        :meth:`search`)."""
+        return search_run.anonymize(self.workspace, source, policy, path, metric, strategy, label, table, format,
+                                    evaluator, memory_budget)
 
     # ---------------------------------------------------------------- publish
     def publish(self, source, policy: Policy | str, transformation: Transformation | Mapping[str, int],

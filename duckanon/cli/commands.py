@@ -52,7 +52,8 @@ def _generalize(args: argparse.Namespace, console: Console, anon: Anonymizer, so
     if args.levels:
         levels = args.levels
     else:
-        result = anon.search(source.relation, policy, metric=args.metric, strategy=args.strategy, label=args.label)
+        result = anon.search(source.relation, policy, metric=args.metric, strategy=args.strategy, label=args.label,
+                             evaluator=args.evaluator, memory_budget=args.memory_budget)
         console.say(result.summary())
         if not result.found:
             return NOT_MET

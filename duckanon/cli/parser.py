@@ -7,6 +7,7 @@ from pathlib import Path
 
 from .._version import version
 from ..release.files import FORMATS
+from ..search.run import EVALUATORS
 from ..search.strategies import STRATEGIES
 from ..utility.metrics import metric_names
 from . import values
@@ -140,6 +141,12 @@ def _search() -> Parser:
                         help="search strategy (default %(default)s)")
     search.add_argument("--label", metavar="COLUMN",
                         help="class column that mi-loss weighs quasi-identifiers by (salary-class on the bundled data)")
+    search.add_argument("--evaluator", default="auto", choices=EVALUATORS,
+                        help="where nodes are checked: memory (in process), sql (in DuckDB), or auto: in process when "
+                             "it fits --memory-budget (default %(default)s)")
+    search.add_argument("--memory-budget", type=values.byte_size, metavar="BYTES",
+                        help="with --evaluator auto, the memory that checking nodes in process may take: 2GB, 500MB, "
+                             "or a number of bytes")
     return parser
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -32,6 +33,21 @@ def count(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"{text!r} is not a count (a whole number >= 0)")
     return value
+
+
+# Byte units, decimal and binary, as people write them after a number (2GB, 1.5 GiB, 500mb).
+_BYTE_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "kib": 2**10, "mib": 2**20,
+               "gib": 2**30, "tib": 2**40}
+_SIZE = re.compile(r"\s*([0-9.]+)\s*([A-Za-z]*)\s*")
+
+
+def byte_size(text: str) -> int:
+    """A number of bytes: ``2GB``, ``1.5 GiB``, ``500MB`` or ``2000000000``."""
+    match = _SIZE.fullmatch(text)
+    if not match or match[2].lower() not in _BYTE_UNITS:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size: a number of bytes, or one followed by KB, MB, GB "
+                                         f"or TB")
+    return int(number(match[1]) * _BYTE_UNITS[match[2].lower()])
 
 
 def share(text: str) -> float:

@@ -1,8 +1,10 @@
 """Running a full-domain search: a bound source's evaluator, the search, the solution space, and publishing a node.
 
 The evaluator is built here, over the frequency table :func:`~duckanon.encode.binding.bind` reads, with the metrics
-resolved by name (the weighted Loss forms weigh the quasi-identifiers in SQL first); the strategies know only its
-interface (:mod:`.evaluator`).  A published generalization records its node's value under every metric.
+resolved by name (the weighted Loss forms weigh the quasi-identifiers in SQL first): in process
+(:class:`~.memory_evaluator.MemoryNodeEvaluator`) when its arrays fit the memory budget, in SQL otherwise, or as the
+caller chooses.  The strategies know only its interface (:mod:`.evaluator`).  A published generalization records its
+node's value under every metric.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from ..encode.binding import BoundPolicy, Workspace, bind
 from ..encode.encoding import Encoding
 from ..errors import PolicyError, PolicyNotSatisfied
 from ..hierarchy.hierarchy import SCHEMA
+from ..parameters import checked_number
 from ..recode.generalization import FullDomainGeneralization
 from ..release.files import release_format
 from ..release.publish import Release, publish_source
@@ -26,8 +29,11 @@ from ..sqlgen import build as sb
 from ..utility.metrics import METRICS, WEIGHTED, Loss, Metric, metric_names
 from ..utility.weights import attribute_weights
 from . import strategies
+from .evaluator import NodeEvaluator
 from .sql_evaluator import SqlNodeEvaluator
 from .strategies import STRATEGIES, SearchResult
+
+EVALUATORS = ("auto", "memory", "sql")
 
 
 def resolve_metric(workspace: Workspace, bound: BoundPolicy, metric: Metric | str, label: str | None) -> Metric:
@@ -43,22 +49,35 @@ def resolve_metric(workspace: Workspace, bound: BoundPolicy, metric: Metric | st
     return METRICS[metric]()
 
 
+def checked_evaluator(kind: str, memory_budget: int | None) -> int | None:
+    """``memory_budget`` checked (bytes, or None for the default) after ``kind`` (one of :data:`EVALUATORS`)."""
+    if kind not in EVALUATORS:
+        raise PolicyError(f"unknown evaluator {kind!r}; known: {', '.join(EVALUATORS)}")
+    if memory_budget is None:
+        return None
+    return checked_number(memory_budget, "memory_budget", "evaluator", whole=True, low=0, note="bytes")
+
+
 @contextlib.contextmanager
-def evaluator(workspace: Workspace, bound: BoundPolicy, metrics: Sequence[Metric | str], label: str | None
-              ) -> Iterator[SqlNodeEvaluator]:
+def evaluator(workspace: Workspace, bound: BoundPolicy, metrics: Sequence[Metric | str], label: str | None,
+              kind: str = "auto", memory_budget: int | None = None) -> Iterator[NodeEvaluator]:
     """The node evaluator of ``bound``'s source and policy under ``metrics``, over an encoding of its frequency
-    table."""
+    table: ``kind`` ``memory`` evaluates in process, ``sql`` in the engine, ``auto`` in process when its arrays fit
+    ``memory_budget`` bytes (by default ``DEFAULT_MEMORY_BUDGET``)."""
+    memory_budget = checked_evaluator(kind, memory_budget)
     resolved = [resolve_metric(workspace, bound, m, label) for m in metrics]
     workspace.announce("encoding the source into a frequency table")
     encoding = Encoding(workspace.engine, bound.counted, bound.hierarchies, bound.policy.sensitive)
     built = None
     try:
+        kind = _chosen(workspace, encoding, bound, resolved, kind, memory_budget)
         allowed = bound.allowed_suppressed
         suppressed_monotone = all(m.monotone_under_suppression for m in bound.policy.models)
         monotone = allowed == 0 or suppressed_monotone
-        built = SqlNodeEvaluator(workspace.engine, encoding, [b.hierarchy for b in bound.hierarchies.values()],
-                                 bound.policy.models, resolved, allowed, monotone, workspace.progress,
-                                 suppressed_monotone, suppressed_class=bound.policy.suppression == "replace")
+        built = _evaluator_class(kind)(
+            workspace.engine, encoding, [b.hierarchy for b in bound.hierarchies.values()], bound.policy.models,
+            resolved, allowed, monotone, workspace.progress, suppressed_monotone,
+            suppressed_class=bound.policy.suppression == "replace")
         yield built
     finally:
         if built is not None:
@@ -66,21 +85,57 @@ def evaluator(workspace: Workspace, bound: BoundPolicy, metrics: Sequence[Metric
         encoding.close()
 
 
+def _chosen(workspace: Workspace, encoding: Encoding, bound: BoundPolicy, metrics: Sequence[Metric], kind: str,
+            memory_budget: int | None) -> str:
+    """``memory`` or ``sql``: ``kind``, or for ``auto`` whether the in-process arrays fit the budget; announced."""
+    if kind != "auto":
+        workspace.announce(f"evaluating nodes {_WHERE[kind]}, as asked")
+        return kind
+    from .memory_evaluator import DEFAULT_MEMORY_BUDGET, memory_needed
+    budget = DEFAULT_MEMORY_BUDGET if memory_budget is None else memory_budget
+    needed = memory_needed(workspace.engine, encoding, bound.policy.models, metrics)
+    kind = "memory" if needed <= budget else "sql"
+    workspace.announce(f"evaluating nodes {_WHERE[kind]}: they need {_size(needed)} in memory, the budget is "
+                       f"{_size(budget)}")
+    return kind
+
+
+_WHERE = {"memory": "in process", "sql": "in SQL"}
+
+
+def _evaluator_class(kind: str) -> type[NodeEvaluator]:
+    if kind == "sql":
+        return SqlNodeEvaluator
+    from .memory_evaluator import MemoryNodeEvaluator
+    return MemoryNodeEvaluator
+
+
+def _size(count: int) -> str:
+    """A byte count for people: 12 MB, 1.5 GB."""
+    return f"{count / 1e9:.1f} GB" if count >= 1e9 else f"{count / 1e6:.0f} MB"
+
+
 def search(workspace: Workspace, source, policy: Policy | str, metric: Metric | str, strategy: str,
-           label: str | None) -> SearchResult:
-    """The full-domain generalization that satisfies ``policy`` and minimizes ``metric``, found by ``strategy``."""
+           label: str | None, evaluator_kind: str = "auto", memory_budget: int | None = None) -> SearchResult:
+    """The full-domain generalization that satisfies ``policy`` and minimizes ``metric``, found by ``strategy``
+    (nodes evaluated as ``evaluator_kind`` and ``memory_budget`` choose, see :func:`evaluator`)."""
     if strategy not in STRATEGIES:
         raise PolicyError(f"unknown search strategy {strategy!r}; known: {', '.join(STRATEGIES)}")
-    with bind(workspace, source, policy) as bound, evaluator(workspace, bound, [metric], label) as nodes:
+    checked_evaluator(evaluator_kind, memory_budget)
+    with bind(workspace, source, policy) as bound, evaluator(workspace, bound, [metric], label, evaluator_kind,
+                                                             memory_budget) as nodes:
         workspace.announce(f"{strategy} search over {nodes.lattice.size} transformations")
         return STRATEGIES[strategy]().search(nodes)
 
 
 def solution_space(workspace: Workspace, source, policy: Policy | str, metrics: Sequence[Metric | str],
-                   label: str | None, table: str | None) -> pd.DataFrame:
+                   label: str | None, table: str | None, evaluator_kind: str = "auto",
+                   memory_budget: int | None = None) -> pd.DataFrame:
     """Every transformation that satisfies ``policy`` with its suppressed records and each metric's value; stored as
     table ``anon.<table>`` when ``table`` is given."""
-    with bind(workspace, source, policy) as bound, evaluator(workspace, bound, metrics, label) as nodes:
+    checked_evaluator(evaluator_kind, memory_budget)
+    with bind(workspace, source, policy) as bound, evaluator(workspace, bound, metrics, label, evaluator_kind,
+                                                             memory_budget) as nodes:
         frame = strategies.solution_space(nodes)
     if table is not None:
         with workspace.engine.registered(frame) as space:
@@ -108,10 +163,11 @@ def publish_generalization(workspace: Workspace, source, policy: Policy | str,
 
 
 def anonymize(workspace: Workspace, source, policy: Policy | str, path: str | os.PathLike, metric: Metric | str,
-              strategy: str, label: str | None, table: str, format: str | None) -> tuple[SearchResult, Release]:
+              strategy: str, label: str | None, table: str, format: str | None, evaluator_kind: str = "auto",
+              memory_budget: int | None = None) -> tuple[SearchResult, Release]:
     """Search the best transformation and publish it."""
     release_format(path, format)
-    result = search(workspace, source, policy, metric, strategy, label)
+    result = search(workspace, source, policy, metric, strategy, label, evaluator_kind, memory_budget)
     if not result.found:
         raise PolicyNotSatisfied(result.summary())
     return result, publish_generalization(workspace, source, policy, FullDomainGeneralization(result.levels), path,
