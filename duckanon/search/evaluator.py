@@ -36,6 +36,7 @@ from ..encode.encoding import Encoding
 from ..hierarchy.hierarchy import Hierarchy
 from ..privacy.models import PrivacyModel
 from ..utility.metrics import Metric, NodeTotals
+from .costs import RecordCosts
 from .lattice import Lattice, LatticeMasks, Node
 
 
@@ -64,9 +65,9 @@ class NodeEvaluator(ABC):
     asked next.
 
     An implementation computes a batch of new nodes (:meth:`_evaluate`), the suppressed records' own class of one
-    node (:meth:`_suppressed_class_violates`), the prior bounds (:meth:`prior_bounds`) and frees what it holds
-    (:meth:`close`); this class keeps the results and derives the verdicts from each node's totals
-    (:meth:`_result`).  It must give every node the result :class:`~.sql_evaluator.SqlNodeEvaluator` gives it: the
+    node (:meth:`_suppressed_class_violates`) and frees what it holds (:meth:`close`); this class keeps the results,
+    derives the verdicts from each node's totals (:meth:`_result`) and reads the record costs both sum
+    (:attr:`costs`), from which the prior bounds come.  It must give every node the result :class:`~.sql_evaluator.SqlNodeEvaluator` gives it: the
     same suppressed records (drop mode's fixed point where :attr:`settles`), classes and verdicts, and the same metric
     values and bounds up to floating-point summation order; the searches' checks, optimum and solution space then
     stay the same.  ``pending`` is a hint: no result may depend on it.
@@ -95,6 +96,7 @@ class NodeEvaluator(ABC):
         self.objective = metrics[0].name
         self.lattice = Lattice(encoding.attributes, [h.levels for h in hierarchies])
         self.masks = LatticeMasks(self.lattice)
+        self.costs = RecordCosts(encoding, hierarchies, metrics)
         self.results: dict[int, NodeResult] = {}
         self.evaluated = np.zeros(self.lattice.size, dtype=bool)
         self.pending: np.ndarray | None = None
@@ -151,10 +153,11 @@ class NodeEvaluator(ABC):
         """Whether the node's suppressed records, replaced by ``*`` as one class, violate the models (asked only of
         a node within the limit that suppresses records, when a model reads sensitive values)."""
 
-    @abstractmethod
     def prior_bounds(self) -> np.ndarray:
         """Per lattice node, a lower bound of the objective for it and its generalizations known before evaluating
         it (-inf where the metric has none); never above any value that evaluation gives."""
+        bounds = self.costs.prior_bounds(self.metrics[0], self.lattice.nodes)
+        return np.full(self.lattice.size, -np.inf) if bounds is None else bounds
 
     @abstractmethod
     def close(self) -> None:

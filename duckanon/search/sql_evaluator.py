@@ -31,7 +31,7 @@ from ..privacy.checks import DropFixedPoint, class_verdicts, suppressed_class_vi
 from ..privacy.classes import SIZE, VIOLATED, Classes, key_name
 from ..privacy.models import PrivacyModel
 from ..sqlgen import build as sb
-from ..utility.metrics import Metric, NodeTotals, cost_column, cost_table
+from ..utility.metrics import Metric, NodeTotals, cost_column
 from .evaluator import NodeEvaluator, NodeResult
 from .lattice import Node
 
@@ -102,8 +102,8 @@ class SqlNodeEvaluator(NodeEvaluator):
         super().__init__(encoding, hierarchies, models, metrics, allowed_suppressed, monotone, progress,
                          suppressed_monotone, suppressed_class)
         self.engine = engine
-        self.weights = {m.name: m.weights(encoding.attributes) for m in metrics if m.cost_kind}
-        self.cost_kinds = sorted({m.cost_kind for m in metrics if m.cost_kind})
+        self.weights = self.costs.weights
+        self.cost_kinds = self.costs.kinds
         self.nodes_view = f"__duckanon_nodes_{next(_serial)}"
         self.records_name = f"__duckanon_records_{next(_serial)}"
         self.carried = [f"__{prefix}_{m.name}" for m in self.metrics if m.cost_kind is not None
@@ -134,39 +134,24 @@ class SqlNodeEvaluator(NodeEvaluator):
                          for h in self.hierarchies]
         columns += [sb.col(c, f) for c in [*self.encoding.sensitive, COUNT]]
         query = exp.select(*columns).from_(exp.alias_(self.encoding.table, f, quoted=True))
-        self.level_costs: dict[str, list[np.ndarray]] = {kind: [] for kind in self.cost_kinds}
-        self.records = 0
         table = sb.table(f"__duckanon_costed_{next(_serial)}")
         with contextlib.ExitStack() as registered:  # the attributes' cost tables, read until the table is built
-            if self.cost_kinds:
-                self.records = records = self.engine.value(exp.select(exp.func("SUM", sb.col(COUNT)))
-                                                           .from_(self.encoding.table))
-                for i, hierarchy in enumerate(self.hierarchies):
-                    level_codes = self.encoding.level_frame(i)
-                    code = sb.col(code_column(i, 0))
-                    counts = dict(self.engine.rows(exp.select(code, exp.func("SUM", sb.col(COUNT)))
-                                                   .from_(self.encoding.table).group_by(code.copy())))
-                    costs = cost_table(level_codes, pd.Series(counts), hierarchy, i, self.cost_kinds, records)
-                    weight = costs["code"].map(counts).fillna(0).to_numpy(dtype=np.float64)
-                    for kind in self.cost_kinds:
-                        self.level_costs[kind].append(np.array(
-                            [weight @ costs[cost_column(kind, i, j)].to_numpy(dtype=np.float64)
-                             for j in range(hierarchy.levels)]))
-                    costs_table = registered.enter_context(self.engine.registered(costs))
-                    query = query.join(
-                        exp.alias_(costs_table, f"c{i}", quoted=True),
-                        on=sb.col(code_column(i, 0), f).eq(sb.col("code", f"c{i}")), join_type="LEFT",
-                    ).select(*[(sb.col(COUNT, f) * sb.col(c, f"c{i}")).as_(c, quoted=True)
-                               for c in costs.columns if c != "code" and not c.endswith("_suppressed")])
-                # A suppressed record's cost does not depend on the levels: one column per metric, summed up front.
-                for metric in self.metrics:
-                    if metric.cost_kind is not None:
-                        total = sb.lit(0)
-                        for i, attribute in enumerate(self.encoding.attributes):
-                            total = total + sb.lit(self.weights[metric.name][attribute]) * (
-                                sb.col(COUNT, f) * sb.col(cost_column(metric.cost_kind, i, None), f"c{i}"))
-                        query = query.select(exp.cast(total, exp.DataType.build("DOUBLE")).as_(
-                            _suppressed_cost(metric), quoted=True))
+            for i, attribute in enumerate(self.costs.attributes):
+                costs = attribute.table
+                costs_table = registered.enter_context(self.engine.registered(costs))
+                query = query.join(
+                    exp.alias_(costs_table, f"c{i}", quoted=True),
+                    on=sb.col(code_column(i, 0), f).eq(sb.col("code", f"c{i}")), join_type="LEFT",
+                ).select(*[(sb.col(COUNT, f) * sb.col(c, f"c{i}")).as_(c, quoted=True)
+                           for c in costs.columns if c != "code" and not c.endswith("_suppressed")])
+            # A suppressed record's cost does not depend on the levels: one column per metric, summed up front.
+            for metric in self.costs.metrics:
+                total = sb.lit(0)
+                for i, attribute in enumerate(self.encoding.attributes):
+                    total = total + sb.lit(self.weights[metric.name][attribute]) * (
+                        sb.col(COUNT, f) * sb.col(cost_column(metric.cost_kind, i, None), f"c{i}"))
+                query = query.select(exp.cast(total, exp.DataType.build("DOUBLE")).as_(
+                    _suppressed_cost(metric), quoted=True))
             self.engine.run(sb.create_table_as(table, query, temporary=True))
         return table
 
@@ -470,21 +455,6 @@ class SqlNodeEvaluator(NodeEvaluator):
 
     def _suppressed_class_violates(self, node: Node) -> bool:
         return suppressed_class_violates(self.engine, self.encoding.classes(self.lattice.levels_of(node)), self.models)
-
-    def prior_bounds(self) -> np.ndarray:
-        """Per lattice node, a lower bound of the objective for it and its generalizations known before evaluating
-        it (-inf where the metric has none).  Slightly lowered: it is summed in another order than the evaluated
-        values, and must never exceed them."""
-        metric = self.metrics[0]
-        bounds = None
-        if metric.cost_kind is not None:
-            weights = self.weights[metric.name]
-            level_costs = [weights[a] * costs for a, costs in zip(self.encoding.attributes,
-                                                                  self.level_costs[metric.cost_kind])]
-            bounds = metric.prior_bounds(self.lattice.nodes, level_costs, self.records)
-        if bounds is None:
-            return np.full(self.lattice.size, -np.inf)
-        return bounds - 1e-9 * np.abs(bounds) - 1e-12
 
     def close(self) -> None:
         for snapshot in self.snapshots:

@@ -1,0 +1,72 @@
+"""The record costs both node evaluators sum: per attribute and original value, each cost kind at every level.
+
+Read once per evaluator from the encoding (:func:`~duckanon.utility.metrics.cost_table` per attribute).  What they sum
+to over the table at each level gives the metrics' prior bounds, which every evaluator must give alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from sqlglot import exp
+
+from ..encode.encoding import COUNT, Encoding, code_column
+from ..hierarchy.hierarchy import Hierarchy
+from ..sqlgen import build as sb
+from ..utility.metrics import Metric, cost_column, cost_table
+
+
+@dataclass(frozen=True)
+class AttributeCosts:
+    """One attribute's distinct original values: ``levels`` their code on every level (``code_<j>``, label
+    ``label_<j>``), ``counts`` the records per level-0 code, and ``table`` each cost kind at each level and when
+    suppressed, per level-0 code (``code``)."""
+
+    levels: pd.DataFrame
+    counts: pd.Series
+    table: pd.DataFrame
+
+
+class RecordCosts:
+    """The record costs of ``metrics`` over an encoding: per metric its attribute weights, per attribute its
+    :class:`AttributeCosts`, and per cost kind and attribute the table's total cost on each level."""
+
+    def __init__(self, encoding: Encoding, hierarchies: Sequence[Hierarchy], metrics: Sequence[Metric]):
+        engine = encoding.engine
+        self.names = list(encoding.attributes)
+        self.metrics = [m for m in metrics if m.cost_kind is not None]
+        self.weights = {m.name: m.weights(encoding.attributes) for m in self.metrics}
+        self.kinds = sorted({m.cost_kind for m in self.metrics})
+        self.attributes: list[AttributeCosts] = []
+        self.level_costs: dict[str, list[np.ndarray]] = {kind: [] for kind in self.kinds}
+        self.records = 0
+        if not self.kinds:
+            return
+        self.records = int(engine.value(exp.select(exp.func("SUM", sb.col(COUNT))).from_(encoding.table)))
+        for i, hierarchy in enumerate(hierarchies):
+            levels = encoding.level_frame(i)
+            code = sb.col(code_column(i, 0))
+            counts = pd.Series(dict(engine.rows(exp.select(code, exp.func("SUM", sb.col(COUNT)))
+                                                .from_(encoding.table).group_by(code.copy()))))
+            table = cost_table(levels, counts, hierarchy, i, self.kinds, self.records)
+            self.attributes.append(AttributeCosts(levels, counts, table))
+            weight = table["code"].map(counts).fillna(0).to_numpy(dtype=np.float64)
+            for kind in self.kinds:
+                self.level_costs[kind].append(np.array(
+                    [weight @ table[cost_column(kind, i, j)].to_numpy(dtype=np.float64)
+                     for j in range(hierarchy.levels)]))
+
+    def prior_bounds(self, metric: Metric, nodes: np.ndarray) -> np.ndarray | None:
+        """``metric``'s lower bounds of every node known before evaluating any (rows of ``nodes``), or None.  Slightly
+        lowered: they are summed in another order than the evaluated values, and must never exceed them."""
+        bounds = None
+        if metric.cost_kind is not None:
+            weights = self.weights[metric.name]
+            level_costs = [weights[a] * costs for a, costs in zip(self.names, self.level_costs[metric.cost_kind])]
+            bounds = metric.prior_bounds(nodes, level_costs, self.records)
+        if bounds is None:
+            return None
+        return bounds - 1e-9 * np.abs(bounds) - 1e-12
