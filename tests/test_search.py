@@ -2,7 +2,9 @@
 
 Brute force evaluates every node of the lattice with one NodeEvaluator (built the way the anonymizer builds it) and
 takes the minimum over the satisfying nodes; the strategies run on fresh evaluators so that no cached result helps
-them.  Metric values themselves are checked against pandas in test_metrics.py.
+them.  The tests that evaluate nodes run on every evaluator (SQL and in process), each against its own brute force;
+test_evaluator_agreement.py holds the two to the same result node by node.  Metric values themselves are checked
+against pandas in test_metrics.py.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from search_data import LABEL, on_every_evaluator, setup_table, tables
 
 import duckanon
 from duckanon import (
@@ -49,7 +52,6 @@ from duckanon.search.strategies import (
 from duckanon.utility.metrics import metric_names
 
 METRICS = ["loss", "dm", "ncp", "non-uniform-entropy", "average-class-size", "entropy-loss", "mi-loss"]
-LABEL = "y"
 SEED002_QIS = ["age", "sex", "race", "marital-status"]
 
 
@@ -58,16 +60,18 @@ def close(a: float, b: float) -> bool:
 
 
 @contextlib.contextmanager
-def evaluator(anon, source, policy, metrics, label=None):
-    """The evaluator over ``source`` for ``policy``, as Anonymizer.search builds it (objective: metrics[0])."""
+def evaluator(anon, source, policy, metrics, label=None, kind="auto"):
+    """The evaluator (of ``kind``: auto, memory, sql) over ``source`` for ``policy``, as Anonymizer.search builds it
+    (objective: metrics[0])."""
     workspace = anon.workspace
-    with bind(workspace, source, policy) as bound, search_run.evaluator(workspace, bound, metrics, label) as ev:
+    with bind(workspace, source, policy) as bound, search_run.evaluator(workspace, bound, metrics, label,
+                                                                        kind) as ev:
         yield ev
 
 
-def brute_force(anon, source, policy, metrics=METRICS, label=LABEL):
+def brute_force(anon, source, policy, metrics=METRICS, label=LABEL, kind="auto"):
     """Every node's result, from one evaluator that evaluates the whole lattice; and the evaluator's monotone flag."""
-    with evaluator(anon, source, policy, metrics, label) as ev:
+    with evaluator(anon, source, policy, metrics, label, kind) as ev:
         ev.evaluate_many(list(range(ev.lattice.size)))
         # Resolve the suppressed records' own class wherever a query is needed for it.
         results = [dataclasses.replace(ev.results[i], satisfied=ev.satisfies(i)) for i in range(ev.lattice.size)]
@@ -80,50 +84,6 @@ def best_value(results, metric, nodes=None):
 
 
 # ----------------------------------------------------------------------------------------------- random tables
-@st.composite
-def tree_hierarchy(draw, name):
-    """A random tree over 2-6 leaves with 2-4 levels (the leaf level included), ending in '*'."""
-    leaves = draw(st.integers(2, 6))
-    levels = draw(st.integers(2, 4))
-    rows = [[f"{name}_{j}"] for j in range(leaves)]
-    current = [row[0] for row in rows]
-    for level in range(1, levels - 1):
-        distinct = sorted(set(current))
-        parents = draw(st.lists(st.integers(0, max(0, len(distinct) - 2)), min_size=len(distinct),
-                                max_size=len(distinct)))
-        parent_of = {value: f"{name}_l{level}_{p}" for value, p in zip(distinct, parents)}
-        current = [parent_of[value] for value in current]
-        for row, value in zip(rows, current):
-            row.append(value)
-    for row in rows:
-        row.append("*")
-    return Hierarchy.from_lists(rows, name=name)
-
-
-@st.composite
-def tables(draw):
-    """(frame, hierarchies): 20-200 records over 2-4 quasi-identifiers with skewed value frequencies, a sensitive
-    column ``s`` and a binary label ``y``."""
-    hierarchies = {f"q{i}": draw(tree_hierarchy(f"q{i}")) for i in range(draw(st.integers(2, 4)))}
-    records = draw(st.integers(20, 200))
-    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
-    columns = {}
-    for name, h in hierarchies.items():
-        values = h.values
-        weights = rng.dirichlet(np.full(len(values), 0.7))
-        picked = rng.choice(len(values), size=records, p=weights)
-        picked[:2] = [0, 1]  # every attribute has at least two values, so its entropy weight is not 0
-        columns[name] = [values[i] for i in picked]
-    sensitive_values = ["flu", "cold", "hiv", "cancer"][:draw(st.integers(2, 4))]
-    s = list(rng.choice(sensitive_values, size=records, p=rng.dirichlet(np.full(len(sensitive_values), 2.0))))
-    s[:2] = sensitive_values[:2]
-    columns["s"] = s
-    y = list(rng.integers(0, 2, size=records))
-    y[:2] = [0, 1]
-    columns[LABEL] = [f"c{v}" for v in y]
-    return pd.DataFrame(columns), hierarchies
-
-
 MODEL_KINDS = ["k", "distinct-l", "entropy-l", "alpha-k", "t-closeness", "t-ordered", "recursive-cl", "p-sensitive"]
 SUPPRESSION = [(0.0, None), (0.05, None), (0.2, None), (1.0, 0), (1.0, 4), (1.0, 15)]
 
@@ -156,17 +116,9 @@ def policies(draw, frame, hierarchies, kinds=MODEL_KINDS):
                   suppression_limit=limit, max_suppressed=maximum)
 
 
-def setup_table(frame):
-    con = duckdb.connect()
-    con.register("frame", frame)
-    con.execute("CREATE TABLE t AS SELECT * FROM frame")
-    con.unregister("frame")
-    return con, duckanon.connect(con)
-
-
-def brute_or_reject(anon, policy):
+def brute_or_reject(anon, policy, kind):
     try:
-        return brute_force(anon, "t", policy)
+        return brute_force(anon, "t", policy, kind=kind)
     except PolicyError as error:
         # Parameters no release of this table can meet (e.g. l above the distinct values): not a search case.
         assume(False)
@@ -183,11 +135,12 @@ SETTINGS = settings(max_examples=EXAMPLES or 8, deadline=None, suppress_health_c
 @settings(max_examples=EXAMPLES or 12, deadline=None, suppress_health_check=list(HealthCheck),
           derandomize=not EXAMPLES)
 @given(data=st.data())
-def test_optimal_equals_exhaustive(data):
+@on_every_evaluator
+def test_optimal_equals_exhaustive(data, kind):
     frame, hierarchies = data.draw(tables())
     policy = data.draw(policies(frame, hierarchies))
     con, anon = setup_table(frame)
-    results, monotone, lattice = brute_or_reject(anon, policy)
+    results, monotone, lattice = brute_or_reject(anon, policy, kind)
     # What optimal search's pruning relies on: a node's bound is at most the value of the node and of every
     # generalization of it, satisfying or not.
     for metric in METRICS:
@@ -200,7 +153,7 @@ def test_optimal_equals_exhaustive(data):
     with bind(anon.workspace, "t", policy) as bound:
         for metric in metrics:
             expected = best_value(results, metric)
-            with search_run.evaluator(anon.workspace, bound, [metric], LABEL) as ev:
+            with search_run.evaluator(anon.workspace, bound, [metric], LABEL, kind) as ev:
                 assert ev.monotone == monotone
                 found = OptimalSearch().search(ev)
             assert found.checks <= lattice.size
@@ -211,7 +164,7 @@ def test_optimal_equals_exhaustive(data):
                 assert close(results[found.best.node].values[metric], found.best.values[metric])
             # ExhaustiveSearch evaluates node by node: run it itself on the smaller lattices only.
             if metric == metrics[0] and lattice.size <= 48:
-                with search_run.evaluator(anon.workspace, bound, [metric], LABEL) as ev:
+                with search_run.evaluator(anon.workspace, bound, [metric], LABEL, kind) as ev:
                     exhaustive = ExhaustiveSearch().search(ev)
                 assert exhaustive.checks == lattice.size
                 assert found.checks <= exhaustive.checks
@@ -223,11 +176,12 @@ def test_optimal_equals_exhaustive(data):
 
 @SETTINGS
 @given(data=st.data())
-def test_tags_samarati_and_solution_space_match_brute_force(data):
+@on_every_evaluator
+def test_tags_samarati_and_solution_space_match_brute_force(data, kind):
     frame, hierarchies = data.draw(tables())
     policy = data.draw(policies(frame, hierarchies))
     con, anon = setup_table(frame)
-    results, monotone, lattice = brute_or_reject(anon, policy)
+    results, monotone, lattice = brute_or_reject(anon, policy, kind)
     satisfied = {node for node, r in results.items() if r.satisfied}
     within = {node for node, r in results.items() if r.within_limit}
     assert satisfied <= within
@@ -237,13 +191,13 @@ def test_tags_samarati_and_solution_space_match_brute_force(data):
         for node in within:
             for i in np.flatnonzero(lattice.up_set(lattice.index(node))):
                 assert lattice.node(int(i)) in within, (node, lattice.node(int(i)), policy.describe())
-        with evaluator(anon, "t", policy, ["loss"], LABEL) as ev:
+        with evaluator(anon, "t", policy, ["loss"], LABEL, kind) as ev:
             tags = tag_by_paths(ev)
             assert {lattice.node(int(i)) for i in np.flatnonzero(tags)} == within
             assert ev.checks <= lattice.size
     # Samarati: the best node of the lowest height at which any node satisfies.
     metric = data.draw(st.sampled_from(METRICS))
-    with evaluator(anon, "t", policy, [metric], LABEL) as ev:
+    with evaluator(anon, "t", policy, [metric], LABEL, kind) as ev:
         found = SamaratiSearch().search(ev)
     if found.found:
         assert found.best.node in satisfied
@@ -257,7 +211,7 @@ def test_tags_samarati_and_solution_space_match_brute_force(data):
             at_lowest = {n for n in satisfied if sum(n) == lowest}
             assert close(found.best.values[metric], best_value(results, metric, at_lowest))
     # The solution space: exactly the satisfying nodes, with every metric's value.
-    with evaluator(anon, "t", policy, METRICS, LABEL) as ev:
+    with evaluator(anon, "t", policy, METRICS, LABEL, kind) as ev:
         space = solution_space(ev)
     attributes = list(hierarchies)
     assert list(space.columns) == [*attributes, "suppressed", "classes", *METRICS]
@@ -286,19 +240,20 @@ def non_monotone_table():
 
 
 @pytest.mark.parametrize("limit", [0.0, 0.15, 1.0])
-def test_fixed_table_all_strategies_every_metric(limit):
+@on_every_evaluator
+def test_fixed_table_all_strategies_every_metric(limit, kind):
     frame, hierarchies = non_monotone_table()
     con, anon = setup_table(frame)
     policy = Policy(quasi_identifiers=hierarchies, models=[KAnonymity(3)], sensitive=["s"], insensitive=[LABEL],
                     suppression_limit=limit)
-    results, monotone, lattice = brute_force(anon, "t", policy)
+    results, monotone, lattice = brute_force(anon, "t", policy, kind=kind)
     assert monotone
     for metric in METRICS:
         expected = best_value(results, metric)
-        result = anon.search("t", policy, metric=metric, strategy="optimal", label=LABEL)
+        result = anon.search("t", policy, metric=metric, strategy="optimal", label=LABEL, evaluator=kind)
         assert result.found == (expected is not None)
         assert close(result.best.values[metric], expected), (metric, result.summary())
-        with evaluator(anon, "t", policy, [metric], LABEL) as ev:
+        with evaluator(anon, "t", policy, [metric], LABEL, kind) as ev:
             exhaustive = ExhaustiveSearch().search(ev)
         assert exhaustive.checks == lattice.size >= result.checks
         assert close(exhaustive.best.values[metric], expected), (metric, exhaustive.summary())
@@ -321,12 +276,13 @@ def seed002_policy(hierarchies, k, max_sup):
 
 
 @pytest.mark.parametrize("k", [5, 10, 20])
-def test_seed002_samarati_lowest_height(adult, k):
+@on_every_evaluator
+def test_seed002_samarati_lowest_height(adult, k, kind):
     con, anon, hierarchies = adult
     metrics = ["loss", "dm", "non-uniform-entropy"]
     # Suppressed records and metric values do not depend on MaxSup: brute force once per k, without a cap.
     results, monotone, lattice = brute_force(anon, "adult", seed002_policy(hierarchies, k, None), metrics=metrics,
-                                             label=None)
+                                             label=None, kind=kind)
     assert lattice.size == 60
     for max_sup in (50, 100, 200):
         policy = seed002_policy(hierarchies, k, max_sup)
@@ -336,7 +292,7 @@ def test_seed002_samarati_lowest_height(adult, k):
         with bind(anon.workspace, "adult", policy) as bound:
             assert bound.allowed_suppressed == max_sup
             for metric in metrics:
-                with search_run.evaluator(anon.workspace, bound, [metric], None) as ev:
+                with search_run.evaluator(anon.workspace, bound, [metric], None, kind) as ev:
                     assert ev.monotone
                     result = SamaratiSearch().search(ev)
                 assert result.found and sum(result.best.node) == lowest, (k, max_sup, metric, result.summary())
@@ -345,7 +301,8 @@ def test_seed002_samarati_lowest_height(adult, k):
                 assert close(result.best.values[metric], expected), (k, max_sup, metric)
 
 
-def test_seed002_rows_by_hand(adult):
+@on_every_evaluator
+def test_seed002_rows_by_hand(adult, kind):
     """Two rows of seed 002's setting checked with plain Python: k=10, MaxSup=200 reaches height 2 only at
     [1, 0, 1, 0] (suppressing 167 records); k=5, MaxSup=100 reaches height 2, where [1, 0, 1, 0] suppresses 77."""
     con, anon, hierarchies = adult
@@ -365,22 +322,25 @@ def test_seed002_rows_by_hand(adult):
 
     assert lowest(10, 200) == (2, [(1, 0, 1, 0)])
     assert suppressed((1, 0, 1, 0), 10) == 167
-    result = anon.search("adult", seed002_policy(hierarchies, 10, 200), metric="loss", strategy="samarati")
+    result = anon.search("adult", seed002_policy(hierarchies, 10, 200), metric="loss", strategy="samarati",
+                         evaluator=kind)
     assert result.levels == {"age": 1, "sex": 0, "race": 1, "marital-status": 0}
     assert result.best.suppressed == 167
     height, nodes = lowest(5, 100)
     assert height == 2 and (1, 0, 1, 0) in nodes and suppressed((1, 0, 1, 0), 5) == 77
-    result = anon.search("adult", seed002_policy(hierarchies, 5, 100), metric="loss", strategy="samarati")
+    result = anon.search("adult", seed002_policy(hierarchies, 5, 100), metric="loss", strategy="samarati",
+                         evaluator=kind)
     assert sum(result.best.node) == 2 and result.best.node in nodes
 
 
-def test_adult_optimal_checks_fewer_nodes(adult):
+@on_every_evaluator
+def test_adult_optimal_checks_fewer_nodes(adult, kind):
     con, anon, hierarchies = adult
     policy = Policy(quasi_identifiers=hierarchies, models=[KAnonymity(10)], suppression_limit=0.01,
                     others="insensitive")
     for metric in ("dm", "average-class-size"):
-        exhaustive = anon.search("adult", policy, metric=metric, strategy="exhaustive")
-        optimal = anon.search("adult", policy, metric=metric, strategy="optimal")
+        exhaustive = anon.search("adult", policy, metric=metric, strategy="exhaustive", evaluator=kind)
+        optimal = anon.search("adult", policy, metric=metric, strategy="optimal", evaluator=kind)
         assert exhaustive.checks == 60
         assert optimal.checks <= exhaustive.checks
         assert close(optimal.best.values[metric], exhaustive.best.values[metric])
@@ -393,10 +353,10 @@ def test_snapshots_change_no_result(adult, monkeypatch):
     policy = Policy(quasi_identifiers=hierarchies, models=[KAnonymity(5), TCloseness("occupation", 0.3)],
                     sensitive=["occupation"], suppression_limit=0.03, others="insensitive")
     metrics = ["loss", "dm", "ncp", "non-uniform-entropy", "average-class-size"]
-    plain, _, lattice = brute_force(anon, "adult", policy, metrics=metrics, label=None)
+    plain, _, lattice = brute_force(anon, "adult", policy, metrics=metrics, label=None, kind="sql")
     monkeypatch.setattr(sql_evaluator, "SNAPSHOT_SOURCE_ROWS", 0)
     monkeypatch.setattr(sql_evaluator, "SNAPSHOT_REDUCTION", 2)
-    with evaluator(anon, "adult", policy, metrics) as ev:
+    with evaluator(anon, "adult", policy, metrics, kind="sql") as ev:
         found = OptimalSearch().search(ev)
         for i in lattice.by_height():  # lowest first, so later nodes come from snapshots
             ev.evaluate(int(i))
@@ -512,9 +472,10 @@ def unsatisfiable(con):
 
 
 @pytest.mark.parametrize("strategy", ["optimal", "samarati", "exhaustive"])
-def test_no_satisfying_node(con, tmp_path, strategy):
+@on_every_evaluator
+def test_no_satisfying_node(con, tmp_path, strategy, kind):
     anon, policy = unsatisfiable(con)
-    result = anon.search("u", policy, metric="loss", strategy=strategy)
+    result = anon.search("u", policy, metric="loss", strategy=strategy, evaluator=kind)
     assert not result.found and result.best is None
     summary = result.summary()
     assert "no transformation satisfies" in summary
@@ -527,21 +488,23 @@ def test_no_satisfying_node(con, tmp_path, strategy):
     assert f"{levels}, would suppress 1 records" in summary
     target = tmp_path / "release.duckdb"
     with pytest.raises(PolicyNotSatisfied, match="no transformation satisfies"):
-        anon.anonymize("u", policy, target, strategy=strategy)
+        anon.anonymize("u", policy, target, strategy=strategy, evaluator=kind)
     assert not target.exists()
-    space = anon.solution_space("u", policy)
+    space = anon.solution_space("u", policy, evaluator=kind)
     assert space.empty and "loss" in space.columns
 
 
-def test_found_summary_and_levels(small):
+@on_every_evaluator
+def test_found_summary_and_levels(small, kind):
     anon, hierarchies = small
-    result = anon.search("t", small_policy(hierarchies, suppression_limit=0.2), metric="dm")
+    result = anon.search("t", small_policy(hierarchies, suppression_limit=0.2), metric="dm", evaluator=kind)
     assert result.found
     assert set(result.levels) == {"a", "b"}
     assert "dm =" in result.summary() and "records suppressed" in result.summary()
 
 
-def test_closest_is_the_least_suppressing_node(con):
+@on_every_evaluator
+def test_closest_is_the_least_suppressing_node(con, kind):
     """Entropy l-diversity without suppression is monotone, so optimal search stops at the failing top (all 20
     records suppressed); yet (a=0, b=0) keeps its diverse class and suppresses only 16."""
     a = Hierarchy.from_lists([["a1", "*"], ["a2", "*"]], name="a")
@@ -551,13 +514,14 @@ def test_closest_is_the_least_suppressing_node(con):
     con.execute("CREATE TABLE e AS SELECT * FROM frame")
     anon = duckanon.connect(con)
     policy = Policy(quasi_identifiers={"a": a, "b": b}, models=[EntropyLDiversity("s", 1.8)], sensitive=["s"])
-    assert anon.search("e", policy, strategy="exhaustive").closest.suppressed == 16
-    result = anon.search("e", policy, strategy="optimal")
+    assert anon.search("e", policy, strategy="exhaustive", evaluator=kind).closest.suppressed == 16
+    result = anon.search("e", policy, strategy="optimal", evaluator=kind)
     assert not result.found
     assert result.closest.suppressed == 16, result.summary()
 
 
-def test_anonymize_publishes_what_search_found(con, tmp_path):
+@on_every_evaluator
+def test_anonymize_publishes_what_search_found(con, tmp_path, kind):
     """k=3, at most 2 of 14 records suppressed: (a=1, b=0) suppresses 2 records, but their replaced '*' class of 2
     violates k=3 (publishing it would take 8 suppressed); the search must pass it over for (a=2, b=0)."""
     frame, hierarchies = non_monotone_table()
@@ -566,13 +530,14 @@ def test_anonymize_publishes_what_search_found(con, tmp_path):
     anon = duckanon.connect(con)
     policy = Policy(quasi_identifiers=hierarchies, models=[KAnonymity(3)], sensitive=["s"], insensitive=[LABEL],
                     suppression_limit=0.15)
-    result, release = anon.anonymize("t", policy, tmp_path / "r.duckdb", metric="loss")
+    result, release = anon.anonymize("t", policy, tmp_path / "r.duckdb", metric="loss", evaluator=kind)
     assert result.levels == {"a": 2, "b": 0}, result.summary()
     assert release.suppressed == result.best.suppressed == 0
 
 
 @pytest.mark.parametrize("outlier_values, chosen", [(("x", "x"), {"a": 1, "b": 0}), (("y", "x"), {"a": 0, "b": 0})])
-def test_suppressed_class_must_be_diverse(con, tmp_path, outlier_values, chosen):
+@on_every_evaluator
+def test_suppressed_class_must_be_diverse(con, tmp_path, outlier_values, chosen, kind):
     """Distinct 2-diversity, 2 of 14 records may be suppressed.  At the bottom node the two one-record classes
     (a2, b1) and (a4, b2) violate; replaced by '*' they form one class, diverse only if their values differ.  Loss by
     hand: bottom 2 × 2/14 = 0.286 (suppressed records lose 1 on both attributes), (a=1, b=0) 1/3, (a=0, b=1) 1."""
@@ -586,8 +551,8 @@ def test_suppressed_class_must_be_diverse(con, tmp_path, outlier_values, chosen)
     policy = Policy(quasi_identifiers={"a": a, "b": b}, models=[DistinctLDiversity("s", 2)], sensitive=["s"],
                     max_suppressed=2)
     for strategy in ("optimal", "exhaustive", "samarati"):
-        assert anon.search("d", policy, metric="loss", strategy=strategy).levels == chosen, strategy
-    result, release = anon.anonymize("d", policy, tmp_path / "d.duckdb", metric="loss")
+        assert anon.search("d", policy, metric="loss", strategy=strategy, evaluator=kind).levels == chosen, strategy
+    result, release = anon.anonymize("d", policy, tmp_path / "d.duckdb", metric="loss", evaluator=kind)
     assert release.suppressed == result.best.suppressed == (2 if chosen == {"a": 0, "b": 0} else 0)
     released = duckdb.connect(str(release.path), read_only=True).execute("SELECT a, b, s FROM release").df()
     for _, group in released.groupby(["a", "b"]):
