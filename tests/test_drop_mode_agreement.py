@@ -20,6 +20,7 @@ import pytest
 from adult_files import arx_map
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
+from search_data import on_every_evaluator
 
 import duckanon
 from duckanon import (
@@ -93,19 +94,21 @@ def by_hand(frame: pd.DataFrame, levels: dict[str, int], t: float) -> int:
 
 
 @contextlib.contextmanager
-def evaluator(anon, source, policy, metric="loss"):
-    """A NodeEvaluator built the way Anonymizer.search builds it."""
+def evaluator(anon, source, policy, metric="loss", kind="auto"):
+    """A NodeEvaluator (of ``kind``: auto, memory, sql) built the way Anonymizer.search builds it."""
     workspace = anon.workspace
-    with bind(workspace, source, policy) as bound, search_run.evaluator(workspace, bound, [metric], None) as ev:
+    with bind(workspace, source, policy) as bound, search_run.evaluator(workspace, bound, [metric], None,
+                                                                        kind) as ev:
         yield ev
 
 
-def test_adult_issue_node_search_check_and_publish_count_the_fixed_point(adult, tmp_path):
+@on_every_evaluator
+def test_adult_issue_node_search_check_and_publish_count_the_fixed_point(adult, tmp_path, kind):
     con, anon, frame = adult
     policy = adult_policy(SEED002_QIS, 0.15)
     expected = by_hand(frame, ISSUE_NODE, 0.15)
     assert expected == 1593  # the issue's figure: 1,486 violate against the whole table, 107 more after dropping
-    with evaluator(anon, "adult", policy) as ev:
+    with evaluator(anon, "adult", policy, kind=kind) as ev:
         result = ev.evaluate(ev.lattice.index(tuple(ISSUE_NODE[q] for q in SEED002_QIS)))
     report = anon.check("adult", policy, ISSUE_NODE)
     assert result.suppressed == report.violating_records == expected
@@ -121,10 +124,11 @@ def test_adult_issue_node_search_check_and_publish_count_the_fixed_point(adult, 
 
 
 @pytest.mark.parametrize("quasi, t", [(SEED002_QIS, 0.15), (["age", "education", "occupation"], 0.2)])
-def test_adult_search_check_and_publish_agree(adult, tmp_path, quasi, t):
+@on_every_evaluator
+def test_adult_search_check_and_publish_agree(adult, tmp_path, quasi, t, kind):
     con, anon, frame = adult
     policy = adult_policy(quasi, t)
-    found = anon.search("adult", policy)
+    found = anon.search("adult", policy, evaluator=kind)
     assert found.found
     report = anon.check("adult", policy, found.levels)
     release = anon.publish("adult", policy, found.levels, tmp_path / "r.duckdb", table="adult")
@@ -138,7 +142,7 @@ def test_adult_search_check_and_publish_agree(adult, tmp_path, quasi, t):
     assert not drop_fixed_point(released, quasi, "salary-class", k=5, t=t).any()
     # Every node of the lattice: the search's count is the fixed point by hand; and no node the search skipped beats
     # the one it found.
-    with evaluator(anon, "adult", policy) as ev:
+    with evaluator(anon, "adult", policy, kind=kind) as ev:
         results = ev.evaluate_many(range(ev.lattice.size))
         assert not ev.monotone
         exhaustive = ExhaustiveSearch().search(ev)
@@ -185,7 +189,8 @@ CASCADE = (pd.DataFrame({"a": ["a0", "a1", "a1"] + ["a2"] * 4, "b": ["b0"] * 7,
 @given(table=small_tables(), t=st.sampled_from([0.1, 0.15, 0.2, 0.3]), distance=st.sampled_from(["equal", "ordered"]),
        k=st.sampled_from([1, 2, 3]), l=st.sampled_from([1, 2]), limit=st.sampled_from([0.1, 0.25, 0.5, 1.0]))
 @example(table=CASCADE, t=0.3, distance="equal", k=1, l=1, limit=0.5)
-def test_every_node_check_search_and_publish_agree(table, t, distance, k, l, limit):  # noqa: E741
+@on_every_evaluator
+def test_every_node_check_search_and_publish_agree(table, t, distance, k, l, limit, kind):  # noqa: E741
     frame, hierarchies = table
     models = [TCloseness("s", t, distance=distance)] + ([KAnonymity(k)] if k > 1 else []) + (
         [DistinctLDiversity("s", l)] if l > 1 else [])
@@ -197,7 +202,7 @@ def test_every_node_check_search_and_publish_agree(table, t, distance, k, l, lim
     con.execute("CREATE TABLE t AS SELECT * FROM frame")
     anon = duckanon.connect(con)
     try:
-        with evaluator(anon, "t", policy) as ev:
+        with evaluator(anon, "t", policy, kind=kind) as ev:
             results = ev.evaluate_many(range(ev.lattice.size))
             assert not ev.monotone or allowed == 0
     except PolicyError:
@@ -226,7 +231,7 @@ def test_every_node_check_search_and_publish_agree(table, t, distance, k, l, lim
     within = [r.values["loss"] for r in results if r.within_limit]
     with bind(anon.workspace, "t", policy) as bound:
         for strategy in (OptimalSearch(), ExhaustiveSearch()):
-            with search_run.evaluator(anon.workspace, bound, ["loss"], None) as ev:
+            with search_run.evaluator(anon.workspace, bound, ["loss"], None, kind) as ev:
                 found = strategy.search(ev)
             assert found.found == bool(within)
             if within:
