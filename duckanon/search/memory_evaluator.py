@@ -1,10 +1,533 @@
 """The in-process node evaluator: nodes evaluated with NumPy over the frequency table's arrays.
 
-(Being written: the lead fills this module in.  Contract for the rest of the package:)
+DuckDB reads the source and encodes it (:class:`~duckanon.encode.encoding.Encoding`); this evaluator takes the
+frequency table's columns as arrays once -- every level's codes of every quasi-identifier, each sensitive value's
+code and the record count -- and evaluates a node by grouping rows on their codes at the node's levels (a class key
+packed from the codes), then asking each model for its verdicts over the classes' arrays
+(:meth:`~duckanon.privacy.models.PrivacyModel.cell_violations`) and summing sizes and costs.
 
-- ``MemoryNodeEvaluator(engine, encoding, hierarchies, models, metrics, allowed_suppressed, monotone, progress,
-  suppressed_monotone, suppressed_class)``: same arguments and results as
-  :class:`~duckanon.search.sql_evaluator.SqlNodeEvaluator`.
-- ``memory_needed(engine, encoding, models, metrics) -> int``: bytes the evaluator's arrays take for this encoding.
-- ``DEFAULT_MEMORY_BUDGET``: the budget ``evaluator="auto"`` compares that with.
+As Flash does, it keeps snapshots: the rows grouped at an evaluated node, from which that node's generalizations are
+computed over far fewer rows than the frequency table holds.  A snapshot keeps each attribute's code at its node's
+level only; a generalization's code comes from a lookup of the code one level set up, so a snapshot serves an
+attribute only where its hierarchy maps each generalized value to one value on every higher level.
+
+Record costs are split so that a snapshot carries one number per metric: a record's cost at level ``j`` is a
+function of its generalized value (``A``, per code) plus a part of its original value alone (``B``, which only
+non-uniform entropy has: ``-log2`` of the original value's frequency), and a suppressed record costs a constant plus
+``B``.  Every result equals :class:`~duckanon.search.sql_evaluator.SqlNodeEvaluator`'s (the same verdicts, records
+and classes; metric values up to floating-point summation order), which tests check on random tables and policies.
 """
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from sqlglot import exp
+
+from ..encode.encoding import COUNT, Encoding, code_column
+from ..engine import Engine
+from ..hierarchy.hierarchy import Hierarchy
+from ..privacy.cells import ClassCells, SensitiveValues
+from ..privacy.models import PrivacyModel
+from ..sqlgen import build as sb
+from ..utility.metrics import Metric, NodeTotals, cost_column
+from .evaluator import NodeEvaluator, NodeResult
+from .lattice import Node
+
+
+def _physical_memory() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 8 * 2**30
+
+
+# evaluator="auto" evaluates in process when the arrays fit a quarter of the machine's memory.
+DEFAULT_MEMORY_BUDGET = _physical_memory() // 4
+# A node's grouped rows become a snapshot when they are at most 1/SNAPSHOT_REDUCTION of the rows they were computed
+# from, and those are at least SNAPSHOT_MIN_ROWS (below that a node is computed in well under a millisecond anyway).
+SNAPSHOT_REDUCTION = 2
+SNAPSHOT_MIN_ROWS = 2_000
+# Snapshots take at most this share of the frequency table's own bytes (at least SNAPSHOT_MIN_BYTES); the least
+# recently used go first.
+SNAPSHOT_BYTES_SHARE = 1.0
+SNAPSHOT_MIN_BYTES = 64 * 2**20
+SNAPSHOT_LIMIT = 256
+# Working arrays while a node is grouped (its key, group ids, the hash table), per row.
+_WORK_BYTES_PER_ROW = 48
+
+
+def _row_bytes(hierarchies: Sequence[Hierarchy], sensitive: int, offsets: int) -> int:
+    """Bytes per frequency-table row: every level's code (4), the count (8), sensitive codes (8), cost offsets (8)."""
+    return 4 * sum(h.levels for h in hierarchies) + 8 + 8 * sensitive + 8 * offsets
+
+
+def memory_needed(engine: Engine, encoding: Encoding, models: Sequence[PrivacyModel], metrics: Sequence[Metric]) -> int:
+    """Bytes the in-process evaluator takes for ``encoding``: its arrays, room for snapshots, and working arrays."""
+    rows = int(engine.value(exp.select(exp.func("COUNT", exp.Star())).from_(encoding.table)))
+    hierarchies = [b.hierarchy for b in encoding.bound.values()]
+    table = rows * _row_bytes(hierarchies, len(encoding.sensitive), sum(m.cost_kind == "entropy" for m in metrics))
+    return table + max(int(table * SNAPSHOT_BYTES_SHARE), SNAPSHOT_MIN_BYTES) + rows * _WORK_BYTES_PER_ROW
+
+
+@dataclass
+class _Groups:
+    """Rows grouped by their values in some columns: each row's group id (numbered from 0 in order of first
+    appearance), how many groups, and each group's packed key."""
+
+    ids: np.ndarray
+    count: int
+    keys: np.ndarray
+    columns: Sequence[np.ndarray]
+    radices: Sequence[int] | None  # the key's mixed radix, None where it was made dense on the way
+
+    def values(self) -> list[np.ndarray]:
+        """Per column, each group's value: unpacked from the keys, or else read at each group's first row."""
+        if self.radices is None:
+            first = np.flatnonzero(np.diff(np.maximum.accumulate(self.ids), prepend=-1) > 0)
+            return [column[first] for column in self.columns]
+        key, values = self.keys.copy(), []
+        for radix, column in zip(reversed(self.radices), reversed(self.columns)):
+            values.append((key % radix).astype(column.dtype))
+            key //= radix
+        return values[::-1]
+
+
+def _group(columns: Sequence[np.ndarray], cards: Sequence[int]) -> _Groups:
+    """Rows grouped by their values in ``columns`` (column ``i`` holds codes below ``cards[i]``).  The codes are
+    packed into one integer key; where the key space would overflow, the key so far is made dense first."""
+    key = columns[0].astype(np.int64)
+    space = int(cards[0])
+    packed = True
+    for column, card in zip(columns[1:], cards[1:]):
+        if space * int(card) >= 2**62:
+            key, uniques = pd.factorize(key)
+            space, packed = len(uniques), False
+        key *= int(card)
+        key += column
+        space *= int(card)
+    return _factorized(key, columns, cards if packed else None)
+
+
+def _factorized(key: np.ndarray, columns: Sequence[np.ndarray], radices: Sequence[int] | None) -> _Groups:
+    ids, keys = pd.factorize(key)
+    return _Groups(ids, len(keys), keys, columns, radices)
+
+
+def _sums(ids: np.ndarray, weights: np.ndarray, groups: int) -> np.ndarray:
+    return np.bincount(ids, weights=weights, minlength=groups)
+
+
+@dataclass
+class _Rows:
+    """Frequency-table rows grouped at ``node``: each attribute's code at the node's level (the frequency table
+    itself, ``all_levels``, holds every level's codes), the record count, each sensitive attribute's value code and,
+    per metric with a ``B`` part, its rows' sum."""
+
+    node: np.ndarray
+    codes: list  # per attribute: codes at the node's level; or, for all_levels, a list of every level's codes
+    count: np.ndarray
+    sensitive: dict[str, np.ndarray]
+    offsets: dict[str, np.ndarray]
+    all_levels: bool = False
+
+    @property
+    def rows(self) -> int:
+        return len(self.count)
+
+    @property
+    def nbytes(self) -> int:
+        arrays = [self.count, *self.sensitive.values(), *self.offsets.values()]
+        arrays += [c for codes in self.codes for c in codes] if self.all_levels else list(self.codes)
+        return sum(a.nbytes for a in arrays)
+
+
+@dataclass
+class _NodeClasses:
+    """One node's classes over the rows it was computed from: the rows' codes at the node's levels, their class ids, each class's size, its cells
+    per sensitive attribute, and which violate the policy."""
+
+    node: np.ndarray
+    rows: _Rows
+    codes: list[np.ndarray]
+    classes: _Groups
+    sizes: np.ndarray
+    cells: dict[str, ClassCells]
+    violated: np.ndarray
+
+
+class MemoryNodeEvaluator(NodeEvaluator):
+    """Evaluates lattice nodes in process over the frequency table's arrays, each from the smallest snapshot below
+    it."""
+
+    def __init__(self, engine: Engine, encoding: Encoding, hierarchies: Sequence[Hierarchy],
+                 models: Sequence[PrivacyModel], metrics: Sequence[Metric], allowed_suppressed: int,
+                 monotone: bool, progress: Callable[[str], None] | None = None, suppressed_monotone: bool = True,
+                 suppressed_class: bool = True):
+        super().__init__(encoding, hierarchies, models, metrics, allowed_suppressed, monotone, progress,
+                         suppressed_monotone, suppressed_class)
+        self.engine = engine
+        self.checked_sensitive = list(dict.fromkeys(m.sensitive for m in self.models if m.sensitive is not None))
+        self.size_bounds = [m.minimum_size for m in self.models if m.minimum_size is not None]
+        self.base = self._read()
+        self._read_levels()
+        self.strided = self._strided()
+        self._read_costs()
+        self.failed_meets: list[tuple[np.ndarray, int]] = []  # with the rows they were grouped from
+        self.snapshots = _Snapshots(len(hierarchies),
+                                    max(int(self.base.nbytes * SNAPSHOT_BYTES_SHARE), SNAPSHOT_MIN_BYTES))
+
+    # ------------------------------------------------------------------ reading the encoding
+    def _read(self) -> _Rows:
+        """The frequency table's columns: codes (0-based) on every level, sensitive value codes (engine order), and
+        counts; and each sensitive attribute's values as text."""
+        table = self.encoding.table
+        codes = [code_column(i, j) for i, h in enumerate(self.hierarchies) for j in range(h.levels)]
+        widest = self.engine.rows(exp.select(*[exp.func("MAX", sb.col(c)) for c in codes]).from_(table))[0]
+        columns = [exp.cast(sb.col(c) - sb.lit(1), _code_type(m)).as_(c, quoted=True) for c, m in zip(codes, widest)]
+        self.values: dict[str, SensitiveValues] = {}
+        for k, name in enumerate(self.encoding.sensitive):
+            columns.append((_rank(sb.col(name)) - sb.lit(1)).as_(f"__s{k}", quoted=True))
+            distinct = exp.select(sb.col(name)).from_(table).distinct().subquery("v")
+            texts = (exp.select(sb.as_text(sb.col(name)), _rank(sb.col(name)).as_("__rank", quoted=True))
+                     .from_(distinct).order_by(sb.col("__rank")))
+            self.values[name] = SensitiveValues(tuple(text for text, _ in self.engine.rows(texts)))
+        columns.append(exp.cast(sb.col(COUNT), exp.DataType.build("BIGINT")).as_(COUNT, quoted=True))
+        arrays = self.engine.arrays(exp.select(*columns).from_(table))
+        # Per attribute and level, how many codes (codes are dense ranks of the generalized values).
+        largest = iter(int(m or 0) for m in widest)
+        self.cards = [[next(largest) for _ in range(h.levels)] for h in self.hierarchies]
+        return _Rows(node=np.zeros(len(self.hierarchies), dtype=np.int64),
+                     codes=[[np.asarray(arrays[code_column(i, j)]) for j in range(h.levels)]
+                            for i, h in enumerate(self.hierarchies)],
+                     count=np.asarray(arrays[COUNT], dtype=np.int64),
+                     sensitive={name: np.asarray(arrays[f"__s{k}"], dtype=np.int64)
+                                for k, name in enumerate(self.encoding.sensitive)},
+                     offsets={}, all_levels=True)
+
+    def _strided(self) -> list[list[np.ndarray]] | None:
+        """Per attribute and level, the frequency table's codes times a stride that packs every node's codes into
+        one key by a sum (strides from the level-0 code counts, which no level exceeds); None when such keys could
+        overflow or would not fit the budget of snapshots."""
+        strides = np.cumprod([1, *[cards[0] for cards in self.cards[:0:-1]]], dtype=object)[::-1]
+        levels = sum(h.levels for h in self.hierarchies)
+        if strides[0] * self.cards[0][0] >= 2**62 or 8 * levels * self.base.rows > SNAPSHOT_MIN_BYTES * 4:
+            return None
+        return [[codes.astype(np.int64) * int(stride) for codes in level_codes]
+                for level_codes, stride in zip(self.base.codes, strides)]
+
+    def _read_levels(self) -> None:
+        """Per attribute, the lookups from a level's codes to each higher level's (None where a generalized value
+        has several on the higher level, so snapshots at that level cannot serve it), and every sensitive
+        attribute's records per value."""
+        self.lifts: list[list[list[np.ndarray | None]]] = []
+        for i, hierarchy in enumerate(self.hierarchies):
+            frame = self.encoding.level_frame(i)
+            codes = [frame[f"code_{j}"].to_numpy(dtype=np.int64) - 1 for j in range(hierarchy.levels)]
+            lifts = []
+            for low in range(hierarchy.levels):
+                row = []
+                for high in range(hierarchy.levels):
+                    lookup = None
+                    if high >= low:
+                        lookup = np.zeros(self.cards[i][low], dtype=np.int64)
+                        lookup[codes[low]] = codes[high]
+                        if not np.array_equal(lookup[codes[low]], codes[high]):
+                            lookup = None
+                    row.append(lookup)
+                lifts.append(row)
+            self.lifts.append(lifts)
+        # Per attribute and level, whether a snapshot there serves every higher level.
+        self.liftable = np.zeros((len(self.hierarchies), max(h.levels for h in self.hierarchies)), dtype=bool)
+        for i, lifts in enumerate(self.lifts):
+            for low, row in enumerate(lifts):
+                self.liftable[i, low] = all(lookup is not None for lookup in row[low:])
+        self.table_counts = {name: _sums(codes, self.base.count, len(self.values[name]))
+                             for name, codes in self.base.sensitive.items()}
+        self.records = int(self.base.count.sum())
+
+    def _read_costs(self) -> None:
+        """Per record-cost metric: ``A`` per attribute, level and code (weighted), the constant of a suppressed
+        record, and the rows' ``B`` sums (non-uniform entropy only)."""
+        costs = self.costs
+        self.cost_parts: dict[str, list[list[np.ndarray]]] = {}
+        self.suppressed_part: dict[str, float] = {}
+        for metric in costs.metrics:
+            kind, weights = metric.cost_kind, costs.weights[metric.name]
+            entropy = kind == "entropy"
+            # A suppressed record's entropy cost is log2(records / its value's count): the constant log2(records).
+            constant = math.log2(costs.records) if entropy else 1.0
+            parts, offset = [], np.zeros(self.base.rows)
+            for i, (attribute, hierarchy) in enumerate(zip(self.encoding.attributes, self.hierarchies)):
+                weight, table = weights[attribute], costs.attributes[i].table
+                levels = costs.attributes[i].levels
+                own = (table[cost_column(kind, i, None)].to_numpy(dtype=np.float64) - constant if entropy
+                       else np.zeros(len(table)))
+                per_level = []
+                for j in range(hierarchy.levels):
+                    part = np.zeros(self.cards[i][j])
+                    part[levels[f"code_{j}"].to_numpy(dtype=np.int64) - 1] = weight * (
+                        table[cost_column(kind, i, j)].to_numpy(dtype=np.float64) - own)
+                    per_level.append(part)
+                parts.append(per_level)
+                if entropy:
+                    by_code = np.zeros(self.cards[i][0])
+                    by_code[table["code"].to_numpy(dtype=np.int64) - 1] = weight * own
+                    offset += by_code[self.base.codes[i][0]] * self.base.count
+            self.cost_parts[metric.name] = parts
+            self.suppressed_part[metric.name] = constant * sum(weights.values())
+            if entropy:
+                self.base.offsets[metric.name] = offset
+
+    # ------------------------------------------------------------------ evaluating
+    def _source(self, node: np.ndarray) -> _Rows:
+        """The snapshot with the fewest rows that can compute ``node`` (the frequency table when none can)."""
+        snapshots = self.snapshots
+        if not snapshots.count:
+            return self.base
+        below = np.flatnonzero((snapshots.nodes[:snapshots.count] <= node).all(axis=1))
+        if not len(below):
+            return self.base
+        return snapshots.use(int(below[np.argmin(snapshots.rows[below])]))
+
+    def _codes(self, rows: _Rows, node: np.ndarray) -> list[np.ndarray]:
+        if rows.all_levels:
+            return [rows.codes[i][level] for i, level in enumerate(node)]
+        return [codes if low == level else self.lifts[i][low][level][codes]
+                for i, (codes, low, level) in enumerate(zip(rows.codes, rows.node, node))]
+
+    def _classes(self, node: np.ndarray) -> _NodeClasses:
+        rows = self._source(node)
+        codes = self._codes(rows, node)
+        if rows is self.base and self.strided is not None:
+            key = self.strided[0][node[0]].copy()
+            for i in range(1, len(node)):
+                key += self.strided[i][node[i]]
+            groups = _factorized(key, codes, [cards[0] for cards in self.cards])
+        else:
+            groups = _group(codes, [self.cards[i][level] for i, level in enumerate(node)])
+        ids, classes = groups.ids, groups.count
+        sizes = np.rint(_sums(ids, rows.count, classes)).astype(np.int64)
+        cells = {name: self._cells(ids, sizes, rows, name) for name in self.checked_sensitive}
+        violated = np.zeros(classes, dtype=bool)
+        for bound in self.size_bounds:
+            violated |= sizes < bound
+        for model in self.models:
+            if model.sensitive is not None:
+                verdicts = model.cell_violations(cells[model.sensitive])
+                if verdicts is not None:
+                    violated |= verdicts
+        if self.settles:
+            self._settle(violated, cells)
+        return _NodeClasses(node, rows, codes, groups, sizes, cells, violated)
+
+    def _cells(self, ids: np.ndarray, sizes: np.ndarray, rows: _Rows, name: str) -> ClassCells:
+        values = self.values[name]
+        key = ids * len(values) + rows.sensitive[name]
+        cell_ids, cells = pd.factorize(key)
+        counts = np.rint(_sums(cell_ids, rows.count, len(cells))).astype(np.int64)
+        order = np.argsort(cells, kind="stable")
+        cells, counts = cells[order], counts[order]
+        return ClassCells(sizes=sizes, cell_class=cells // len(values), cell_value=cells % len(values),
+                          cell_count=counts, table_counts=self.table_counts[name], values=values)
+
+    def _settle(self, violated: np.ndarray, cells: dict[str, ClassCells]) -> None:
+        """Drop mode's fixed point, in place on ``violated``: the kept classes checked again against the records
+        kept, by the models that compare with the table, until none more violates."""
+        comparing = [m for m in self.models if m.compares_with_table]
+        while True:
+            kept = np.flatnonzero(~violated)
+            position = np.full(len(violated), -1)
+            position[kept] = np.arange(len(kept))
+            newly = np.zeros(len(kept), dtype=bool)
+            for model in comparing:
+                newly |= model.cell_violations(_kept_cells(cells[model.sensitive], kept, position))
+            if not newly.any():
+                return
+            violated[kept[newly]] = True
+
+    def _totals(self, classes: _NodeClasses) -> NodeTotals:
+        sizes, violated, ids, rows = classes.sizes, classes.violated, classes.classes.ids, classes.rows
+        kept = ~violated
+        squares = sizes.astype(np.float64) ** 2
+        costs = {}
+        for metric in self.costs.metrics:
+            parts = self.cost_parts[metric.name]
+            per_record = np.zeros(rows.rows)
+            for i, codes in enumerate(classes.codes):
+                per_record += parts[i][classes.node[i]][codes]
+            per_row = per_record * rows.count
+            offsets = rows.offsets.get(metric.name)
+            if offsets is not None:
+                per_row += offsets
+            per_class = _sums(ids, per_row, len(sizes))
+            suppressed = float(sizes[violated].sum()) * self.suppressed_part[metric.name]
+            if offsets is not None:
+                suppressed += float(_sums(ids, offsets, len(sizes))[violated].sum())
+            costs[metric.name] = (float(per_class.sum()), float(per_class[kept].sum()), suppressed)
+        return NodeTotals(records=self.records, suppressed=int(sizes[violated].sum()), classes=len(sizes),
+                          kept_classes=int(kept.sum()), squares=float(squares.sum()),
+                          kept_squares=float(squares[kept].sum()), costs=costs)
+
+    def _evaluate(self, indices: list[int]) -> dict[int, NodeResult]:
+        # Lower nodes first: their snapshots may serve the higher ones of the batch.
+        order = sorted(indices, key=lambda i: (int(self.lattice.heights[i]), i))
+        self._snapshot_meets(self.lattice.nodes[order])
+        results = {}
+        for index in order:
+            node = self.lattice.nodes[index]
+            classes = self._classes(node)
+            totals = self._totals(classes)
+            too_small = any(totals.suppressed < bound for bound in self.size_bounds)
+            results[index] = self._result(index, totals, suppressed_too_small=too_small)
+            if self._may_snapshot(node, classes.rows, len(classes.sizes)):
+                self._snapshot(node, classes.rows, classes.classes)
+        return results
+
+    # ------------------------------------------------------------------ snapshots
+    def _may_snapshot(self, node: np.ndarray, source: _Rows, classes: int) -> bool:
+        """Whether ``node``'s rows, in ``classes`` classes or more, may become a snapshot: far fewer than the rows of
+        ``source`` it is computed from, its every attribute's codes map to each higher level's, and it serves a node
+        the search may still ask for."""
+        if (source.rows < SNAPSHOT_MIN_ROWS or classes * SNAPSHOT_REDUCTION > source.rows
+                or not self.liftable[np.arange(len(node)), node].all() or self.snapshots.holds(node)):
+            return False
+        if self.pending is None:
+            return True
+        # Only where the search may still ask for a node it serves.
+        above = self.masks.up(self.lattice.index(tuple(int(v) for v in node)))
+        return bool((above & self.pending & ~self.evaluated).any())
+
+    def _snapshot(self, node: np.ndarray, source: _Rows, classes: _Groups) -> bool:
+        """Keep ``node``'s rows -- ``source``'s rows grouped into its ``classes`` -- grouped by class and sensitive
+        values as a snapshot, when they are few enough; whether they were."""
+        rows = classes
+        if source.sensitive:
+            rows = _group([classes.ids, *source.sensitive.values()],
+                          [classes.count, *[len(self.values[name]) for name in source.sensitive]])
+            if rows.count * SNAPSHOT_REDUCTION > source.rows:
+                return False
+        values = rows.values()
+        codes = classes.values()
+        if source.sensitive:
+            codes = [c[values[0]] for c in codes]
+        self.snapshots.add(_Rows(node=node.copy(), codes=codes,
+                                 count=np.rint(_sums(rows.ids, source.count, rows.count)).astype(np.int64),
+                                 sensitive=dict(zip(source.sensitive, values[1:])),
+                                 offsets={name: _sums(rows.ids, offsets, rows.count)
+                                          for name, offsets in source.offsets.items()}))
+        return True
+
+    def _snapshot_meets(self, nodes: np.ndarray) -> None:
+        """Before evaluating a batch, group the rows that several nodes would read at their meet (each attribute at
+        their lowest level) once, when that leaves far fewer rows: a search that works down from the nodes it found
+        evaluates nodes below every snapshot, which would each read the whole frequency table.  First the meet of
+        every node the search may still ask for (:attr:`pending`), which rises as the search settles the lattice's
+        lower part; then the meet of the batch's nodes that read one source."""
+        if self.pending is not None and self.pending.any():
+            self._snapshot_meet(np.minimum(self.lattice.nodes[self.pending].min(axis=0), nodes.min(axis=0)))
+        readers: dict[int, list[np.ndarray]] = {}
+        for node in nodes:
+            readers.setdefault(id(self._source(node)), []).append(node)
+        for members in readers.values():
+            if len(members) > 1:
+                self._snapshot_meet(np.min(members, axis=0))
+
+    def _snapshot_meet(self, meet: np.ndarray) -> None:
+        source = self._source(meet)
+        # A meet at or below one that left too many of as many rows or more would too.
+        if (not meet.any() or not self._may_snapshot(meet, source, 0)
+                or any(rows >= source.rows and (meet <= failed).all() for failed, rows in self.failed_meets)):
+            return
+        classes = _group(self._codes(source, meet), [self.cards[i][level] for i, level in enumerate(meet)])
+        if classes.count * SNAPSHOT_REDUCTION > source.rows or not self._snapshot(meet, source, classes):
+            self.failed_meets.append((meet, source.rows))
+
+    # ------------------------------------------------------------------ the rest of the interface
+    def _suppressed_class_violates(self, node: Node) -> bool:
+        classes = self._classes(np.asarray(node, dtype=np.int64))
+        violated = classes.violated
+        size = int(classes.sizes[violated].sum())
+        if any(size < bound for bound in self.size_bounds):
+            return True
+        for model in self.models:
+            if model.sensitive is None:
+                continue
+            cells = classes.cells[model.sensitive]
+            inside = violated[cells.cell_class]
+            counts = _sums(cells.cell_value[inside], cells.cell_count[inside], len(cells.values))
+            present = np.flatnonzero(counts)
+            merged = ClassCells(sizes=np.array([size], dtype=np.int64), cell_class=np.zeros(len(present), np.int64),
+                                cell_value=present, cell_count=np.rint(counts[present]).astype(np.int64),
+                                table_counts=cells.table_counts, values=cells.values)
+            verdict = model.cell_violations(merged)
+            if verdict is not None and bool(verdict[0]):
+                return True
+        return False
+
+    def close(self) -> None:
+        self.snapshots = _Snapshots(len(self.hierarchies), 0)
+
+
+class _Snapshots:
+    """Snapshots within a byte budget and a count, the least recently used dropped first; their nodes and row counts
+    as arrays, so that finding the smallest one below a node is one comparison."""
+
+    def __init__(self, attributes: int, budget: int):
+        self.budget, self.used, self.count, self.clock = budget, 0, 0, 0
+        self.nodes = np.zeros((SNAPSHOT_LIMIT, attributes), dtype=np.int64)
+        self.rows = np.zeros(SNAPSHOT_LIMIT, dtype=np.int64)
+        self.last_use = np.zeros(SNAPSHOT_LIMIT, dtype=np.int64)
+        self.kept: list[_Rows] = []
+
+    def holds(self, node: np.ndarray) -> bool:
+        return bool((self.nodes[:self.count] == node).all(axis=1).any())
+
+    def use(self, position: int) -> _Rows:
+        self.clock += 1
+        self.last_use[position] = self.clock
+        return self.kept[position]
+
+    def add(self, rows: _Rows) -> None:
+        while self.count and (self.count == SNAPSHOT_LIMIT or self.used + rows.nbytes > self.budget):
+            self._drop(int(np.argmin(self.last_use[:self.count])))
+        if rows.nbytes > self.budget:
+            return
+        self.nodes[self.count], self.rows[self.count] = rows.node, rows.rows
+        self.kept.append(rows)
+        self.used += rows.nbytes
+        self.count += 1
+        self.use(self.count - 1)
+
+    def _drop(self, position: int) -> None:
+        last = self.count - 1
+        self.used -= self.kept[position].nbytes
+        self.kept[position] = self.kept[last]
+        self.kept.pop()
+        for array in (self.nodes, self.rows, self.last_use):
+            array[position] = array[last]
+        self.count = last
+
+
+def _kept_cells(cells: ClassCells, kept: np.ndarray, position: np.ndarray) -> ClassCells:
+    """``cells`` of the classes ``kept`` only (renumbered by ``position``), in a table of their records alone."""
+    inside = position[cells.cell_class] >= 0
+    value, count = cells.cell_value[inside], cells.cell_count[inside]
+    return ClassCells(sizes=cells.sizes[kept], cell_class=position[cells.cell_class[inside]], cell_value=value,
+                      cell_count=count, table_counts=np.rint(_sums(value, count, len(cells.values))).astype(np.int64),
+                      values=cells.values)
+
+
+def _rank(column: exp.Expression) -> exp.Expression:
+    """A value's dense rank in the engine's ascending order (the order the SQL models sort values in)."""
+    return exp.Window(this=exp.func("DENSE_RANK"), order=exp.Order(expressions=[exp.Ordered(this=column)]))
+
+
+def _code_type(largest: int | None) -> exp.DataType:
+    """The narrowest signed integer type for codes up to ``largest``."""
+    return exp.DataType.build("SMALLINT" if (largest or 0) < 2**15 else "INTEGER")
