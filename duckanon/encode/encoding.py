@@ -9,7 +9,8 @@ that small table, with no join to any hierarchy.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import TypeVar
 
 import pandas as pd
 from sqlglot import exp
@@ -20,6 +21,7 @@ from ..privacy.classes import Classes
 from ..sqlgen import build as sb
 
 COUNT = "__count"
+T = TypeVar("T")
 _serial = itertools.count()
 
 
@@ -48,6 +50,7 @@ class Encoding:
         self.bound = dict(bound)
         self.sensitive = list(sensitive)
         self.table = sb.table(f"__duckanon_frequencies_{next(_serial)}")
+        self._memo: dict[str, object] = {}
         self._build(counted)
 
     def _build(self, counted: exp.Table) -> None:
@@ -101,6 +104,14 @@ class Encoding:
             keys.append(code_column(i, levels[attribute]))
         return Classes.of(self.table, keys, weight=COUNT)
 
+    def memo(self, key: str, compute: Callable[[], T]) -> T:
+        """What ``compute`` derives from this encoding, computed once (under ``key``) and kept while it lives: the
+        searches on one encoded source share what they read from its frequency table."""
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
+
     def close(self) -> None:
+        self._memo.clear()
         for table in [self.table, *self.code_tables]:
             self.engine.run(sb.drop("TABLE", table))

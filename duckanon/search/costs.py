@@ -35,28 +35,21 @@ class RecordCosts:
     :class:`AttributeCosts`, and per cost kind and attribute the table's total cost on each level."""
 
     def __init__(self, encoding: Encoding, hierarchies: Sequence[Hierarchy], metrics: Sequence[Metric]):
-        engine = encoding.engine
         self.names = list(encoding.attributes)
         self.metrics = [m for m in metrics if m.cost_kind is not None]
         self.weights = {m.name: m.weights(encoding.attributes) for m in self.metrics}
         self.kinds = sorted({m.cost_kind for m in self.metrics})
-        self.attributes: list[AttributeCosts] = []
         self.level_costs: dict[str, list[np.ndarray]] = {kind: [] for kind in self.kinds}
-        self.records = 0
+        self.records, self.attributes = 0, []
         if not self.kinds:
             return
-        self.records = int(engine.value(exp.select(exp.func("SUM", sb.col(COUNT))).from_(encoding.table)))
-        for i, hierarchy in enumerate(hierarchies):
-            levels = encoding.level_frame(i)
-            code = sb.col(code_column(i, 0))
-            counts = pd.Series(dict(engine.rows(exp.select(code, exp.func("SUM", sb.col(COUNT)))
-                                                .from_(encoding.table).group_by(code.copy()))))
-            table = cost_table(levels, counts, hierarchy, i, self.kinds, self.records)
-            self.attributes.append(AttributeCosts(levels, counts, table))
-            weight = table["code"].map(counts).fillna(0).to_numpy(dtype=np.float64)
+        self.records, self.attributes = encoding.memo(f"record costs {self.kinds}",
+                                                      lambda: _read(encoding, hierarchies, self.kinds))
+        for i, (attribute, hierarchy) in enumerate(zip(self.attributes, hierarchies)):
+            weight = attribute.table["code"].map(attribute.counts).fillna(0).to_numpy(dtype=np.float64)
             for kind in self.kinds:
                 self.level_costs[kind].append(np.array(
-                    [weight @ table[cost_column(kind, i, j)].to_numpy(dtype=np.float64)
+                    [weight @ attribute.table[cost_column(kind, i, j)].to_numpy(dtype=np.float64)
                      for j in range(hierarchy.levels)]))
 
     def prior_bounds(self, metric: Metric, nodes: np.ndarray) -> np.ndarray | None:
@@ -70,3 +63,18 @@ class RecordCosts:
         if bounds is None:
             return None
         return bounds - 1e-9 * np.abs(bounds) - 1e-12
+
+
+def _read(encoding: Encoding, hierarchies: Sequence[Hierarchy], kinds: Sequence[str]
+          ) -> tuple[int, list[AttributeCosts]]:
+    """The records of an encoding and each attribute's costs of ``kinds``."""
+    engine = encoding.engine
+    records = int(engine.value(exp.select(exp.func("SUM", sb.col(COUNT))).from_(encoding.table)))
+    attributes = []
+    for i, hierarchy in enumerate(hierarchies):
+        levels = encoding.level_frame(i)
+        code = sb.col(code_column(i, 0))
+        counts = pd.Series(dict(engine.rows(exp.select(code, exp.func("SUM", sb.col(COUNT)))
+                                            .from_(encoding.table).group_by(code.copy()))))
+        attributes.append(AttributeCosts(levels, counts, cost_table(levels, counts, hierarchy, i, kinds, records)))
+    return records, attributes

@@ -20,6 +20,7 @@ and classes; metric values up to floating-point summation order), which tests ch
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from collections.abc import Callable, Sequence
@@ -161,37 +162,30 @@ class _NodeClasses:
     violated: np.ndarray
 
 
-class MemoryNodeEvaluator(NodeEvaluator):
-    """Evaluates lattice nodes in process over the frequency table's arrays, each from the smallest snapshot below
-    it."""
+class FrequencyArrays:
+    """An encoding's frequency table as arrays, read once and shared by every in-process evaluator over it (kept in
+    the encoding's memo): every level's codes, counts, sensitive value codes and texts, each attribute's code counts
+    per level and the lookups from a level's codes to a higher level's."""
 
-    def __init__(self, engine: Engine, encoding: Encoding, hierarchies: Sequence[Hierarchy],
-                 models: Sequence[PrivacyModel], metrics: Sequence[Metric], allowed_suppressed: int,
-                 monotone: bool, progress: Callable[[str], None] | None = None, suppressed_monotone: bool = True,
-                 suppressed_class: bool = True):
-        super().__init__(encoding, hierarchies, models, metrics, allowed_suppressed, monotone, progress,
-                         suppressed_monotone, suppressed_class)
-        self.engine = engine
-        self.checked_sensitive = list(dict.fromkeys(m.sensitive for m in self.models if m.sensitive is not None))
-        self.size_bounds = [m.minimum_size for m in self.models if m.minimum_size is not None]
-        self.base = self._read()
-        self._read_levels()
+    def __init__(self, engine: Engine, encoding: Encoding, hierarchies: Sequence[Hierarchy]):
+        self.engine, self.hierarchies = engine, list(hierarchies)
+        self.base = self._read(encoding)
+        self._read_levels(encoding)
         self.strided = self._strided()
-        self._read_costs()
-        self.failed_meets: list[tuple[np.ndarray, int]] = []  # with the rows they were grouped from
-        self.snapshots = _Snapshots(len(hierarchies),
-                                    max(int(self.base.nbytes * SNAPSHOT_BYTES_SHARE), SNAPSHOT_MIN_BYTES))
 
-    # ------------------------------------------------------------------ reading the encoding
-    def _read(self) -> _Rows:
+    @classmethod
+    def of(cls, engine: Engine, encoding: Encoding, hierarchies: Sequence[Hierarchy]) -> FrequencyArrays:
+        return encoding.memo(cls.__name__, lambda: cls(engine, encoding, hierarchies))
+
+    def _read(self, encoding: Encoding) -> _Rows:
         """The frequency table's columns: codes (0-based) on every level, sensitive value codes (engine order), and
         counts; and each sensitive attribute's values as text."""
-        table = self.encoding.table
+        table = encoding.table
         codes = [code_column(i, j) for i, h in enumerate(self.hierarchies) for j in range(h.levels)]
         widest = self.engine.rows(exp.select(*[exp.func("MAX", sb.col(c)) for c in codes]).from_(table))[0]
         columns = [exp.cast(sb.col(c) - sb.lit(1), _code_type(m)).as_(c, quoted=True) for c, m in zip(codes, widest)]
         self.values: dict[str, SensitiveValues] = {}
-        for k, name in enumerate(self.encoding.sensitive):
+        for k, name in enumerate(encoding.sensitive):
             columns.append((_rank(sb.col(name)) - sb.lit(1)).as_(f"__s{k}", quoted=True))
             distinct = exp.select(sb.col(name)).from_(table).distinct().subquery("v")
             texts = (exp.select(sb.as_text(sb.col(name)), _rank(sb.col(name)).as_("__rank", quoted=True))
@@ -207,7 +201,7 @@ class MemoryNodeEvaluator(NodeEvaluator):
                             for i, h in enumerate(self.hierarchies)],
                      count=np.asarray(arrays[COUNT], dtype=np.int64),
                      sensitive={name: np.asarray(arrays[f"__s{k}"], dtype=np.int64)
-                                for k, name in enumerate(self.encoding.sensitive)},
+                                for k, name in enumerate(encoding.sensitive)},
                      offsets={}, all_levels=True)
 
     def _strided(self) -> list[list[np.ndarray]] | None:
@@ -221,13 +215,13 @@ class MemoryNodeEvaluator(NodeEvaluator):
         return [[codes.astype(np.int64) * int(stride) for codes in level_codes]
                 for level_codes, stride in zip(self.base.codes, strides)]
 
-    def _read_levels(self) -> None:
+    def _read_levels(self, encoding: Encoding) -> None:
         """Per attribute, the lookups from a level's codes to each higher level's (None where a generalized value
         has several on the higher level, so snapshots at that level cannot serve it), and every sensitive
         attribute's records per value."""
         self.lifts: list[list[list[np.ndarray | None]]] = []
         for i, hierarchy in enumerate(self.hierarchies):
-            frame = self.encoding.level_frame(i)
+            frame = encoding.level_frame(i)
             codes = [frame[f"code_{j}"].to_numpy(dtype=np.int64) - 1 for j in range(hierarchy.levels)]
             lifts = []
             for low in range(hierarchy.levels):
@@ -250,6 +244,29 @@ class MemoryNodeEvaluator(NodeEvaluator):
         self.table_counts = {name: _sums(codes, self.base.count, len(self.values[name]))
                              for name, codes in self.base.sensitive.items()}
         self.records = int(self.base.count.sum())
+
+
+class MemoryNodeEvaluator(NodeEvaluator):
+    """Evaluates lattice nodes in process over the frequency table's arrays, each from the smallest snapshot below
+    it."""
+
+    def __init__(self, engine: Engine, encoding: Encoding, hierarchies: Sequence[Hierarchy],
+                 models: Sequence[PrivacyModel], metrics: Sequence[Metric], allowed_suppressed: int,
+                 monotone: bool, progress: Callable[[str], None] | None = None, suppressed_monotone: bool = True,
+                 suppressed_class: bool = True):
+        super().__init__(encoding, hierarchies, models, metrics, allowed_suppressed, monotone, progress,
+                         suppressed_monotone, suppressed_class)
+        self.checked_sensitive = list(dict.fromkeys(m.sensitive for m in self.models if m.sensitive is not None))
+        self.size_bounds = [m.minimum_size for m in self.models if m.minimum_size is not None]
+        arrays = FrequencyArrays.of(engine, encoding, hierarchies)
+        self.cards, self.values, self.lifts, self.liftable = arrays.cards, arrays.values, arrays.lifts, arrays.liftable
+        self.table_counts, self.records, self.strided = arrays.table_counts, arrays.records, arrays.strided
+        # The entropy metrics' offsets are this evaluator's own.
+        self.base = dataclasses.replace(arrays.base, offsets={})
+        self._read_costs()
+        self.failed_meets: list[tuple[np.ndarray, int]] = []  # with the rows they were grouped from
+        self.snapshots = _Snapshots(len(hierarchies),
+                                    max(int(self.base.nbytes * SNAPSHOT_BYTES_SHARE), SNAPSHOT_MIN_BYTES))
 
     def _read_costs(self) -> None:
         """Per record-cost metric: ``A`` per attribute, level and code (weighted), the constant of a suppressed
