@@ -122,14 +122,17 @@ class Anonymizer:
         return attribute_weights(self.engine, source_relation(self.engine, source), attributes, kind=kind, label=label)
 
     def search(self, source, policy: Policy | str, *, metric: Metric | str = "loss", strategy: str = "optimal",
-               label: str | None = None, evaluator: str = "auto", memory_budget: int | None = None) -> SearchResult:
+               label: str | None = None, evaluator: str = "auto", memory_budget: int | None = None,
+               time_limit: float | None = None, check_limit: int | None = None) -> SearchResult:
         """The full-domain generalization that satisfies ``policy`` and minimizes ``metric``.
 
         ``strategy``: ``optimal`` (exact), ``samarati`` (seed 002) or ``exhaustive``; ``label`` is the class column
         that ``mi-loss`` weighs attributes by.  ``evaluator``: ``memory`` checks nodes in process, ``sql`` in the
         database, ``auto`` in process when that needs at most ``memory_budget`` bytes (by default
-        :data:`~duckanon.search.memory_evaluator.DEFAULT_MEMORY_BUDGET`)."""
-        return search_run.search(self.workspace, source, policy, metric, strategy, label, evaluator, memory_budget)
+        :data:`~duckanon.search.memory_evaluator.DEFAULT_MEMORY_BUDGET`).  ``time_limit`` (seconds) and
+        ``check_limit`` (nodes) stop the search early: it returns the best node found, with ``proven`` False."""
+        return search_run.search(self.workspace, source, policy, metric, strategy, label, evaluator, memory_budget,
+                                 time_limit, check_limit)
 
     def solution_space(self, source, policy: Policy | str, *, metrics: Sequence[Metric | str] = ("loss",),
                        label: str | None = None, table: str | None = None, evaluator: str = "auto",
@@ -141,12 +144,12 @@ class Anonymizer:
 
     def anonymize(self, source, policy: Policy | str, path: str | os.PathLike, *, metric: Metric | str = "loss",
                   strategy: str = "optimal", label: str | None = None, table: str = "release",
-                  format: str | None = None, evaluator: str = "auto",
-                  memory_budget: int | None = None) -> tuple[SearchResult, Release]:
-        """Search the best transformation and publish it (``format`` as :meth:`publish`, ``evaluator`` as
-        :meth:`search`)."""
+                  format: str | None = None, evaluator: str = "auto", memory_budget: int | None = None,
+                  time_limit: float | None = None, check_limit: int | None = None) -> tuple[SearchResult, Release]:
+        """Search the best transformation and publish it (``format`` as :meth:`publish`; ``evaluator`` and the
+        limits as :meth:`search`: a search stopped by a limit publishes the best node it found)."""
         return search_run.anonymize(self.workspace, source, policy, path, metric, strategy, label, table, format,
-                                    evaluator, memory_budget)
+                                    evaluator, memory_budget, time_limit, check_limit)
 
     # ---------------------------------------------------------------- publish
     def publish(self, source, policy: Policy | str, transformation: Transformation | Mapping[str, int],

@@ -53,7 +53,8 @@ def _generalize(args: argparse.Namespace, console: Console, anon: Anonymizer, so
         levels = args.levels
     else:
         result = anon.search(source.relation, policy, metric=args.metric, strategy=args.strategy, label=args.label,
-                             evaluator=args.evaluator, memory_budget=args.memory_budget)
+                             evaluator=args.evaluator, memory_budget=args.memory_budget,
+                             time_limit=args.time_limit, check_limit=args.check_limit)
         console.say(result.summary())
         if not result.found:
             return NOT_MET

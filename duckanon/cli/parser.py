@@ -147,6 +147,11 @@ def _search() -> Parser:
     search.add_argument("--memory-budget", type=values.byte_size, metavar="BYTES",
                         help="with --evaluator auto, the memory that checking nodes in process may take: 2GB, 500MB, "
                              "or a number of bytes")
+    search.add_argument("--time-limit", type=values.positive, metavar="SECONDS",
+                        help="stop the search after this long and take the best transformation found (not proven "
+                             "optimal)")
+    search.add_argument("--check-limit", type=values.positive_whole, metavar="NODES",
+                        help="stop the search after checking this many transformations and take the best found")
     return parser
 
 

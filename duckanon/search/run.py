@@ -30,10 +30,12 @@ from ..utility.metrics import METRICS, WEIGHTED, Loss, Metric, metric_names
 from ..utility.weights import attribute_weights
 from . import strategies
 from .evaluator import NodeEvaluator
+from .memory_evaluator import DEFAULT_MEMORY_BUDGET, MemoryNodeEvaluator, memory_needed
 from .sql_evaluator import SqlNodeEvaluator
-from .strategies import STRATEGIES, SearchResult
+from .strategies import STRATEGIES, SearchBudget, SearchResult
 
-EVALUATORS = ("auto", "memory", "sql")
+EVALUATOR_CLASSES: dict[str, type[NodeEvaluator]] = {"memory": MemoryNodeEvaluator, "sql": SqlNodeEvaluator}
+EVALUATORS = ("auto", *EVALUATOR_CLASSES)
 
 
 def resolve_metric(workspace: Workspace, bound: BoundPolicy, metric: Metric | str, label: str | None) -> Metric:
@@ -74,7 +76,7 @@ def evaluator(workspace: Workspace, bound: BoundPolicy, metrics: Sequence[Metric
         allowed = bound.allowed_suppressed
         suppressed_monotone = all(m.monotone_under_suppression for m in bound.policy.models)
         monotone = allowed == 0 or suppressed_monotone
-        built = _evaluator_class(kind)(
+        built = EVALUATOR_CLASSES[kind](
             workspace.engine, encoding, [b.hierarchy for b in bound.hierarchies.values()], bound.policy.models,
             resolved, allowed, monotone, workspace.progress, suppressed_monotone,
             suppressed_class=bound.policy.suppression == "replace")
@@ -91,7 +93,6 @@ def _chosen(workspace: Workspace, encoding: Encoding, bound: BoundPolicy, metric
     if kind != "auto":
         workspace.announce(f"evaluating nodes {_WHERE[kind]}, as asked")
         return kind
-    from .memory_evaluator import DEFAULT_MEMORY_BUDGET, memory_needed
     budget = DEFAULT_MEMORY_BUDGET if memory_budget is None else memory_budget
     needed = memory_needed(workspace.engine, encoding, bound.policy.models, metrics)
     kind = "memory" if needed <= budget else "sql"
@@ -103,29 +104,28 @@ def _chosen(workspace: Workspace, encoding: Encoding, bound: BoundPolicy, metric
 _WHERE = {"memory": "in process", "sql": "in SQL"}
 
 
-def _evaluator_class(kind: str) -> type[NodeEvaluator]:
-    if kind == "sql":
-        return SqlNodeEvaluator
-    from .memory_evaluator import MemoryNodeEvaluator
-    return MemoryNodeEvaluator
-
-
 def _size(count: int) -> str:
-    """A byte count for people: 12 MB, 1.5 GB."""
-    return f"{count / 1e9:.1f} GB" if count >= 1e9 else f"{count / 1e6:.0f} MB"
+    """A byte count for people: 40 KB, 12 MB, 1.5 GB."""
+    if count >= 1e9:
+        return f"{count / 1e9:.1f} GB"
+    return f"{count / 1e6:.0f} MB" if count >= 1e6 else f"{count / 1e3:.0f} KB"
 
 
 def search(workspace: Workspace, source, policy: Policy | str, metric: Metric | str, strategy: str,
-           label: str | None, evaluator_kind: str = "auto", memory_budget: int | None = None) -> SearchResult:
+           label: str | None, evaluator_kind: str = "auto", memory_budget: int | None = None,
+           time_limit: float | None = None, check_limit: int | None = None) -> SearchResult:
     """The full-domain generalization that satisfies ``policy`` and minimizes ``metric``, found by ``strategy``
-    (nodes evaluated as ``evaluator_kind`` and ``memory_budget`` choose, see :func:`evaluator`)."""
+    (nodes evaluated as ``evaluator_kind`` and ``memory_budget`` choose, see :func:`evaluator`); within
+    ``time_limit`` seconds and ``check_limit`` nodes evaluated, when given (see
+    :class:`~duckanon.search.strategies.SearchBudget`)."""
     if strategy not in STRATEGIES:
         raise PolicyError(f"unknown search strategy {strategy!r}; known: {', '.join(STRATEGIES)}")
     checked_evaluator(evaluator_kind, memory_budget)
+    budget = SearchBudget(time_limit, check_limit)
     with bind(workspace, source, policy) as bound, evaluator(workspace, bound, [metric], label, evaluator_kind,
                                                              memory_budget) as nodes:
         workspace.announce(f"{strategy} search over {nodes.lattice.size} transformations")
-        return STRATEGIES[strategy]().search(nodes)
+        return STRATEGIES[strategy]().search(nodes, budget)
 
 
 def solution_space(workspace: Workspace, source, policy: Policy | str, metrics: Sequence[Metric | str],
@@ -164,10 +164,12 @@ def publish_generalization(workspace: Workspace, source, policy: Policy | str,
 
 def anonymize(workspace: Workspace, source, policy: Policy | str, path: str | os.PathLike, metric: Metric | str,
               strategy: str, label: str | None, table: str, format: str | None, evaluator_kind: str = "auto",
-              memory_budget: int | None = None) -> tuple[SearchResult, Release]:
-    """Search the best transformation and publish it."""
+              memory_budget: int | None = None, time_limit: float | None = None, check_limit: int | None = None
+              ) -> tuple[SearchResult, Release]:
+    """Search the best transformation (within the limits, as :func:`search`) and publish it."""
     release_format(path, format)
-    result = search(workspace, source, policy, metric, strategy, label, evaluator_kind, memory_budget)
+    result = search(workspace, source, policy, metric, strategy, label, evaluator_kind, memory_budget, time_limit,
+                    check_limit)
     if not result.found:
         raise PolicyNotSatisfied(result.summary())
     return result, publish_generalization(workspace, source, policy, FullDomainGeneralization(result.levels), path,

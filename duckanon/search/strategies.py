@@ -9,7 +9,10 @@ models are monotone, and what a verdict lets them conclude, is told there):
   whenever the node does), or by a node below it whose lower bound reaches the best value found; it interleaves
   binary searches along paths up the lattice with the evaluation of the nodes known to satisfy;
 - :class:`SamaratiSearch` is seed 002's binary search on lattice height: the best node of the lowest height at which
-  any node satisfies (exact for monotone policies).
+  any node satisfies (exact for monotone policies), settling most nodes of a height without evaluating them.
+
+A :class:`SearchBudget` bounds a search's time or checks (its result then says whether it is proven) and reports
+its progress.
 
 :func:`solution_space` lists every satisfying node with every metric's value.
 """
@@ -18,20 +21,87 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
+from ..parameters import checked_number
 from .evaluator import NodeEvaluator, NodeResult
 
 # Nodes a search round evaluates together (the greedy descent without prior bounds takes at least this many,
 # tag_by_paths climbs this many paths): the SQL evaluator's batch, so that a round's nodes share one query.
 ROUND = 64
+# Seconds between two progress reports of a search: often enough to show it moves, rarely enough to read.
+PROGRESS_SECONDS = 1.0
+
+
+class SearchBudget:
+    """What a search may spend, and its progress reports.
+
+    ``time_limit`` (seconds) and ``check_limit`` (nodes evaluated) bound one search; every strategy passes each batch
+    it is about to evaluate through :meth:`allow`, which keeps what the limits leave.  Once they cut a batch short,
+    :attr:`stopped` is set and the strategy returns the best node it has found: not proven to be the one it would find
+    without a limit.  Progress (nodes checked of the lattice, best value so far, time) goes to the evaluator's
+    ``progress`` at most every ``report_seconds``, and once more at the end."""
+
+    def __init__(self, time_limit: float | None = None, check_limit: int | None = None, *,
+                 report_seconds: float = PROGRESS_SECONDS, clock: Callable[[], float] = time.monotonic):
+        self.time_limit = None if time_limit is None else checked_number(time_limit, "time_limit", "search", low=0,
+                                                                         low_open=True, note="seconds")
+        self.check_limit = None if check_limit is None else checked_number(check_limit, "check_limit", "search",
+                                                                           whole=True, low=1, note="nodes")
+        self.report_seconds, self.clock = report_seconds, clock
+        self.stopped = False
+
+    def start(self, evaluator: NodeEvaluator, strategy: str) -> None:
+        self.evaluator, self.strategy = evaluator, strategy
+        self.started = self.reported = self.clock()
+        self.checks_before = evaluator.checks
+        self.stopped = False
+
+    def allow(self, batch: Iterable[int], best: int | None) -> list[int]:
+        """The longest head of ``batch`` (without repeats) whose nodes not yet evaluated fit the limits."""
+        now = self.clock()
+        if now - self.reported >= self.report_seconds:
+            self._report(best, now, "")
+        checked = self.evaluator.checks - self.checks_before
+        room = np.inf
+        # A search checks one node at least, so that it can name the closest.
+        if self.time_limit is not None and checked and now - self.started >= self.time_limit:
+            room = 0
+        if self.check_limit is not None:
+            room = min(room, self.check_limit - checked)
+        allowed = []
+        for index in dict.fromkeys(int(i) for i in batch):
+            if not self.evaluator.evaluated[index]:
+                if room <= 0:
+                    self.stopped = True
+                    break
+                room -= 1
+            allowed.append(index)
+        return allowed
+
+    def finish(self, best: int | None) -> None:
+        self._report(best, self.clock(), " stopped at the limit" if self.stopped else " done")
+
+    def _report(self, best: int | None, now: float, ending: str) -> None:
+        self.reported = now
+        if self.evaluator.progress is None:
+            return
+        objective = self.evaluator.objective
+        found = ("none satisfying" if best is None
+                 else f"best {objective} {self.evaluator.results[best].values[objective]:.6g}")
+        self.evaluator.progress(f"{self.strategy} search{ending}: {self.evaluator.checks:,} of "
+                                f"{self.evaluator.lattice.size:,} nodes checked, {found} ({now - self.started:.1f} s)")
 
 
 @dataclass
 class SearchResult:
+    """``proven``: the strategy ran to its end, so ``best`` is what it finds without a limit (for optimal and
+    exhaustive search, the optimum); otherwise a limit stopped it and ``best`` is the best node it had found."""
+
     strategy: str
     metric: str
     best: NodeResult | None
@@ -40,6 +110,7 @@ class SearchResult:
     lattice_size: int
     seconds: float
     attributes: list[str] = field(default_factory=list)
+    proven: bool = True
 
     @property
     def found(self) -> bool:
@@ -51,32 +122,44 @@ class SearchResult:
         return dict(zip(self.attributes, node))
 
     def summary(self) -> str:
+        checked = f"({self.checks} of {self.lattice_size} nodes checked, {self.seconds:.2f} s)"
         if self.best is None:
-            return (f"{self.strategy}: no transformation satisfies the policy; the closest, "
-                    f"{dict(zip(self.attributes, self.closest.node))}, would suppress {self.closest.suppressed} records "
-                    f"({self.checks} of {self.lattice_size} nodes checked, {self.seconds:.2f} s)")
-        return (f"{self.strategy}: {self.levels} with {self.metric} = {self.best.values[self.metric]:.6g}, "
-                f"{self.best.suppressed} records suppressed ({self.checks} of {self.lattice_size} nodes checked, "
-                f"{self.seconds:.2f} s)")
+            closest = (f"{dict(zip(self.attributes, self.closest.node))}, would suppress {self.closest.suppressed} "
+                       f"records {checked}")
+            if self.proven:
+                return f"{self.strategy}: no transformation satisfies the policy; the closest, {closest}"
+            return (f"{self.strategy}: stopped at the limit before finding a transformation that satisfies the policy; "
+                    f"the closest checked, {closest}")
+        found = (f"{self.levels} with {self.metric} = {self.best.values[self.metric]:.6g}, {self.best.suppressed} "
+                 f"records suppressed {checked}")
+        if self.proven:
+            return f"{self.strategy}: {found}"
+        return f"{self.strategy}: best found within the limit, not proven optimal: {found}"
 
 
 class SearchStrategy(ABC):
     name = ""
 
-    def search(self, evaluator: NodeEvaluator) -> SearchResult:
+    def search(self, evaluator: NodeEvaluator, budget: SearchBudget | None = None) -> SearchResult:
+        """The strategy's best node, within ``budget``'s limits when given."""
+        budget = budget or SearchBudget()
+        budget.start(evaluator, self.name)
         started = time.perf_counter()
-        best = self.best_node(evaluator)
+        best = self.best_node(evaluator, budget)
+        proven = not budget.stopped
         if best is None and not evaluator.suppressed_monotone:
             # The top need not suppress least: name the true closest node, which only evaluating them all can tell.
-            evaluator.evaluate_many(range(evaluator.lattice.size))
+            evaluator.evaluate_many(budget.allow(range(evaluator.lattice.size), None))
         closest = min(evaluator.results.values(), key=lambda r: (r.suppressed, sum(r.node)))
+        budget.finish(best)
         return SearchResult(self.name, evaluator.objective, evaluator.evaluate(best) if best is not None else None,
                             closest, evaluator.checks, evaluator.lattice.size, time.perf_counter() - started,
-                            list(evaluator.lattice.attributes))
+                            list(evaluator.lattice.attributes), proven)
 
     @abstractmethod
-    def best_node(self, evaluator: NodeEvaluator) -> int | None:
-        """Index of the best satisfying node, or None when none satisfies."""
+    def best_node(self, evaluator: NodeEvaluator, budget: SearchBudget) -> int | None:
+        """Index of the best satisfying node, or None when none satisfies; when ``budget`` stops it, the best found
+        so far."""
 
 
 def _better(evaluator: NodeEvaluator, candidate: int, best: int | None) -> bool:
@@ -88,13 +171,16 @@ def _better(evaluator: NodeEvaluator, candidate: int, best: int | None) -> bool:
 class ExhaustiveSearch(SearchStrategy):
     name = "exhaustive"
 
-    def best_node(self, evaluator):
+    def best_node(self, evaluator, budget):
         best = None
-        for height in range(evaluator.lattice.height + 1):
-            for index in evaluator.lattice.at_height(height):
-                if (evaluator.evaluate_many([int(index)])[0].within_limit and _better(evaluator, int(index), best)
-                        and evaluator.satisfies(int(index))):
-                    best = int(index)
+        order = evaluator.lattice.by_height()
+        for start in range(0, len(order), ROUND):
+            batch = budget.allow(order[start:start + ROUND], best)
+            for index, result in zip(batch, evaluator.evaluate_many(batch)):
+                if result.within_limit and _better(evaluator, index, best) and evaluator.satisfies(index):
+                    best = index
+            if budget.stopped:
+                break
         return best
 
 
@@ -126,9 +212,9 @@ class OptimalSearch(SearchStrategy):
     def __init__(self, paths: int = 16, frontier: int = 16, candidates: int = 16):
         self.paths, self.frontier, self.candidates = paths, frontier, candidates
 
-    def best_node(self, evaluator):
+    def best_node(self, evaluator, budget):
         try:
-            return _Bounded(evaluator, self.paths, self.frontier, self.candidates).run()
+            return _Bounded(evaluator, budget, self.paths, self.frontier, self.candidates).run()
         finally:
             evaluator.pending = None
 
@@ -137,22 +223,94 @@ class OptimalSearch(SearchStrategy):
 DESCENT_WITH_FRONTIER = 24
 
 
-class _Bounded:
-    """The state of one optimal search (see :class:`OptimalSearch`)."""
+class _Knowledge:
+    """What a search knows of the nodes from those it has evaluated (within its budget): verdicts (1 within the
+    suppression limit, -1 not, 0 unknown; for monotone policies a node within the limit tags its generalizations, a
+    failing one its specializations), values, and estimates: the largest lower bound of the objective known for each
+    node, the metric's own before evaluation, raised by the bounds of evaluated nodes below."""
 
-    def __init__(self, evaluator: NodeEvaluator, paths: int, frontier: int, candidates: int):
-        self.evaluator = evaluator
+    def __init__(self, evaluator: NodeEvaluator, budget: SearchBudget):
+        self.evaluator, self.budget = evaluator, budget
         self.lattice = lattice = evaluator.lattice
         self.masks = evaluator.masks
         self.objective = evaluator.objective
         self.monotone = evaluator.monotone
-        self.candidate_count = candidates
         size = lattice.size
-        self.tags = np.zeros(size, dtype=np.int8)  # 1 satisfies, -1 fails, 0 unknown
+        self.tags = np.zeros(size, dtype=np.int8)
         self.value = np.full(size, np.inf)
         self.bound = np.full(size, -np.inf)
-        # Largest bound known for each node: the metric's own before evaluation, raised by evaluated nodes below.
-        self.estimate = evaluator.prior_bounds()
+        self.estimate = np.array(evaluator.prior_bounds(), dtype=float)
+        self.satisfying = np.zeros(size, dtype=bool)  # evaluated and within the suppression limit
+        self.best: int | None = None  # the best satisfying node found, as the progress reports tell
+
+    def evaluate(self, indices: Iterable[int]) -> None:
+        """Evaluate the nodes (those the budget allows), recording what each tells."""
+        fresh = [i for i in self.budget.allow(indices, self.best) if not self.evaluator.evaluated[i]]
+        for index, result in zip(fresh, self.evaluator.evaluate_many(fresh)):
+            self._record(index, result)
+
+    def _record(self, index: int, result: NodeResult) -> None:
+        self.value[index], self.bound[index] = result.values[self.objective], result.bounds[self.objective]
+        up = self.masks.up(index)
+        if self.monotone:
+            mask = up if result.within_limit else self.masks.down(index)
+            self.tags[mask & (self.tags == 0)] = 1 if result.within_limit else -1
+        self.tags[index] = 1 if result.within_limit else -1
+        self.satisfying[index] = result.within_limit
+        self.estimate[up] = np.maximum(self.estimate[up], self.bound[index])
+
+    def beats(self, index: int, best: int | None) -> bool:
+        """Whether an evaluated node within the limit has a lower (value, index) than ``best``."""
+        return best is None or (self.value[index], index) < (self.value[best], best)
+
+
+class _Paths:
+    """Binary searches in lockstep along paths up the lattice through nodes of unknown verdict (monotone policies):
+    the middle of each path is evaluated next; one within the limit tags its generalizations, a failing one its
+    specializations, and the tags narrow every path to its stretch still unknown."""
+
+    def __init__(self, lattice, count: int):
+        self.lattice, self.count = lattice, count
+        self.paths: list[list] = []  # [path, low, high]
+
+    def middles(self, walkable: np.ndarray, starts: Iterable[int]) -> list[int]:
+        """Advance the searches (one step each) along ``walkable`` nodes, starting new paths at ``starts`` (in their
+        order) while fewer than ``count`` run; the nodes to evaluate next."""
+        if not self.count:
+            return []
+        alive = []
+        for path, low, high in self.paths:
+            # Tags and bounds from other nodes may settle this path's ends: narrow to the stretch still unknown.
+            while low <= high and not walkable[path[low]]:
+                low += 1
+            while low <= high and not walkable[path[high]]:
+                high -= 1
+            if low <= high:
+                alive.append([path, low, high])
+        self.paths = alive
+        claimed = np.zeros(self.lattice.size, dtype=bool)
+        for path, low, high in self.paths:
+            claimed[path[low:high + 1]] = True
+        for start in map(int, starts):
+            if len(self.paths) >= self.count:
+                break
+            if claimed[start]:
+                continue
+            path = [start]
+            while upward := [s for s in self.lattice.successors(path[-1]) if walkable[s] and not claimed[s]]:
+                path.append(upward[0])
+            claimed[path] = True
+            self.paths.append([path, 0, len(path) - 1])
+        return [path[(low + high) // 2] for path, low, high in self.paths]
+
+
+class _Bounded(_Knowledge):
+    """The state of one optimal search (see :class:`OptimalSearch`)."""
+
+    def __init__(self, evaluator: NodeEvaluator, budget: SearchBudget, paths: int, frontier: int, candidates: int):
+        super().__init__(evaluator, budget)
+        lattice = self.lattice
+        self.candidate_count = candidates
         bounded = bool(np.isfinite(self.estimate).all())
         self.frontier_count = frontier if bounded else 0
         # Without suppression a satisfying node's bound is its value, so its up-set is settled at once and the paths
@@ -160,36 +318,19 @@ class _Bounded:
         # nodes below it.  With suppression, paths through settled nodes cost more checks than they save (measured on
         # Adult: 5% suppression, DM 3,875 checks with paths kept to unsettled nodes against 4,437 through all).
         self.through_settled = evaluator.allowed_suppressed == 0
-        self.path_count = 0 if bounded else paths
+        self.paths = _Paths(lattice, 0 if bounded else paths)
         # Direct specializations of unknown verdict of the best satisfying nodes that each round adds (at least):
         # where no frontier finds the border the descent walks it, so it takes more (Adult, checks at 0% / 5%: DM
         # 201 / 2,474 with 24, 193 / 2,286 with 64; Loss, with a frontier, 121 / 372 with 24, 108 / 561 with 64).
         self.descent_count = DESCENT_WITH_FRONTIER if bounded else ROUND
-        self.satisfying = np.zeros(size, dtype=bool)  # evaluated and within the suppression limit
-        self.best: int | None = None
-        self.paths: list[list] = []  # [path, low, high]
         # Per attribute, the nodes that have a generalization in it and that generalization's index.
         self.raisable = [np.flatnonzero(lattice.nodes[:, i] + 1 < n) for i, n in enumerate(lattice.levels)]
         self.strides = [lattice.index(tuple(int(a == i) for a in range(len(lattice.levels))))
                         for i in range(len(lattice.levels))]
 
-    def evaluate(self, indices: list[int]) -> None:
-        fresh = [i for i in dict.fromkeys(indices) if not self.evaluator.evaluated[i]]
-        for index, result in zip(fresh, self.evaluator.evaluate_many(fresh)):
-            self._record(index, result)
-
     def _record(self, index: int, result: NodeResult) -> None:
-        value, bound = result.values[self.objective], result.bounds[self.objective]
-        self.value[index], self.bound[index] = value, bound
-        up = self.masks.up(index)
-        if self.monotone:
-            mask = up if result.within_limit else self.masks.down(index)
-            self.tags[mask & (self.tags == 0)] = 1 if result.within_limit else -1
-        self.tags[index] = 1 if result.within_limit else -1
-        self.satisfying[index] = result.within_limit
-        self.estimate[up] = np.maximum(self.estimate[up], bound)
-        if (result.within_limit and (self.best is None or (value, index) < (self.value[self.best], self.best))
-                and self.evaluator.satisfies(index)):
+        super()._record(index, result)
+        if result.within_limit and self.beats(index, self.best) and self.evaluator.satisfies(index):
             self.best = index
 
     def settled(self) -> np.ndarray:
@@ -212,10 +353,10 @@ class _Bounded:
             self.evaluate([top])
             if self.tags[top] < 0:
                 return None
-        while True:
+        while not self.budget.stopped:
             open_ = ~self.settled()
             if not open_.any():
-                return self.best
+                break
             self.evaluator.pending = open_
             batch = self._frontier(open_) + self._path_middles(open_) if self.monotone else []
             # Greedy descent: the open direct specializations of unknown verdict of the best satisfying nodes found,
@@ -238,6 +379,7 @@ class _Bounded:
                 order = np.lexsort((candidates, lattice.heights[candidates], self.estimate[candidates]))
                 batch += [int(i) for i in candidates[order[:self.candidate_count]]]
             self.evaluate(batch)
+        return self.best
 
     def _frontier(self, open_: np.ndarray) -> list[int]:
         """The open nodes of unknown verdict with no direct generalization that is one, lowest estimate first."""
@@ -252,38 +394,10 @@ class _Bounded:
         return frontier[order[:self.frontier_count]].tolist()
 
     def _path_middles(self, open_: np.ndarray) -> list[int]:
-        """Advance the binary searches (one step each) along paths of nodes with unknown verdicts, starting new
-        paths at the lowest open unknown nodes; the nodes to evaluate next."""
-        if not self.path_count:
-            return []
+        """The paths' next middles, new paths starting at the lowest open nodes of unknown verdict."""
         walkable = (self.tags == 0) if self.through_settled else open_ & (self.tags == 0)
-        alive = []
-        for path, low, high in self.paths:
-            # Tags and bounds from other nodes may settle this path's ends: narrow to the stretch still unknown.
-            while low <= high and not walkable[path[low]]:
-                low += 1
-            while low <= high and not walkable[path[high]]:
-                high -= 1
-            if low <= high:
-                alive.append([path, low, high])
-        self.paths = alive
-        claimed = np.zeros(self.lattice.size, dtype=bool)
-        for path, low, high in self.paths:
-            claimed[path[low:high + 1]] = True
-        if len(self.paths) < self.path_count:
-            starts = np.flatnonzero(open_ & (self.tags == 0) & ~claimed)
-            starts = starts[np.argsort(self.lattice.heights[starts], kind="stable")]
-            for start in starts.tolist():
-                if len(self.paths) >= self.path_count:
-                    break
-                if claimed[start]:
-                    continue
-                path = [start]
-                while upward := [s for s in self.lattice.successors(path[-1]) if walkable[s] and not claimed[s]]:
-                    path.append(upward[0])
-                claimed[path] = True
-                self.paths.append([path, 0, len(path) - 1])
-        return [path[(low + high) // 2] for path, low, high in self.paths]
+        starts = np.flatnonzero(open_ & (self.tags == 0))
+        return self.paths.middles(walkable, starts[np.argsort(self.lattice.heights[starts], kind="stable")])
 
 
 def tag_by_paths(evaluator: NodeEvaluator, paths_per_round: int = ROUND) -> np.ndarray:
@@ -343,26 +457,100 @@ def tag_by_paths(evaluator: NodeEvaluator, paths_per_round: int = ROUND) -> np.n
 
 class SamaratiSearch(SearchStrategy):
     """Seed 002: binary search on height for the lowest height with a satisfying node (MaxSup being the suppression
-    limit), then the best node of that height under the metric."""
+    limit), then the best node of that height under the metric (least (value, index)).
+
+    The result is that of evaluating every node of each height the binary search visits, with fewer checks: a visited
+    height above the final one needs one satisfying node, not all; for monotone policies a node below a failing one
+    fails and one above a node within the limit is within it, and binary searches along paths up from the height's
+    unknown nodes find the failing nodes that settle most of it at once; at the final height a node whose estimate
+    (its prior bound, or the bound of an evaluated node below) cannot beat the best found is not evaluated.  Stopped
+    by a limit, it returns the satisfying node found of least height, then value.
+
+    Checks on Adult (9 quasi-identifiers, k = 5; evaluating whole heights took 5,448 at 0% and 6,623 at 5%): DM 189
+    at 0%, 2,029 at 5%; Loss 255 and 2,083.  The same nodes are found.
+    """
 
     name = "samarati"
 
-    def best_node(self, evaluator):
-        lattice = evaluator.lattice
-        low, high = 0, lattice.height
-        best: int | None = None
-        while low <= high:
+    def __init__(self, paths: int = 16):
+        self.paths = paths
+
+    def best_node(self, evaluator, budget):
+        heights = _Heights(evaluator, budget, self.paths)
+        low, high = 0, evaluator.lattice.height
+        lowest = None  # the lowest height visited at which a node satisfies
+        while low <= high and not budget.stopped:
             middle = (low + high) // 2
-            found = None
-            level = [int(i) for i in lattice.at_height(middle)]
-            for index, result in zip(level, evaluator.evaluate_many(level)):
-                if result.within_limit and _better(evaluator, index, found) and evaluator.satisfies(index):
-                    found = index
-            if found is not None:
-                best, high = found, middle - 1
+            if heights.best_at(middle, first=True) is not None:
+                lowest, high = middle, middle - 1
             else:
                 low = middle + 1
-        return best
+        best = None if lowest is None else heights.best_at(lowest)
+        return heights.lowest_found() if budget.stopped else best
+
+
+class _Heights(_Knowledge):
+    """The state of one Samarati search: the satisfying nodes of one height at a time."""
+
+    def __init__(self, evaluator: NodeEvaluator, budget: SearchBudget, paths: int):
+        super().__init__(evaluator, budget)
+        self.path_count = paths if self.monotone else 0
+        self.rejected = np.zeros(self.lattice.size, dtype=bool)  # within the limit, but not satisfying
+
+    def best_at(self, height: int, first: bool = False) -> int | None:
+        """The satisfying node of least (value, index) at ``height`` (with ``first``, any satisfying node there), or
+        None when none satisfies; when the budget stops the search, the best found there."""
+        at = self.lattice.heights == height
+        paths = _Paths(self.lattice, self.path_count)
+        found = None
+        while True:
+            found = self._best_evaluated(at, found)
+            if found is not None and (self.best is None or height <= self.lattice.heights[self.best]):
+                self.best = found
+            if first and found is not None:
+                return found
+            open_ = at & ~self.evaluator.evaluated & (self.tags >= 0)
+            if found is not None:
+                # A node's value is at least its estimate, and at an equal value the lower index wins.
+                best_value = self.value[found]
+                open_ &= (self.estimate < best_value) | ((self.estimate == best_value)
+                                                          & (np.arange(self.lattice.size) < found))
+            if self.budget.stopped or not open_.any():
+                return found
+            batch = _lowest_estimate(self.estimate, open_ & (self.tags > 0), ROUND)
+            if self.path_count:
+                batch += paths.middles(self.tags == 0, _lowest_estimate(self.estimate, open_ & (self.tags == 0)))
+            else:
+                batch += _lowest_estimate(self.estimate, open_, ROUND)
+            self.evaluate(batch)
+
+    def lowest_found(self) -> int | None:
+        """The satisfying evaluated node of least (height, value, index): what a stopped search returns."""
+        candidates = np.flatnonzero(self.satisfying & ~self.rejected)
+        order = np.lexsort((candidates, self.value[candidates], self.lattice.heights[candidates]))
+        return self._first_satisfying(candidates[order], None)
+
+    def _best_evaluated(self, at: np.ndarray, found: int | None) -> int | None:
+        """The satisfying evaluated node of least (value, index) at the height, if lower than ``found``'s."""
+        candidates = np.flatnonzero(at & self.satisfying & ~self.rejected)
+        return self._first_satisfying(candidates[np.lexsort((candidates, self.value[candidates]))], found)
+
+    def _first_satisfying(self, ordered: np.ndarray, found: int | None) -> int | None:
+        """The first of ``ordered`` (evaluated nodes within the limit) that satisfies, if it comes before the first
+        that does not beat ``found``; else ``found``."""
+        for index in ordered.tolist():
+            if not self.beats(index, found):
+                break
+            if self.evaluator.satisfies(index):
+                return index
+            self.rejected[index] = True
+        return found
+
+
+def _lowest_estimate(estimate: np.ndarray, mask: np.ndarray, count: int | None = None) -> list[int]:
+    """The nodes of ``mask``, lowest estimate first (then by index), at most ``count``."""
+    nodes = np.flatnonzero(mask)
+    return nodes[np.lexsort((nodes, estimate[nodes]))][:count].tolist()
 
 
 STRATEGIES: dict[str, type[SearchStrategy]] = {s.name: s for s in (OptimalSearch, SamaratiSearch, ExhaustiveSearch)}
