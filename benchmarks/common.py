@@ -15,10 +15,12 @@ import json
 import os
 import platform
 import resource
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -217,23 +219,71 @@ def write_text(path: str | os.PathLike, text: str) -> Path:
 
 
 # ----------------------------------------------------------- child processes
+def checkout_environment() -> dict[str, str]:
+    """This process's environment with the checkout first on ``PYTHONPATH``, so that a child imports its
+    ``duckanon``."""
+    env = dict(os.environ)
+    root = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
 def run_child(script: str | os.PathLike, args: Sequence[str], timeout: float | None = None) -> dict:
     """Run ``python script --child-output FILE *args`` (so memory of one size does not leak into the next) and
     return the JSON it wrote.  The child's stderr (its progress) passes through.  A child still running after
     ``timeout`` seconds is killed and :class:`TimeoutError` raised."""
     with tempfile.TemporaryDirectory(prefix="duckanon-bench-") as tmp:
         out = Path(tmp) / "result.json"
-        env = dict(os.environ)
-        root = str(Path(__file__).resolve().parent.parent)
-        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         try:
-            completed = subprocess.run([sys.executable, str(script), "--child-output", str(out), *args], env=env,
-                                       timeout=timeout)
+            completed = subprocess.run([sys.executable, str(script), "--child-output", str(out), *args],
+                                       env=checkout_environment(), timeout=timeout)
         except subprocess.TimeoutExpired as expired:  # subprocess.run has killed the child
             raise TimeoutError(f"benchmark child {' '.join(args)} ran over {timeout:g} s") from expired
         if completed.returncode != 0:
             raise SystemExit(f"benchmark child {' '.join(args)} failed with exit code {completed.returncode}")
         return json.loads(out.read_text())
+
+
+@dataclass
+class Measured:
+    """A child process's exit code, wall seconds, and its peak resident set (MiB: the highest of the process and of
+    the children it waited for, as the kernel reports it on exit); ``started`` is the wall clock (epoch seconds) just
+    before it was started."""
+
+    returncode: int | None  # None: stopped at the timeout
+    wall: float
+    peak_rss_mb: float
+    started: float
+
+
+def run_measured(command: Sequence[str], *, timeout: float | None = None, env: dict[str, str] | None = None,
+                 cwd: str | os.PathLike | None = None, stdout=None, stderr=None) -> Measured:
+    """Run ``command`` to its end and measure it, whatever it runs (a JVM, a Python child): the kernel's resource
+    usage of that very process (``wait4``) gives its peak RSS without polling.  ``stdout``/``stderr``: open files to
+    write to (inherited when None).  A process still running after ``timeout`` seconds is killed with the processes
+    it started, and its ``returncode`` is None."""
+    started = time.time()
+    wall0 = time.perf_counter()
+    # A session of its own, so that a timeout stops whatever the command started too.
+    process = subprocess.Popen(list(command), env=env, cwd=cwd, stdout=stdout, stderr=stderr, start_new_session=True)
+    stopped = threading.Event()
+
+    def stop() -> None:
+        stopped.set()
+        os.killpg(process.pid, signal.SIGKILL)
+
+    timer = threading.Timer(timeout, stop) if timeout is not None else None
+    if timer is not None:
+        timer.start()
+    try:
+        _, status, usage = os.wait4(process.pid, 0)
+    finally:
+        if timer is not None:
+            timer.cancel()
+    wall = time.perf_counter() - wall0
+    process.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait for it again
+    return Measured(None if stopped.is_set() else process.returncode, wall, usage.ru_maxrss * _MAXRSS_UNIT / 2**20,
+                    started)
 
 
 # A load average from which other processes are said to inflate wall times.
@@ -271,3 +321,4 @@ def report(title: str, command: str, table: str, note_text: str, results: Sequen
     progress(f"wrote {output}")
     if json_path:
         write_text(json_path, json.dumps(results, indent=1))
+
