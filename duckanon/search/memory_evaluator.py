@@ -20,7 +20,7 @@ and classes; metric values up to floating-point summation order), which tests ch
 
 from __future__ import annotations
 
-import dataclasses
+import functools
 import math
 import os
 from collections.abc import Callable, Sequence
@@ -52,7 +52,7 @@ def _physical_memory() -> int:
 DEFAULT_MEMORY_BUDGET = _physical_memory() // 4
 # A node's grouped rows become a snapshot when they are at most 1/SNAPSHOT_REDUCTION of the rows they were computed
 # from, and those are at least SNAPSHOT_MIN_ROWS (below that a node is computed in well under a millisecond anyway).
-SNAPSHOT_REDUCTION = 2
+SNAPSHOT_REDUCTION = 4
 SNAPSHOT_MIN_ROWS = 2_000
 # Snapshots take at most this share of the frequency table's own bytes (at least SNAPSHOT_MIN_BYTES); the least
 # recently used go first.
@@ -124,18 +124,33 @@ def _sums(ids: np.ndarray, weights: np.ndarray, groups: int) -> np.ndarray:
     return np.bincount(ids, weights=weights, minlength=groups)
 
 
-@dataclass
 class _Rows:
     """Frequency-table rows grouped at ``node``: each attribute's code at the node's level (the frequency table
     itself, ``all_levels``, holds every level's codes), the record count, each sensitive attribute's value code and,
-    per metric with a ``B`` part, its rows' sum."""
+    per metric with a ``B`` part, its rows' sum.  A snapshot's codes are unpacked from its group keys when it is
+    first read (``columns``): many snapshots are dropped unread."""
 
-    node: np.ndarray
-    codes: list  # per attribute: codes at the node's level; or, for all_levels, a list of every level's codes
-    count: np.ndarray
-    sensitive: dict[str, np.ndarray]
-    offsets: dict[str, np.ndarray]
-    all_levels: bool = False
+    def __init__(self, node: np.ndarray, count: np.ndarray, offsets: dict[str, np.ndarray],
+                 columns: Callable[[], tuple[list, dict[str, np.ndarray]]], column_bytes: int,
+                 all_levels: bool = False):
+        self.node, self.count, self.offsets, self.all_levels = node, count, offsets, all_levels
+        self._columns, self._column_bytes = columns, column_bytes
+
+    @functools.cached_property
+    def _unpacked(self) -> tuple[list, dict[str, np.ndarray]]:
+        return self._columns()
+
+    @property
+    def codes(self) -> list:
+        """Per attribute: codes at the node's level; or, for all_levels, a list of every level's codes."""
+        return self._unpacked[0]
+
+    @property
+    def sensitive(self) -> dict[str, np.ndarray]:
+        return self._unpacked[1]
+
+    def with_offsets(self, offsets: dict[str, np.ndarray]) -> _Rows:
+        return _Rows(self.node, self.count, offsets, lambda: self._unpacked, self._column_bytes, self.all_levels)
 
     @property
     def rows(self) -> int:
@@ -143,9 +158,7 @@ class _Rows:
 
     @property
     def nbytes(self) -> int:
-        arrays = [self.count, *self.sensitive.values(), *self.offsets.values()]
-        arrays += [c for codes in self.codes for c in codes] if self.all_levels else list(self.codes)
-        return sum(a.nbytes for a in arrays)
+        return self._column_bytes + self.count.nbytes + sum(a.nbytes for a in self.offsets.values())
 
 
 @dataclass
@@ -196,13 +209,12 @@ class FrequencyArrays:
         # Per attribute and level, how many codes (codes are dense ranks of the generalized values).
         largest = iter(int(m or 0) for m in widest)
         self.cards = [[next(largest) for _ in range(h.levels)] for h in self.hierarchies]
-        return _Rows(node=np.zeros(len(self.hierarchies), dtype=np.int64),
-                     codes=[[np.asarray(arrays[code_column(i, j)]) for j in range(h.levels)]
-                            for i, h in enumerate(self.hierarchies)],
-                     count=np.asarray(arrays[COUNT], dtype=np.int64),
-                     sensitive={name: np.asarray(arrays[f"__s{k}"], dtype=np.int64)
-                                for k, name in enumerate(encoding.sensitive)},
-                     offsets={}, all_levels=True)
+        codes = [[np.asarray(arrays[code_column(i, j)]) for j in range(h.levels)]
+                 for i, h in enumerate(self.hierarchies)]
+        sensitive = {name: np.asarray(arrays[f"__s{k}"], dtype=np.int64) for k, name in enumerate(encoding.sensitive)}
+        return _Rows(np.zeros(len(self.hierarchies), dtype=np.int64), np.asarray(arrays[COUNT], dtype=np.int64), {},
+                     lambda: (codes, sensitive), sum(c.nbytes for level in codes for c in level)
+                     + sum(c.nbytes for c in sensitive.values()), all_levels=True)
 
     def _strided(self) -> list[list[np.ndarray]] | None:
         """Per attribute and level, the frequency table's codes times a stride that packs every node's codes into
@@ -262,7 +274,7 @@ class MemoryNodeEvaluator(NodeEvaluator):
         self.cards, self.values, self.lifts, self.liftable = arrays.cards, arrays.values, arrays.lifts, arrays.liftable
         self.table_counts, self.records, self.strided = arrays.table_counts, arrays.records, arrays.strided
         # The entropy metrics' offsets are this evaluator's own.
-        self.base = dataclasses.replace(arrays.base, offsets={})
+        self.base = arrays.base.with_offsets({})
         self._read_costs()
         self.failed_meets: list[tuple[np.ndarray, int]] = []  # with the rows they were grouped from
         self.snapshots = _Snapshots(len(hierarchies),
@@ -429,15 +441,16 @@ class MemoryNodeEvaluator(NodeEvaluator):
                           [classes.count, *[len(self.values[name]) for name in source.sensitive]])
             if rows.count * SNAPSHOT_REDUCTION > source.rows:
                 return False
-        values = rows.values()
-        codes = classes.values()
-        if source.sensitive:
-            codes = [c[values[0]] for c in codes]
-        self.snapshots.add(_Rows(node=node.copy(), codes=codes,
-                                 count=np.rint(_sums(rows.ids, source.count, rows.count)).astype(np.int64),
-                                 sensitive=dict(zip(source.sensitive, values[1:])),
-                                 offsets={name: _sums(rows.ids, offsets, rows.count)
-                                          for name, offsets in source.offsets.items()}))
+        def columns() -> tuple[list, dict[str, np.ndarray]]:
+            values, codes = rows.values(), classes.values()
+            if source.sensitive:
+                codes = [c[values[0]] for c in codes]
+            return codes, dict(zip(source.sensitive, values[1:]))
+
+        column_bytes = rows.count * (sum(c.itemsize for c in classes.columns) + 8 * len(source.sensitive))
+        self.snapshots.add(_Rows(node.copy(), np.rint(_sums(rows.ids, source.count, rows.count)).astype(np.int64),
+                                 {name: _sums(rows.ids, offsets, rows.count) for name, offsets in source.offsets.items()},
+                                 columns, column_bytes))
         return True
 
     def _snapshot_meets(self, nodes: np.ndarray) -> None:
