@@ -7,6 +7,7 @@ from pathlib import Path
 
 from .._version import version
 from ..release.files import FORMATS
+from ..search.memory_evaluator import DEFAULT_MEMORY_BUDGET
 from ..search.run import EVALUATORS
 from ..search.strategies import STRATEGIES
 from ..utility.metrics import metric_names
@@ -146,7 +147,7 @@ def _search() -> Parser:
                              "it fits --memory-budget (default %(default)s)")
     search.add_argument("--memory-budget", type=values.byte_size, metavar="BYTES",
                         help="with --evaluator auto, the memory that checking nodes in process may take: 2GB, 500MB, "
-                             "or a number of bytes")
+                             f"or a number of bytes (default {DEFAULT_MEMORY_BUDGET / 1e9:.1f}GB here)")
     search.add_argument("--time-limit", type=values.positive, metavar="SECONDS",
                         help="stop the search after this long and take the best transformation found (not proven "
                              "optimal)")
