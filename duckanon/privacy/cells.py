@@ -52,3 +52,36 @@ class ClassCells:
     def distinct(self) -> np.ndarray:
         """Per class, how many distinct values it holds."""
         return np.bincount(self.cell_class, minlength=self.classes)
+
+    def per_class_sum(self, per_cell: np.ndarray) -> np.ndarray:
+        """Per class, the sum of ``per_cell`` over its cells (in the array's own type: integers stay exact)."""
+        return np.add.reduceat(per_cell, self.class_starts())
+
+    def per_class_max(self, per_cell: np.ndarray) -> np.ndarray:
+        """Per class, the largest of ``per_cell`` over its cells."""
+        return np.maximum.reduceat(per_cell, self.class_starts())
+
+    def groups(self, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The cells grouped by class and label, as ``GROUP BY class, label`` groups them: ``labels`` gives each value
+        code a group number (values whose SQL label is equal, NULL included, share one).  Returns per cell its group
+        and per group its first cell; groups are numbered in class order."""
+        width = int(labels.max()) + 1 if len(labels) else 1
+        key = self.cell_class * width + labels[self.cell_value]
+        if (key[1:] < key[:-1]).any():
+            _, first, group = np.unique(key, return_index=True, return_inverse=True)
+            return group, first
+        # Labels that follow the value order (leaves, most hierarchies) leave the cells sorted by group: no sort.
+        opens = np.empty(len(key), dtype=bool)
+        opens[:1] = True
+        opens[1:] = key[1:] != key[:-1]
+        return np.cumsum(opens) - 1, np.flatnonzero(opens)
+
+    def group_sums(self, labels: np.ndarray) -> np.ndarray:
+        """Per cell, the records of its class whose values share its label (``SUM(n) OVER (PARTITION BY class,
+        label)``); see :meth:`groups`.  Floats, exact for counts below 2**53."""
+        group, _ = self.groups(labels)
+        return np.bincount(group, weights=self.cell_count)[group]
+
+    def table_shares(self) -> np.ndarray:
+        """Per value code, its share of the table's records."""
+        return self.table_counts / self.table_counts.sum()

@@ -1,10 +1,13 @@
-"""Privacy models, each a SQL query over equivalence classes.
+"""Privacy models, each a SQL query over equivalence classes and the same verdicts over arrays.
 
-A model answers, for every class, whether it violates the model.  Models that look only at a class's size give a
-predicate over the size (:meth:`PrivacyModel.size_violation`); models that look at the sensitive values give a query
-``__k…, __violated`` over the class/value cells (:meth:`PrivacyModel.class_violations`).  A policy combines models
-by UNION ALL and one GROUP BY, so adding a model adds no join.  Models do not know how classes were formed (full-domain
-levels, partitions, clusters) nor who searches; they see :class:`~duckanon.privacy.classes.Classes`.
+A model answers, for every class, whether it violates the model.  A model with a bound on the class size names it
+(:attr:`PrivacyModel.minimum_size`, giving the predicate :meth:`PrivacyModel.size_violation`); models that look at the
+sensitive values give a query ``__k…, __violated`` over the class/value cells (:meth:`PrivacyModel.class_violations`).
+A policy combines models by UNION ALL and one GROUP BY, so adding a model adds no join.  Models do not know how classes
+were formed (full-domain levels, partitions, clusters) nor who searches; they see
+:class:`~duckanon.privacy.classes.Classes`.  The in-process evaluator asks the same of a
+:class:`~duckanon.privacy.cells.ClassCells` (:meth:`PrivacyModel.cell_violations`), which must answer exactly as the
+query does: same formulas, same tolerance, NULL a value of its own, values named by their text.
 
 Whether a class violates depends on that class alone, except for models that compare it with its whole table
 (:attr:`PrivacyModel.compares_with_table`: t-closeness).  No transformation changes the table, and replaced records
@@ -17,19 +20,25 @@ from __future__ import annotations
 
 import math
 from abc import ABC
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import TypeVar
 
+import numpy as np
 from sqlglot import exp
 
 from ..errors import PolicyError
 from ..hierarchy.hierarchy import Hierarchy
 from ..parameters import checked_number
 from ..sqlgen import build as sb
+from .cells import ClassCells, SensitiveValues
 from .classes import SIZE, VALUE, VIOLATED, WEIGHT, Classes
 
 # Entropy and distances are floating point; a class exactly at the bound must pass.
 TOLERANCE = 1e-9
+
+PerValue = TypeVar("PerValue")
 
 
 @dataclass(frozen=True)
@@ -76,13 +85,31 @@ class PrivacyModel(ABC):
     # classes' records then changes it (and such a model is never monotone under drop suppression).
     compares_with_table: bool = False
 
+    @property
+    def minimum_size(self) -> int | None:
+        """The class size below which a class violates this model: its ``k``; None for models without one."""
+        return getattr(self, "k", None)
+
     def size_violation(self, size: exp.Expression) -> exp.Expression | None:
-        """A predicate over the class size that is true when a class violates this model's size bound."""
-        return None
+        """A predicate over the class size that is true when a class is smaller than :attr:`minimum_size`."""
+        return None if self.minimum_size is None else size < sb.lit(self.minimum_size)
 
     def class_violations(self, classes: Classes) -> exp.Select | None:
         """``__k…, __violated`` per class, for models over the sensitive values."""
         return None
+
+    def cell_violations(self, cells: ClassCells) -> np.ndarray | None:
+        """Per class of ``cells``, whether it violates the model's condition on the sensitive values: the verdicts
+        :meth:`class_violations` gives over the same classes, exactly.  None for models without such a condition."""
+        return None
+
+    def _per_value(self, values: SensitiveValues, compute: Callable[[SensitiveValues], PerValue]) -> PerValue:
+        """``compute(values)``, something per value code, kept for the next call with the same values: an evaluator
+        asks about every node with the same ones, and computing it loops over the values in Python."""
+        cached = getattr(self, "_per_value_cache", None)
+        if cached is None or not (cached[0] is values or cached[0] == values):
+            cached = self._per_value_cache = (values, compute(values))
+        return cached[1]
 
     def check_data(self, facts: DataFacts) -> None:
         """Reject parameters that no release of this data can satisfy."""
@@ -125,9 +152,6 @@ class KAnonymity(PrivacyModel):
     def __init__(self, k: int):
         self.k = _count(k, "k", self.name)
 
-    def size_violation(self, size):
-        return size < sb.lit(self.k)
-
     def check_data(self, facts):
         self._check_k(facts)
 
@@ -143,6 +167,9 @@ class DistinctLDiversity(PrivacyModel):
 
     def class_violations(self, classes):
         return _grouped(classes, classes.cells(self.sensitive), "cells", exp.func("COUNT", exp.Star()) < sb.lit(self.l))
+
+    def cell_violations(self, cells):
+        return cells.distinct() < self.l
 
     def check_data(self, facts):
         self._check_distinct(facts, self.l, "l")
@@ -164,6 +191,12 @@ class EntropyLDiversity(PrivacyModel):
         return _grouped(classes, classes.cells(self.sensitive), "cells",
                         entropy < sb.lit(math.log(self.l) - TOLERANCE))
 
+    def cell_violations(self, cells):
+        n = cells.cell_count.astype(float)
+        total = cells.sizes.astype(float)
+        entropy = np.log(total) - cells.per_class_sum(n * np.log(n)) / total
+        return entropy < math.log(self.l) - TOLERANCE
+
     def check_data(self, facts):
         self._check_distinct(facts, math.ceil(self.l - TOLERANCE), "l")
 
@@ -184,6 +217,25 @@ class RecursiveCLDiversity(PrivacyModel):
                   .from_(classes.cells(self.sensitive).subquery("cells")))
         tail = _sum(exp.Case().when(sb.col("__rank") >= sb.lit(self.l), sb.col(WEIGHT)).else_(sb.lit(0)))
         return _grouped(classes, ranked, "ranked", exp.func("MAX", sb.col(WEIGHT)) >= sb.lit(self.c) * tail)
+
+    def cell_violations(self, cells):
+        # Each class's counts in decreasing order; the tail is r_l + … + r_m (ties in any order give the same sum).
+        order = np.lexsort((-cells.cell_count, cells.cell_class))
+        rank = np.arange(len(order)) - cells.class_starts()[cells.cell_class]
+        tail = cells.per_class_sum(np.where(rank >= self.l - 1, cells.cell_count[order], 0))
+        return self._at_least_c_times(cells.per_class_max(cells.cell_count), tail)
+
+    def _at_least_c_times(self, first: np.ndarray, tail: np.ndarray) -> np.ndarray:
+        """``first >= c * tail`` as the SQL computes it: c is a literal written as Python writes it, which the engine
+        multiplies exactly as a decimal, or as a DOUBLE when written with an exponent (below 1e-4, from 1e16)."""
+        written = str(self.c)
+        if "e" in written:
+            return first.astype(float) >= self.c * tail.astype(float)
+        c = Fraction(written)
+        if int(first.max(initial=1)) * c.denominator < 2 ** 63 and int(tail.max(initial=1)) * c.numerator < 2 ** 63:
+            return first * c.denominator >= tail * c.numerator
+        # A c of many digits: Python integers, exact at any size.
+        return (first.astype(object) * c.denominator >= tail.astype(object) * c.numerator).astype(bool)
 
     def check_data(self, facts):
         self._check_distinct(facts, self.l, "l")
@@ -207,9 +259,6 @@ class AlphaKAnonymity(PrivacyModel):
                 raise PolicyError(f"{self.name}: NULL cannot be a highly sensitive value; replace missing values first")
         self.highly_sensitive = sorted(map(str, highly_sensitive)) if highly_sensitive is not None else None
 
-    def size_violation(self, size):
-        return size < sb.lit(self.k)
-
     def _bounded(self, value: exp.Expression) -> exp.Expression:
         if self.highly_sensitive is None:
             return exp.true()
@@ -219,6 +268,18 @@ class AlphaKAnonymity(PrivacyModel):
         n = sb.col(WEIGHT)
         bounded = exp.func("MAX", exp.Case().when(self._bounded(sb.col(VALUE)), n).else_(sb.lit(0)))
         return _grouped(classes, classes.cells(self.sensitive), "cells", _ratio(bounded, _sum(n)) > sb.lit(self.alpha))
+
+    def cell_violations(self, cells):
+        bounded = self._per_value(cells.values, self._bounded_codes)
+        largest = cells.per_class_max(np.where(bounded[cells.cell_value], cells.cell_count, 0))
+        return largest / cells.sizes > self.alpha
+
+    def _bounded_codes(self, values: SensitiveValues) -> np.ndarray:
+        """Per value code, whether α bounds it (as :meth:`_bounded`: NULL's text is never highly sensitive)."""
+        if self.highly_sensitive is None:
+            return np.ones(len(values), dtype=bool)
+        named = set(self.highly_sensitive)
+        return np.array([text is not None and text in named for text in values.texts], dtype=bool)
 
     def check_data(self, facts):
         self._check_k(facts)
@@ -248,11 +309,11 @@ class PSensitiveKAnonymity(PrivacyModel):
         if self.p > self.k:
             raise PolicyError(f"{self.name}: p={p} cannot exceed k={k}")
 
-    def size_violation(self, size):
-        return size < sb.lit(self.k)
-
     def class_violations(self, classes):
         return _grouped(classes, classes.cells(self.sensitive), "cells", exp.func("COUNT", exp.Star()) < sb.lit(self.p))
+
+    def cell_violations(self, cells):
+        return cells.distinct() < self.p
 
     def check_data(self, facts):
         self._check_k(facts)
@@ -296,6 +357,11 @@ class TCloseness(PrivacyModel):
         return (exp.select(*classes.keys_of(), (sb.col("__emd") > sb.lit(self.t + TOLERANCE)).as_(VIOLATED, quoted=True))
                 .from_(emd.subquery("distances")))
 
+    def cell_violations(self, cells):
+        distance = {"equal": self._equal_emd, "ordered": self._ordered_emd,
+                    "hierarchical": self._hierarchical_emd}[self.distance]
+        return distance(cells) > self.t + TOLERANCE
+
     def _with_shares(self, classes: Classes) -> exp.Select:
         """Cells with the class share p and the table share q of each value."""
         n = sb.col(WEIGHT)
@@ -313,6 +379,12 @@ class TCloseness(PrivacyModel):
         emd = (_sum(exp.func("ABS", p - q)) + sb.lit(1) - _sum(q)) / sb.lit(2)
         return (exp.select(*classes.keys_of(), emd.as_("__emd", quoted=True))
                 .from_(self._with_shares(classes).subquery("shares")).group_by(*classes.keys_of()))
+
+    def _equal_emd(self, cells: ClassCells) -> np.ndarray:
+        """Per class, the equal distance (as :meth:`_equal`)."""
+        p = cells.cell_count / cells.sizes[cells.cell_class]
+        q = cells.table_shares()[cells.cell_value]
+        return (cells.per_class_sum(np.abs(p - q)) + 1 - cells.per_class_sum(q)) / 2
 
     def _ordered(self, classes):
         # Every class meets every value of the ordered domain so the running difference of p and q can be summed.
@@ -346,6 +418,32 @@ class TCloseness(PrivacyModel):
         return (exp.select(*classes.keys_of(), emd.as_("__emd", quoted=True))
                 .from_(grid.subquery("grid")).group_by(*classes.keys_of()))
 
+    def _ordered_emd(self, cells: ClassCells) -> np.ndarray:
+        """Per class, the ordered distance (as :meth:`_ordered`): sum over the domain's positions j of |P(j) - Q(j)|,
+        P and Q the running shares, over max(m - 1, 1).  The domain is the values the table holds, in code order.
+        Between two of a class's cells P stays at the shares up to the first, and Q only grows, so each such run of
+        positions sums in closed form from prefix sums of Q: no classes × domain grid."""
+        held = cells.table_counts > 0
+        positions = int(held.sum())
+        # Per value code its place in the domain (for a value the table lacks, that of the next value it holds; the
+        # SQL meets such a cell with no position, and it adds nothing to P).
+        place = np.cumsum(held) - held
+        table_running = np.cumsum(cells.table_shares()[held])
+        below = np.concatenate(([0.0], np.cumsum(table_running)))  # below[j]: Q(0) + … + Q(j - 1)
+        starts = cells.class_starts()
+        counted = np.where(held[cells.cell_value], cells.cell_count, 0)
+        through = np.cumsum(counted)
+        class_running = (through - (through[starts] - counted[starts])[cells.cell_class]) / cells.sizes[cells.cell_class]
+        # Each cell's run: from its own position to the next cell's of its class, or to the domain's end.
+        begin = place[cells.cell_value]
+        end = np.append(begin[1:], positions)
+        end[starts[1:] - 1] = positions
+        split = np.clip(np.searchsorted(table_running, class_running), begin, end)  # Q < P before it, Q ≥ P from it
+        runs = (class_running * (split - begin) - (below[split] - below[begin])
+                + (below[end] - below[split]) - class_running * (end - split))
+        # Before a class's first cell P is 0.
+        return (below[begin[starts]] + cells.per_class_sum(runs)) / max(positions - 1, 1)
+
     def _hierarchical(self, classes):
         # Li et al.: EMD = sum over inner nodes N of height(N)/H * min(pos_extra(N), neg_extra(N)), where the extra of a
         # child C is P(C) - Q(C).  Children a class does not touch have P = 0: their mass Q is all negative extra, so
@@ -354,9 +452,7 @@ class TCloseness(PrivacyModel):
         # does not cover, is a leaf right under the root (at the largest distance from every other value).
         hierarchy = self._hierarchy
         top = hierarchy.height
-        root = hierarchy.rows[0][top]
-        null_row = next((row for row in hierarchy.rows if row[0] is None), None)
-        null_path = list(null_row) if null_row is not None else [None] * top + [root]
+        null_path = self._null_path()
         n = sb.col(WEIGHT)
         ancestors = exp.select(*classes.keys_of(), n, *[
             exp.Case().when(sb.col(VALUE).is_(exp.Null()), sb.lit(null_path[level]))
@@ -394,6 +490,54 @@ class TCloseness(PrivacyModel):
         return (exp.select(*classes.keys_of(), _sum(sb.col("__cost")).as_("__emd", quoted=True))
                 .from_(union.subquery("costs")).group_by(*classes.keys_of()))
 
+    def _null_path(self) -> tuple[str | None, ...]:
+        """NULL's labels, leaf to root: the hierarchy's NULL row, or else NULL right under the root."""
+        hierarchy = self._hierarchy
+        null_row = next((row for row in hierarchy.rows if row[0] is None), None)
+        return null_row if null_row is not None else (None,) * hierarchy.height + (hierarchy.rows[0][-1],)
+
+    def _hierarchical_emd(self, cells: ClassCells) -> np.ndarray:
+        """Per class, the hierarchical distance (as :meth:`_hierarchical`, level by level over the same groups)."""
+        labels, children = self._per_value(cells.values, self._hierarchy_groups)
+        top = self._hierarchy.height
+        table_counts = cells.table_counts.astype(float)
+        total = table_counts.sum()
+        # Per level: the table's share of each label, and per cell its class's share of the cell's label.
+        table_share = [np.bincount(level, weights=table_counts, minlength=level.max() + 1) / total for level in labels]
+        size = cells.sizes[cells.cell_class]
+        class_share = [cells.group_sums(level) / size for level in labels]
+        emd = np.zeros(cells.classes)
+        for level in range(1, top + 1):
+            # One cell stands for each (class, node, child), as the SQL's GROUP BY class, node, child.
+            _, child_first = cells.groups(children[level])
+            node_group, node_first = cells.groups(labels[level])
+            pc = class_share[level - 1][child_first]
+            qc = table_share[level - 1][labels[level - 1][cells.cell_value[child_first]]]
+            node = node_group[child_first]
+            nodes = len(node_first)
+            positive = np.bincount(node, weights=np.maximum(pc - qc, 0), minlength=nodes)
+            negative = (np.bincount(node, weights=np.maximum(qc - pc, 0), minlength=nodes)
+                        + table_share[level][labels[level][cells.cell_value[node_first]]]
+                        - np.bincount(node, weights=qc, minlength=nodes))
+            emd += np.bincount(cells.cell_class[node_first], weights=level / top * np.minimum(positive, negative),
+                               minlength=cells.classes)
+        return emd
+
+    def _hierarchy_groups(self, values: SensitiveValues) -> tuple[list[np.ndarray], list[np.ndarray | None]]:
+        """Per level, each value code's group number for its label there, as the SQL labels it (:meth:`_hierarchical`,
+        :func:`_lookup`: NULL along :meth:`_null_path`, a value the hierarchy lacks right under the root); and per level
+        above the leaves a group number for each value's pair (label, label one level down)."""
+        hierarchy = self._hierarchy
+        top = hierarchy.height
+        rows = {row[0]: row for row in hierarchy.rows if row[0] is not None}
+        root = hierarchy.rows[0][top]
+        paths = [self._null_path() if text is None else rows.get(text, (text,) + (None,) * (top - 1) + (root,))
+                 for text in values.texts]
+        labels = [_group_numbers([path[level] for path in paths]) for level in range(top + 1)]
+        children = [None] + [_group_numbers(list(zip(labels[level].tolist(), labels[level - 1].tolist())))
+                             for level in range(1, top + 1)]
+        return labels, children
+
     def check_data(self, facts):
         values = facts.value_counts[self.sensitive]
         if self.distance == "hierarchical":
@@ -403,6 +547,12 @@ class TCloseness(PrivacyModel):
                 raise PolicyError(f"{self.name}: the hierarchy of {self.sensitive!r} does not cover {missing[:10]}")
         if self.distance == "ordered" and None in values:
             raise PolicyError(f"{self.name}: the ordered distance needs {self.sensitive!r} to have no NULL")
+
+
+def _group_numbers(labels: Sequence[object]) -> np.ndarray:
+    """A group number per label, equal labels (None included) sharing one: SQL's GROUP BY over labels in Python."""
+    numbers: dict[object, int] = {}
+    return np.array([numbers.setdefault(label, len(numbers)) for label in labels], dtype=np.int64)
 
 
 def _lookup(hierarchy: Hierarchy, value: exp.Expression, level: int) -> exp.Expression:
@@ -436,9 +586,6 @@ class AlphaLDiversityKAnonymity(PrivacyModel):
             raise PolicyError(f"{self.name}: NULL cannot be given a sensitivity level; replace missing values first")
         self.levels = {str(v): _count(s, f"the level of {v!r}", self.name) for v, s in levels.items()}
 
-    def size_violation(self, size):
-        return size < sb.lit(self.k)
-
     def class_violations(self, classes):
         n = sb.col(WEIGHT)
         # One CASE node built at once (chaining .when() copies it each time: quadratic in the number of values).
@@ -452,6 +599,15 @@ class AlphaLDiversityKAnonymity(PrivacyModel):
         violated = exp.or_(exp.func("COUNT", exp.Star()) < sb.lit(self.l),
                            _ratio(exp.func("MAX", sb.col("__level_n")), _sum(n)) > sb.lit(self.alpha))
         return _grouped(classes, with_level_count, "level_counts", violated)
+
+    def cell_violations(self, cells):
+        per_level = cells.group_sums(self._per_value(cells.values, self._level_groups))
+        return (cells.distinct() < self.l) | (cells.per_class_max(per_level) / cells.sizes > self.alpha)
+
+    def _level_groups(self, values: SensitiveValues) -> np.ndarray:
+        """Per value code, a group number per sensitivity level; NULL and values the table lacks, whose level the SQL
+        finds NULL, share a group of their own."""
+        return _group_numbers([None if text is None else self.levels.get(text) for text in values.texts])
 
     def check_data(self, facts):
         self._check_k(facts)
