@@ -104,7 +104,8 @@ class Anonymizer:
 
     # --------------------------------------------------------------- checking
     def encode(self, source, policy: Policy | str) -> EncodedSource:
-        """Read ``source`` once into a frequency table with every level's codes, for many fast checks."""
+        """Read ``source`` once into a frequency table with every level's codes, for many fast checks and searches
+        (close it, or use it in a ``with`` block, to drop the table)."""
         return encode(self.workspace, source, policy)
 
     def check(self, source, policy: Policy | str, levels: Mapping[str, int]) -> CheckReport:
@@ -121,33 +122,34 @@ class Anonymizer:
         """Per-attribute weights (uniform, entropy or mutual information with ``label``), computed in SQL."""
         return attribute_weights(self.engine, source_relation(self.engine, source), attributes, kind=kind, label=label)
 
-    def search(self, source, policy: Policy | str, *, metric: Metric | str = "loss", strategy: str = "optimal",
+    def search(self, source, policy: Policy | str | None = None, *, metric: Metric | str = "loss", strategy: str = "optimal",
                label: str | None = None, evaluator: str = "auto", memory_budget: int | None = None,
                time_limit: float | None = None, check_limit: int | None = None) -> SearchResult:
         """The full-domain generalization that satisfies ``policy`` and minimizes ``metric``.
 
-        ``strategy``: ``optimal`` (exact), ``samarati`` (seed 002) or ``exhaustive``; ``label`` is the class column
-        that ``mi-loss`` weighs attributes by.  ``evaluator``: ``memory`` checks nodes in process, ``sql`` in the
+        ``source`` may be an :class:`EncodedSource` (:meth:`encode`), searched without reading the source again
+        (``policy`` is then its own, and may be left out).  ``strategy``: ``optimal`` (exact), ``samarati`` (seed
+        002) or ``exhaustive``; ``label`` is the class column that ``mi-loss`` weighs attributes by.  ``evaluator``: ``memory`` checks nodes in process, ``sql`` in the
         database, ``auto`` in process when that needs at most ``memory_budget`` bytes (by default
         :data:`~duckanon.search.memory_evaluator.DEFAULT_MEMORY_BUDGET`).  ``time_limit`` (seconds) and
         ``check_limit`` (nodes) stop the search early: it returns the best node found, with ``proven`` False."""
         return search_run.search(self.workspace, source, policy, metric, strategy, label, evaluator, memory_budget,
                                  time_limit, check_limit)
 
-    def solution_space(self, source, policy: Policy | str, *, metrics: Sequence[Metric | str] = ("loss",),
+    def solution_space(self, source, policy: Policy | str | None = None, *, metrics: Sequence[Metric | str] = ("loss",),
                        label: str | None = None, table: str | None = None, evaluator: str = "auto",
                        memory_budget: int | None = None) -> pd.DataFrame:
         """Every transformation that satisfies ``policy``, with its suppressed records and each metric's value;
-        stored as table ``anon.<table>`` when ``table`` is given (``evaluator`` as :meth:`search`)."""
+        stored as table ``anon.<table>`` when ``table`` is given (``source`` and ``evaluator`` as :meth:`search`)."""
         return search_run.solution_space(self.workspace, source, policy, metrics, label, table, evaluator,
                                          memory_budget)
 
-    def anonymize(self, source, policy: Policy | str, path: str | os.PathLike, *, metric: Metric | str = "loss",
+    def anonymize(self, source, policy: Policy | str | None, path: str | os.PathLike, *, metric: Metric | str = "loss",
                   strategy: str = "optimal", label: str | None = None, table: str = "release",
                   format: str | None = None, evaluator: str = "auto", memory_budget: int | None = None,
                   time_limit: float | None = None, check_limit: int | None = None) -> tuple[SearchResult, Release]:
-        """Search the best transformation and publish it (``format`` as :meth:`publish`; ``evaluator`` and the
-        limits as :meth:`search`: a search stopped by a limit publishes the best node it found)."""
+        """Search the best transformation and publish it (``format`` as :meth:`publish`; ``source``, ``evaluator``
+        and the limits as :meth:`search`: a search stopped by a limit publishes the best node it found)."""
         return search_run.anonymize(self.workspace, source, policy, path, metric, strategy, label, table, format,
                                     evaluator, memory_budget, time_limit, check_limit)
 

@@ -17,7 +17,7 @@ import pandas as pd
 from sqlglot import exp
 
 from ..declare.policy import Policy
-from ..encode.binding import BoundPolicy, Workspace, bind
+from ..encode.binding import BoundPolicy, EncodedSource, Workspace, bind
 from ..encode.encoding import Encoding
 from ..errors import PolicyError, PolicyNotSatisfied
 from ..hierarchy.hierarchy import SCHEMA
@@ -61,15 +61,37 @@ def checked_evaluator(kind: str, memory_budget: int | None) -> int | None:
 
 
 @contextlib.contextmanager
+def bound_source(workspace: Workspace, source, policy: Policy | str | None
+                 ) -> Iterator[tuple[BoundPolicy, Encoding | None]]:
+    """``source`` bound to ``policy``, with its encoding when ``source`` is an :class:`EncodedSource` (encoded once
+    for many searches; ``policy`` is then its own, or None)."""
+    if not isinstance(source, EncodedSource):
+        if policy is None:
+            raise PolicyError("a policy is needed to search a source that is not encoded for one")
+        with bind(workspace, source, policy) as bound:
+            yield bound, None
+        return
+    if policy is not None:
+        policy = workspace.catalog.policy(policy) if isinstance(policy, str) else policy
+        if policy != source.bound.policy:
+            raise PolicyError("the encoded source was encoded for another policy; search it with its own (or none)")
+    yield source.bound, source.encoding
+
+
+@contextlib.contextmanager
 def evaluator(workspace: Workspace, bound: BoundPolicy, metrics: Sequence[Metric | str], label: str | None,
-              kind: str = "auto", memory_budget: int | None = None) -> Iterator[NodeEvaluator]:
+              kind: str = "auto", memory_budget: int | None = None, encoding: Encoding | None = None
+              ) -> Iterator[NodeEvaluator]:
     """The node evaluator of ``bound``'s source and policy under ``metrics``, over an encoding of its frequency
-    table: ``kind`` ``memory`` evaluates in process, ``sql`` in the engine, ``auto`` in process when its arrays fit
-    ``memory_budget`` bytes (by default ``DEFAULT_MEMORY_BUDGET``)."""
+    table (``encoding``, when the source was encoded before; it is then left open): ``kind`` ``memory`` evaluates in
+    process, ``sql`` in the engine, ``auto`` in process when its arrays fit ``memory_budget`` bytes (by default
+    ``DEFAULT_MEMORY_BUDGET``)."""
     memory_budget = checked_evaluator(kind, memory_budget)
     resolved = [resolve_metric(workspace, bound, m, label) for m in metrics]
-    workspace.announce("encoding the source into a frequency table")
-    encoding = Encoding(workspace.engine, bound.counted, bound.hierarchies, bound.policy.sensitive)
+    owned = encoding is None
+    if owned:
+        workspace.announce("encoding the source into a frequency table")
+        encoding = Encoding(workspace.engine, bound.counted, bound.hierarchies, bound.policy.sensitive)
     built = None
     try:
         kind = _chosen(workspace, encoding, bound, resolved, kind, memory_budget)
@@ -84,7 +106,8 @@ def evaluator(workspace: Workspace, bound: BoundPolicy, metrics: Sequence[Metric
     finally:
         if built is not None:
             built.close()
-        encoding.close()
+        if owned:
+            encoding.close()
 
 
 def _chosen(workspace: Workspace, encoding: Encoding, bound: BoundPolicy, metrics: Sequence[Metric], kind: str,
@@ -115,15 +138,16 @@ def search(workspace: Workspace, source, policy: Policy | str, metric: Metric | 
            label: str | None, evaluator_kind: str = "auto", memory_budget: int | None = None,
            time_limit: float | None = None, check_limit: int | None = None) -> SearchResult:
     """The full-domain generalization that satisfies ``policy`` and minimizes ``metric``, found by ``strategy``
-    (nodes evaluated as ``evaluator_kind`` and ``memory_budget`` choose, see :func:`evaluator`); within
+    (nodes evaluated as ``evaluator_kind`` and ``memory_budget`` choose, see :func:`evaluator`); ``source`` may be an
+    :class:`EncodedSource` (see :func:`bound_source`); within
     ``time_limit`` seconds and ``check_limit`` nodes evaluated, when given (see
     :class:`~duckanon.search.strategies.SearchBudget`)."""
     if strategy not in STRATEGIES:
         raise PolicyError(f"unknown search strategy {strategy!r}; known: {', '.join(STRATEGIES)}")
     checked_evaluator(evaluator_kind, memory_budget)
     budget = SearchBudget(time_limit, check_limit)
-    with bind(workspace, source, policy) as bound, evaluator(workspace, bound, [metric], label, evaluator_kind,
-                                                             memory_budget) as nodes:
+    with (bound_source(workspace, source, policy) as (bound, encoding),
+          evaluator(workspace, bound, [metric], label, evaluator_kind, memory_budget, encoding) as nodes):
         workspace.announce(f"{strategy} search over {nodes.lattice.size} transformations")
         return STRATEGIES[strategy]().search(nodes, budget)
 
@@ -134,8 +158,8 @@ def solution_space(workspace: Workspace, source, policy: Policy | str, metrics: 
     """Every transformation that satisfies ``policy`` with its suppressed records and each metric's value; stored as
     table ``anon.<table>`` when ``table`` is given."""
     checked_evaluator(evaluator_kind, memory_budget)
-    with bind(workspace, source, policy) as bound, evaluator(workspace, bound, metrics, label, evaluator_kind,
-                                                             memory_budget) as nodes:
+    with (bound_source(workspace, source, policy) as (bound, encoding),
+          evaluator(workspace, bound, metrics, label, evaluator_kind, memory_budget, encoding) as nodes):
         frame = strategies.solution_space(nodes)
     if table is not None:
         with workspace.engine.registered(frame) as space:
@@ -166,11 +190,14 @@ def anonymize(workspace: Workspace, source, policy: Policy | str, path: str | os
               strategy: str, label: str | None, table: str, format: str | None, evaluator_kind: str = "auto",
               memory_budget: int | None = None, time_limit: float | None = None, check_limit: int | None = None
               ) -> tuple[SearchResult, Release]:
-    """Search the best transformation (within the limits, as :func:`search`) and publish it."""
+    """Search the best transformation (within the limits, as :func:`search`) and publish it; an
+    :class:`EncodedSource` publishes from the source it encoded, read again."""
     release_format(path, format)
     result = search(workspace, source, policy, metric, strategy, label, evaluator_kind, memory_budget, time_limit,
                     check_limit)
     if not result.found:
         raise PolicyNotSatisfied(result.summary())
+    if isinstance(source, EncodedSource):
+        source, policy = source.bound.source, source.bound.policy
     return result, publish_generalization(workspace, source, policy, FullDomainGeneralization(result.levels), path,
                                           table, format, result.best.values)
