@@ -118,8 +118,6 @@ class NodeEvaluator(ABC):
             for index, result in self._evaluate(wanted).items():
                 self.results[index] = result
                 self.evaluated[index] = True
-            if self.progress is not None:
-                self.progress(f"{len(self.results)} nodes checked")
         return [self.results[i] for i in indices]
 
     def value(self, index: int) -> float:

@@ -59,6 +59,8 @@ SNAPSHOT_MIN_ROWS = 2_000
 SNAPSHOT_BYTES_SHARE = 1.0
 SNAPSHOT_MIN_BYTES = 64 * 2**20
 SNAPSHOT_LIMIT = 256
+# Nodes of a batch are grouped at a meet no more than this many levels below each of them.
+MEET_REACH = 3
 # Working arrays while a node is grouped (its key, group ids, the hash table), per row.
 _WORK_BYTES_PER_ROW = 48
 
@@ -458,15 +460,17 @@ class MemoryNodeEvaluator(NodeEvaluator):
         their lowest level) once, when that leaves far fewer rows: a search that works down from the nodes it found
         evaluates nodes below every snapshot, which would each read the whole frequency table.  First the meet of
         every node the search may still ask for (:attr:`pending`), which rises as the search settles the lattice's
-        lower part; then the meet of the batch's nodes that read one source."""
+        lower part; then, among the batch's nodes that read one source, the meets of those near each other (a meet
+        of nodes far apart is low, with as many rows as the source)."""
         if self.pending is not None and self.pending.any():
             self._snapshot_meet(np.minimum(self.lattice.nodes[self.pending].min(axis=0), nodes.min(axis=0)))
         readers: dict[int, list[np.ndarray]] = {}
         for node in nodes:
             readers.setdefault(id(self._source(node)), []).append(node)
         for members in readers.values():
-            if len(members) > 1:
-                self._snapshot_meet(np.min(members, axis=0))
+            for cluster in _near(members):
+                if len(cluster) > 1:
+                    self._snapshot_meet(np.min(cluster, axis=0))
 
     def _snapshot_meet(self, meet: np.ndarray) -> None:
         source = self._source(meet)
@@ -542,6 +546,20 @@ class _Snapshots:
         for array in (self.nodes, self.rows, self.last_use):
             array[position] = array[last]
         self.count = last
+
+
+def _near(nodes: list[np.ndarray]) -> list[list[np.ndarray]]:
+    """``nodes`` in clusters, highest first, each within MEET_REACH levels in all of its meet."""
+    clusters: list[tuple[np.ndarray, list[np.ndarray]]] = []
+    for node in sorted(nodes, key=lambda n: -int(n.sum())):
+        for k, (meet, members) in enumerate(clusters):
+            lower = np.minimum(meet, node)
+            if all(int((member - lower).sum()) <= MEET_REACH for member in (*members, node)):
+                clusters[k] = (lower, [*members, node])
+                break
+        else:
+            clusters.append((node, [node]))
+    return [members for _, members in clusters]
 
 
 def _kept_cells(cells: ClassCells, kept: np.ndarray, position: np.ndarray) -> ClassCells:
