@@ -90,15 +90,25 @@ class _Groups:
     radices: Sequence[int] | None  # the key's mixed radix, None where it was made dense on the way
 
     def values(self) -> list[np.ndarray]:
-        """Per column, each group's value: unpacked from the keys, or else read at each group's first row."""
+        """Per column, each group's value."""
+        return self.unpacker()()
+
+    def unpacker(self) -> Callable[[], list[np.ndarray]]:
+        """What gives each group's value per column later, holding on to nothing the size of the rows: the values are
+        unpacked from the keys, or, where the keys were made dense, read now at each group's first row."""
         if self.radices is None:
             first = np.flatnonzero(np.diff(np.maximum.accumulate(self.ids), prepend=-1) > 0)
-            return [column[first] for column in self.columns]
-        key, values = self.keys.copy(), []
-        for radix, column in zip(reversed(self.radices), reversed(self.columns)):
-            values.append((key % radix).astype(column.dtype))
-            key //= radix
-        return values[::-1]
+            values = [column[first] for column in self.columns]
+            return lambda: values
+        keys, radices, types = self.keys, list(self.radices), [column.dtype for column in self.columns]
+
+        def unpack() -> list[np.ndarray]:
+            key, values = keys.copy(), []
+            for radix, dtype in zip(reversed(radices), reversed(types)):
+                values.append((key % radix).astype(dtype))
+                key //= radix
+            return values[::-1]
+        return unpack
 
 
 def _group(columns: Sequence[np.ndarray], cards: Sequence[int]) -> _Groups:
@@ -443,11 +453,13 @@ class MemoryNodeEvaluator(NodeEvaluator):
                           [classes.count, *[len(self.values[name]) for name in source.sensitive]])
             if rows.count * SNAPSHOT_REDUCTION > source.rows:
                 return False
+        unpack_rows, unpack_classes, sensitive = rows.unpacker(), classes.unpacker(), list(source.sensitive)
+
         def columns() -> tuple[list, dict[str, np.ndarray]]:
-            values, codes = rows.values(), classes.values()
-            if source.sensitive:
+            values, codes = unpack_rows(), unpack_classes()
+            if sensitive:
                 codes = [c[values[0]] for c in codes]
-            return codes, dict(zip(source.sensitive, values[1:]))
+            return codes, dict(zip(sensitive, values[1:]))
 
         column_bytes = rows.count * (sum(c.itemsize for c in classes.columns) + 8 * len(source.sensitive))
         self.snapshots.add(_Rows(node.copy(), np.rint(_sums(rows.ids, source.count, rows.count)).astype(np.int64),
