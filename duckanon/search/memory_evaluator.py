@@ -472,8 +472,8 @@ class MemoryNodeEvaluator(NodeEvaluator):
         their lowest level) once, when that leaves far fewer rows: a search that works down from the nodes it found
         evaluates nodes below every snapshot, which would each read the whole frequency table.  First the meet of
         every node the search may still ask for (:attr:`pending`), which rises as the search settles the lattice's
-        lower part; then, among the batch's nodes that read one source, the meets of those near each other (a meet
-        of nodes far apart is low, with as many rows as the source)."""
+        lower part; then, among the batch's nodes that read one source, the meets of three or more near each other (a
+        meet of nodes far apart is low, with as many rows as the source; one for two nodes saves too little)."""
         if self.pending is not None and self.pending.any():
             self._snapshot_meet(np.minimum(self.lattice.nodes[self.pending].min(axis=0), nodes.min(axis=0)))
         readers: dict[int, list[np.ndarray]] = {}
@@ -481,7 +481,7 @@ class MemoryNodeEvaluator(NodeEvaluator):
             readers.setdefault(id(self._source(node)), []).append(node)
         for members in readers.values():
             for cluster in _near(members):
-                if len(cluster) > 1:
+                if len(cluster) > 2:
                     self._snapshot_meet(np.min(cluster, axis=0))
 
     def _snapshot_meet(self, meet: np.ndarray) -> None:
