@@ -84,4 +84,6 @@ class ClassCells:
 
     def table_shares(self) -> np.ndarray:
         """Per value code, its share of the table's records."""
-        return self.table_counts / self.table_counts.sum()
+        total = self.table_counts.sum()
+        # A table every record of which was dropped holds no class to compare with it.
+        return self.table_counts / total if total else np.zeros(len(self.table_counts))

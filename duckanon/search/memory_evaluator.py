@@ -77,7 +77,8 @@ def memory_needed(engine: Engine, encoding: Encoding, models: Sequence[PrivacyMo
     """Bytes the in-process evaluator takes for ``encoding``: its arrays, room for snapshots, and working arrays."""
     rows = int(engine.value(exp.select(exp.func("COUNT", exp.Star())).from_(encoding.table)))
     hierarchies = [b.hierarchy for b in encoding.bound.values()]
-    table = rows * _row_bytes(hierarchies, len(encoding.sensitive), sum(m.cost_kind == "entropy" for m in metrics))
+    offsets = len(hierarchies) * sum(m.cost_kind == "entropy" for m in metrics)  # one per attribute and metric
+    table = rows * _row_bytes(hierarchies, len(encoding.sensitive), offsets)
     return table + max(int(table * SNAPSHOT_BYTES_SHARE), SNAPSHOT_MIN_BYTES) + rows * _WORK_BYTES_PER_ROW
 
 
@@ -150,10 +151,10 @@ def _sums(ids: np.ndarray, weights: np.ndarray, groups: int) -> np.ndarray:
 class _Rows:
     """Frequency-table rows grouped at ``node``: each attribute's code at the node's level (the frequency table
     itself, ``all_levels``, holds every level's codes), the record count, each sensitive attribute's value code and,
-    per metric with a ``B`` part, its rows' sum.  A snapshot's codes are unpacked from its group keys when it is
+    per metric with a ``B`` part and attribute, its rows' sum.  A snapshot's codes are unpacked from its group keys when it is
     first read (``columns``): many snapshots are dropped unread."""
 
-    def __init__(self, node: np.ndarray, count: np.ndarray, offsets: dict[str, np.ndarray],
+    def __init__(self, node: np.ndarray, count: np.ndarray, offsets: dict[tuple[str, int], np.ndarray],
                  columns: Callable[[], tuple[list, dict[str, np.ndarray]]], column_bytes: int,
                  all_levels: bool = False):
         self.node, self.count, self.offsets, self.all_levels = node, count, offsets, all_levels
@@ -172,7 +173,7 @@ class _Rows:
     def sensitive(self) -> dict[str, np.ndarray]:
         return self._unpacked[1]
 
-    def with_offsets(self, offsets: dict[str, np.ndarray]) -> _Rows:
+    def with_offsets(self, offsets: dict[tuple[str, int], np.ndarray]) -> _Rows:
         return _Rows(self.node, self.count, offsets, lambda: self._unpacked, self._column_bytes, self.all_levels)
 
     @property
@@ -307,7 +308,7 @@ class MemoryNodeEvaluator(NodeEvaluator):
 
     def _read_costs(self) -> None:
         """Per record-cost metric: ``A`` per attribute, level and code (weighted), the constant of a suppressed
-        record, and the rows' ``B`` sums (non-uniform entropy only)."""
+        record, and per attribute the rows' ``B`` sums (non-uniform entropy only, under ``(metric, attribute)``)."""
         costs = self.costs
         self.cost_parts: dict[str, list[list[np.ndarray]]] = {}
         self.suppressed_part: dict[str, float] = {}
@@ -316,7 +317,7 @@ class MemoryNodeEvaluator(NodeEvaluator):
             entropy = kind == "entropy"
             # A suppressed record's entropy cost is log2(records / its value's count): the constant log2(records).
             constant = math.log2(costs.records) if entropy else 1.0
-            parts, offset = [], np.zeros(self.base.rows)
+            parts = []
             for i, (attribute, hierarchy) in enumerate(zip(self.encoding.attributes, self.hierarchies)):
                 weight, table = weights[attribute], costs.attributes[i].table
                 levels = costs.attributes[i].levels
@@ -332,11 +333,9 @@ class MemoryNodeEvaluator(NodeEvaluator):
                 if entropy:
                     by_code = np.zeros(self.cards[i][0])
                     by_code[table["code"].to_numpy(dtype=np.int64) - 1] = weight * own
-                    offset += by_code[self.base.codes[i][0]] * self.base.count
+                    self.base.offsets[metric.name, i] = by_code[self.base.codes[i][0]] * self.base.count
             self.cost_parts[metric.name] = parts
             self.suppressed_part[metric.name] = constant * sum(weights.values())
-            if entropy:
-                self.base.offsets[metric.name] = offset
 
     # ------------------------------------------------------------------ evaluating
     def _source(self, node: np.ndarray) -> _Rows:
@@ -411,19 +410,22 @@ class MemoryNodeEvaluator(NodeEvaluator):
         squares = sizes.astype(np.float64) ** 2
         costs = {}
         for metric in self.costs.metrics:
-            parts = self.cost_parts[metric.name]
+            parts, name = self.cost_parts[metric.name], metric.name
+            # Every cost is 0 on level 0: those attributes are left out, so that their costs stay exactly 0.
+            raised = [i for i, level in enumerate(classes.node) if level > 0]
             per_record = np.zeros(rows.rows)
-            for i, codes in enumerate(classes.codes):
-                per_record += parts[i][classes.node[i]][codes]
+            for i in raised:
+                per_record += parts[i][classes.node[i]][classes.codes[i]]
             per_row = per_record * rows.count
-            offsets = rows.offsets.get(metric.name)
-            if offsets is not None:
-                per_row += offsets
+            offsets = [i for i in range(len(classes.node)) if (name, i) in rows.offsets]
+            for i in raised:
+                if (name, i) in rows.offsets:
+                    per_row += rows.offsets[name, i]
             per_class = _sums(ids, per_row, len(sizes))
-            suppressed = float(sizes[violated].sum()) * self.suppressed_part[metric.name]
-            if offsets is not None:
-                suppressed += float(_sums(ids, offsets, len(sizes))[violated].sum())
-            costs[metric.name] = (float(per_class.sum()), float(per_class[kept].sum()), suppressed)
+            suppressed = float(sizes[violated].sum()) * self.suppressed_part[name]
+            for i in offsets:
+                suppressed += float(_sums(ids, rows.offsets[name, i], len(sizes))[violated].sum())
+            costs[name] = (float(per_class.sum()), float(per_class[kept].sum()), suppressed)
         return NodeTotals(records=self.records, suppressed=int(sizes[violated].sum()), classes=len(sizes),
                           kept_classes=int(kept.sum()), squares=float(squares.sum()),
                           kept_squares=float(squares[kept].sum()), costs=costs)
