@@ -302,6 +302,7 @@ class MemoryNodeEvaluator(NodeEvaluator):
         # The entropy metrics' offsets are this evaluator's own.
         self.base = arrays.base.with_offsets({})
         self._read_costs()
+        self.class_counts = np.zeros(self.lattice.size, dtype=np.int64)  # of the nodes evaluated
         self.failed_meets: list[tuple[np.ndarray, int]] = []  # with the rows they were grouped from
         self.snapshots = _Snapshots(len(hierarchies),
                                     max(int(self.base.nbytes * SNAPSHOT_BYTES_SHARE), SNAPSHOT_MIN_BYTES))
@@ -441,6 +442,7 @@ class MemoryNodeEvaluator(NodeEvaluator):
             totals = self._totals(classes)
             too_small = any(totals.suppressed < bound for bound in self.size_bounds)
             results[index] = self._result(index, totals, suppressed_too_small=too_small)
+            self.class_counts[index] = totals.classes
             if self._may_snapshot(node, classes.rows, len(classes.sizes)):
                 self._snapshot(node, classes.rows, classes.classes)
         return results
@@ -501,13 +503,20 @@ class MemoryNodeEvaluator(NodeEvaluator):
 
     def _snapshot_meet(self, meet: np.ndarray) -> None:
         source = self._source(meet)
-        # A meet at or below one that left too many of as many rows or more would too.
+        # A meet at or below one that left too many of as many rows or more would too; and a meet has at least as
+        # many rows as any node above it has classes.
         if (not meet.any() or not self._may_snapshot(meet, source, 0)
-                or any(rows >= source.rows and (meet <= failed).all() for failed, rows in self.failed_meets)):
+                or any(rows >= source.rows and (meet <= failed).all() for failed, rows in self.failed_meets)
+                or self._fewest_rows(meet) * SNAPSHOT_REDUCTION > source.rows):
             return
         classes = _group(self._codes(source, meet), [self.cards[i][level] for i, level in enumerate(meet)])
         if classes.count * SNAPSHOT_REDUCTION > source.rows or not self._snapshot(meet, source, classes):
             self.failed_meets.append((meet, source.rows))
+
+    def _fewest_rows(self, node: np.ndarray) -> int:
+        """A lower bound of the rows of ``node``'s snapshot: the most classes of a node evaluated above it."""
+        above = self.masks.up(self.lattice.index(tuple(int(v) for v in node))) & self.evaluated
+        return int(self.class_counts[above].max()) if above.any() else 0
 
     # ------------------------------------------------------------------ the rest of the interface
     def _suppressed_class_violates(self, node: Node) -> bool:
