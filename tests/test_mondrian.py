@@ -266,7 +266,7 @@ def test_relaxed_splits_records_equal_to_the_median():
     con = duckdb.connect()
     # Ten records with age 5 and one distinct older one: strict cannot cut (the median is the maximum but one side
     # would hold a single record); relaxed puts five and six of them on either side.
-    frame = make_source(con, [(5, "red", "S", "a")] * 10 + [(9, "red", "S", "b")])
+    make_source(con, [(5, "red", "S", "a")] * 10 + [(9, "red", "S", "b")])
     pol = Policy(quasi_identifiers={"age": None}, models=[KAnonymity(5)], sensitive=["s"], others="drop")
     anon = duckanon.connect(con)
     strict = anon.mondrian("t", pol)

@@ -22,7 +22,7 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from search_data import LABEL, on_every_evaluator, setup_table, tables
+from search_data import LABEL, adult_setup, on_every_evaluator, setup_table, tables
 
 import duckanon
 from duckanon import (
@@ -38,7 +38,6 @@ from duckanon import (
     RecursiveCLDiversity,
     TCloseness,
 )
-from duckanon.datasets import adult_hierarchy_dir, load_adult
 from duckanon.encode.binding import bind
 from duckanon.search import run as search_run
 from duckanon.search import sql_evaluator
@@ -263,10 +262,8 @@ def test_fixed_table_all_strategies_every_metric(limit, kind):
 # ----------------------------------------------------------------------------------------------- seed 002 on Adult
 @pytest.fixture(scope="module")
 def adult():
-    con = duckdb.connect()
-    load_adult(con, "adult")
-    hierarchies = {q: Hierarchy.from_arx_csv(adult_hierarchy_dir() / f"{q}.csv") for q in SEED002_QIS}
-    yield con, duckanon.connect(con), hierarchies
+    con, anon, hierarchies = adult_setup(SEED002_QIS)
+    yield con, anon, hierarchies
     con.close()
 
 

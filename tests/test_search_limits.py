@@ -17,14 +17,20 @@ import pandas as pd
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from search_data import LABEL, on_every_evaluator, setup_table, tables
+from search_data import (
+    ADULT_QIS,
+    LABEL,
+    adult_setup,
+    on_every_evaluator,
+    setup_table,
+    tables,
+)
 from test_search import SETTINGS, brute_or_reject, close, evaluator, policies
 
 import duckanon
 from duckanon import Hierarchy, KAnonymity, Policy, PolicyError, PolicyNotSatisfied
 from duckanon.cli import main, run
 from duckanon.cli.values import byte_size
-from duckanon.datasets import adult_hierarchy_dir, load_adult
 from duckanon.encode.binding import bind
 from duckanon.search import run as search_run
 from duckanon.search.memory_evaluator import MemoryNodeEvaluator
@@ -35,9 +41,6 @@ from duckanon.search.strategies import (
     SamaratiSearch,
     SearchBudget,
 )
-
-ADULT_QIS = ["sex", "age", "race", "marital-status", "education", "native-country", "workclass", "occupation",
-             "salary-class"]
 
 
 # ----------------------------------------------------------------------------------------------- a table by hand
@@ -203,10 +206,8 @@ def test_samarati_equals_evaluating_whole_heights(kind, data):
 # ----------------------------------------------------------------------------------------------- Adult, 9 QIs
 @pytest.fixture(scope="module")
 def adult():
-    con = duckdb.connect()
-    load_adult(con, "adult")
-    hierarchies = {q: Hierarchy.from_arx_csv(adult_hierarchy_dir() / f"{q}.csv") for q in ADULT_QIS}
-    yield con, duckanon.connect(con), hierarchies
+    con, anon, hierarchies = adult_setup(ADULT_QIS)
+    yield con, anon, hierarchies
     con.close()
 
 
