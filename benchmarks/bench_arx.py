@@ -304,7 +304,7 @@ def child(case: Case, evaluator: str, warmups: int, timed: int, data_dir: Path) 
     # (anon.encode); one full call (reading and encoding the source again) is timed besides.  The Parquet cases
     # time full calls only: a user's one call on the file.
     encoded = None
-    if case.data != "scale":
+    if case.data != "parquet":
         encode_s, _, encoded = common.timed(lambda: anon.encode(source, policy))
         common.progress(f"{case.name}: encoded once in {encode_s:.2f} s")
     calls = []
