@@ -18,15 +18,13 @@ import contextlib
 import math
 import os
 
-import duckdb
 import numpy as np
 import pandas as pd
 import pytest
 from hypothesis import HealthCheck, Phase, assume, given, settings
 from hypothesis import strategies as st
-from search_data import LABEL, setup_table, tree_hierarchy
+from search_data import ADULT_QIS, LABEL, adult_setup, setup_table, tree_hierarchy
 
-import duckanon
 from duckanon import (
     AlphaKAnonymity,
     AlphaLDiversityKAnonymity,
@@ -41,7 +39,6 @@ from duckanon import (
     RecursiveCLDiversity,
     TCloseness,
 )
-from duckanon.datasets import adult_hierarchy_dir, load_adult
 from duckanon.encode.binding import bind
 from duckanon.search import memory_evaluator
 from duckanon.search import run as search_run
@@ -315,18 +312,11 @@ def test_every_node_and_every_search_agree(data):
 
 
 # ----------------------------------------------------------------------------------------------- Adult
-ADULT_QIS = ["sex", "age", "race", "marital-status", "education", "native-country", "workclass", "occupation",
-             "salary-class"]
-
-
 @pytest.fixture(scope="module")
 def adult():
-    con = duckdb.connect()
-    load_adult(con, "adult")
-    policy = Policy(quasi_identifiers={q: Hierarchy.from_arx_csv(adult_hierarchy_dir() / f"{q}.csv")
-                                       for q in ADULT_QIS},
-                    models=[KAnonymity(5)], suppression_limit=0.05, others="insensitive")
-    yield duckanon.connect(con), policy
+    con, anon, hierarchies = adult_setup(ADULT_QIS)
+    yield anon, Policy(quasi_identifiers=hierarchies, models=[KAnonymity(5)], suppression_limit=0.05,
+                       others="insensitive")
     con.close()
 
 
