@@ -508,3 +508,17 @@ def _neighbours(node, lattice, step):
         moved[i] += step
         if 0 <= moved[i] < lattice.levels[i]:
             yield tuple(moved)
+
+
+@pytest.mark.parametrize("kind", ["sql", "memory"])
+def test_null_in_an_interval_quasi_identifier_costs_nothing(kind):
+    """NULL stays NULL on every level, so it loses nothing; it once made the search fail on its (missing) interval.
+    By hand: [20, 30) and [30, 40) each cover half the domain 20-40, so six records lose 0.5 and the two NULLs 0."""
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t AS SELECT * FROM (VALUES (21), (25), (NULL), (33), (37), (NULL), (22), (38)) v(b)")
+    policy = Policy(quasi_identifiers={"b": Hierarchy.intervals(range(20, 40), widths=[10], name="b")},
+                    models=[KAnonymity(2)])
+    result = duckanon.connect(con).search("t", policy, metric="loss", evaluator=kind)
+    assert result.levels == {"b": 1} and result.best.suppressed == 0
+    assert math.isclose(result.best.values["loss"], 6 * 0.5 / 8)
+    con.close()

@@ -503,7 +503,9 @@ class TCloseness(PrivacyModel):
         table_counts = cells.table_counts.astype(float)
         total = table_counts.sum()
         # Per level: the table's share of each label, and per cell its class's share of the cell's label.
-        table_share = [np.bincount(level, weights=table_counts, minlength=level.max() + 1) / total for level in labels]
+        # A table every record of which was dropped holds no class to compare with it.
+        table_share = [np.bincount(level, weights=table_counts, minlength=level.max() + 1) / (total or 1.0)
+                       for level in labels]
         size = cells.sizes[cells.cell_class]
         class_share = [cells.group_sums(level) / size for level in labels]
         emd = np.zeros(cells.classes)

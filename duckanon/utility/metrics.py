@@ -175,8 +175,8 @@ def metric_names() -> list[str]:
 
 
 def record_cost(hierarchy: Hierarchy, level: int, label: str | None, leaves: Mapping[str | None, int]) -> tuple[float, float]:
-    """(LM, NCP) of one generalized value."""
-    if level == 0 or label is None:
+    """(LM, NCP) of one generalized value; a missing one (NULL, which stays NULL on every level) costs nothing."""
+    if level == 0 or pd.isna(label):
         return 0.0, 0.0
     if isinstance(hierarchy, IntervalHierarchy):
         if level == hierarchy.height:  # '*', the whole domain
