@@ -93,10 +93,6 @@ class _Groups:
     columns: Sequence[np.ndarray]
     radices: Sequence[int] | None  # the key's mixed radix, None where it was made dense on the way
 
-    def values(self) -> list[np.ndarray]:
-        """Per column, each group's value."""
-        return self.unpacker()()
-
     def unpacker(self) -> Callable[[], list[np.ndarray]]:
         """What gives each group's value per column later, holding on to nothing the size of the rows: the values are
         unpacked from the keys, or, where the keys were made dense, read now at each group's first row."""
