@@ -85,14 +85,17 @@ class LatticeMasks:
     def __init__(self, lattice: Lattice):
         self.lattice = lattice
         nodes = lattice.nodes
-        self._ge = [[nodes[:, i] >= level for level in range(int(n))] for i, n in enumerate(lattice.levels)]
-        self._le = [[nodes[:, i] <= level for level in range(int(n))] for i, n in enumerate(lattice.levels)]
+        # None where the comparison holds for every node (level 0 up, the top level down): nothing to AND.
+        self._ge = [[nodes[:, i] >= level if level > 0 else None for level in range(int(n))]
+                    for i, n in enumerate(lattice.levels)]
+        self._le = [[nodes[:, i] <= level if level + 1 < n else None for level in range(int(n))]
+                    for i, n in enumerate(lattice.levels)]
 
     def _combine(self, table, index: int) -> np.ndarray:
-        node = self.lattice.nodes[index]
-        mask = table[0][node[0]].copy()
-        for i in range(1, len(node)):
-            mask &= table[i][node[i]]
+        mask = np.ones(self.lattice.size, dtype=bool)
+        for masks, level in zip(table, self.lattice.nodes[index]):
+            if masks[level] is not None:
+                mask &= masks[level]
         return mask
 
     def up(self, index: int) -> np.ndarray:

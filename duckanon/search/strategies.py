@@ -325,8 +325,8 @@ class _Bounded(_Knowledge):
         self.descent_count = DESCENT_WITH_FRONTIER if bounded else ROUND
         # Per attribute, the nodes that have a generalization in it and that generalization's index.
         self.raisable = [np.flatnonzero(lattice.nodes[:, i] + 1 < n) for i, n in enumerate(lattice.levels)]
-        self.strides = [lattice.index(tuple(int(a == i) for a in range(len(lattice.levels))))
-                        for i in range(len(lattice.levels))]
+        self.strides = np.array([lattice.index(tuple(int(a == i) for a in range(len(lattice.levels))))
+                                 for i in range(len(lattice.levels))], dtype=np.int64)
 
     def _record(self, index: int, result: NodeResult) -> None:
         super()._record(index, result)
@@ -362,14 +362,7 @@ class _Bounded(_Knowledge):
             # Greedy descent: the open direct specializations of unknown verdict of the best satisfying nodes found,
             # which may satisfy at a lower cost or fail just below the border (settling the most beneath them); a
             # good best early lets the bounds settle more.
-            descent: dict[int, None] = {}
-            unknown = open_ & (self.tags == 0)
-            found = np.flatnonzero(self.satisfying)
-            for index in found[np.lexsort((found, self.value[found]))].tolist():
-                descent.update((p, None) for p in lattice.predecessors(index) if unknown[p])
-                if len(descent) >= self.descent_count:
-                    break
-            batch += list(descent)
+            batch += self._descent(open_ & (self.tags == 0))
             candidates = np.flatnonzero(open_ & (self.tags > 0) if self.monotone else open_)
             if not self.monotone and len(candidates):
                 # Nothing but lower nodes' bounds prunes here: two heights at a time, so that they can.
@@ -380,6 +373,24 @@ class _Bounded(_Knowledge):
                 batch += [int(i) for i in candidates[order[:self.candidate_count]]]
             self.evaluate(batch)
         return self.best
+
+    def _descent(self, unknown: np.ndarray) -> list[int]:
+        """The ``unknown`` direct specializations of the satisfying nodes found, best first (each node's in attribute
+        order, each once), through the node that brings their number to :attr:`descent_count`."""
+        found = np.flatnonzero(self.satisfying)
+        found = found[np.lexsort((found, self.value[found]))]
+        # Row r: found node r's specialization in each attribute, -1 where there is none or it is not unknown.
+        below = found[:, None] - self.strides[None, :]
+        below[self.lattice.nodes[found] == 0] = -1
+        below[below >= 0] = np.where(unknown[below[below >= 0]], below[below >= 0], -1)
+        flat = below.ravel()
+        kept = np.flatnonzero(flat >= 0)
+        _, first = np.unique(flat[kept], return_index=True)
+        first = kept[np.sort(first)]  # each specialization where it first appears
+        if len(first) > self.descent_count:
+            last_row = first[self.descent_count - 1] // below.shape[1]
+            first = first[first // below.shape[1] <= last_row]
+        return flat[first].tolist()
 
     def _frontier(self, open_: np.ndarray) -> list[int]:
         """The open nodes of unknown verdict with no direct generalization that is one, lowest estimate first."""
