@@ -64,6 +64,9 @@ DENSE_SPACE_PER_ROW = 2
 DENSE_SPACE_EXTRA = 4096
 # Nodes of a batch are grouped at a meet no more than this many levels below each of them.
 MEET_REACH = 3
+# ... and only where they read at least this many rows: over fewer, a node costs less than finding and grouping a meet
+# (Adult DM at 5 %, 25k rows: 0.83 s with meets, 0.78 s without; IHIS, 1.2M: 24 s with, 27 s without).
+MEET_MIN_ROWS = 100_000
 # Working arrays while a node is grouped (its key, group ids, the hash table), per row.
 _WORK_BYTES_PER_ROW = 48
 
@@ -495,7 +498,7 @@ class MemoryNodeEvaluator(NodeEvaluator):
         readers: dict[int, list[np.ndarray]] = {}
         for node in nodes:
             source = self._source(node)
-            if source.rows >= SNAPSHOT_MIN_ROWS:  # no snapshot is made of fewer
+            if source.rows >= MEET_MIN_ROWS:
                 readers.setdefault(id(source), []).append(node)
         for members in readers.values():
             for cluster in _near(members):
