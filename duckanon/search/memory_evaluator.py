@@ -137,6 +137,8 @@ def _group(columns: Sequence[np.ndarray], cards: Sequence[int], weights: np.ndar
     space = int(cards[0])
     packed = True
     for column, card in zip(columns[1:], cards[1:]):
+        if card == 1:  # every code 0: the key stays as it is
+            continue
         if space * int(card) >= 2**62:
             key, uniques = pd.factorize(key)
             space, packed = len(uniques), False
@@ -304,7 +306,10 @@ class MemoryNodeEvaluator(NodeEvaluator):
         self.checked_sensitive = list(dict.fromkeys(m.sensitive for m in self.models if m.sensitive is not None))
         self.size_bounds = [m.minimum_size for m in self.models if m.minimum_size is not None]
         arrays = FrequencyArrays.of(engine, encoding, hierarchies)
-        self.cards, self.values, self.lifts, self.liftable = arrays.cards, arrays.values, arrays.lifts, arrays.liftable
+        self.cards, self.values, self.lifts = arrays.cards, arrays.values, arrays.lifts
+        # Per lattice node, whether a snapshot there serves every node above it.
+        nodes = self.lattice.nodes
+        self.liftable = arrays.liftable[np.arange(nodes.shape[1])[None, :], nodes].all(axis=1)
         self.table_counts, self.records = arrays.table_counts, arrays.records
         # The entropy metrics' offsets are this evaluator's own.
         self.base = arrays.base.with_offsets({})
@@ -443,27 +448,26 @@ class MemoryNodeEvaluator(NodeEvaluator):
             too_small = any(totals.suppressed < bound for bound in self.size_bounds)
             results[index] = self._result(index, totals, suppressed_too_small=too_small)
             self.class_counts[index] = totals.classes
-            if self._may_snapshot(node, classes.rows, len(classes.sizes)):
-                self._snapshot(node, classes.rows, classes.classes)
+            if self._may_snapshot(index, classes.rows, len(classes.sizes)):
+                self._snapshot(index, classes.rows, classes.classes)
         return results
 
     # ------------------------------------------------------------------ snapshots
-    def _may_snapshot(self, node: np.ndarray, source: _Rows, classes: int) -> bool:
-        """Whether ``node``'s rows, in ``classes`` classes or more, may become a snapshot: far fewer than the rows of
-        ``source`` it is computed from, its every attribute's codes map to each higher level's, and it serves a node
-        the search may still ask for."""
+    def _may_snapshot(self, index: int, source: _Rows, classes: int) -> bool:
+        """Whether the rows of node ``index``, in ``classes`` classes or more, may become a snapshot: far fewer than
+        the rows of ``source`` it is computed from, its every attribute's codes map to each higher level's, and it
+        serves a node the search may still ask for."""
         if (source.rows < SNAPSHOT_MIN_ROWS or classes * SNAPSHOT_REDUCTION > source.rows
-                or not self.liftable[np.arange(len(node)), node].all() or self.snapshots.holds(node)):
+                or not self.liftable[index] or self.snapshots.holds(index)):
             return False
         if self.pending is None:
             return True
         # Only where the search may still ask for a node it serves.
-        above = self.masks.up(self.lattice.index(tuple(int(v) for v in node)))
-        return bool((above & self.pending & ~self.evaluated).any())
+        return bool((self.masks.up(index) & self.pending & ~self.evaluated).any())
 
-    def _snapshot(self, node: np.ndarray, source: _Rows, classes: _Groups) -> bool:
-        """Keep ``node``'s rows -- ``source``'s rows grouped into its ``classes`` -- grouped by class and sensitive
-        values as a snapshot, when they are few enough; whether they were."""
+    def _snapshot(self, index: int, source: _Rows, classes: _Groups) -> bool:
+        """Keep the rows of node ``index`` -- ``source``'s rows grouped into its ``classes`` -- grouped by class and
+        sensitive values as a snapshot, when they are few enough; whether they were."""
         rows = classes
         if source.sensitive:
             rows = _group([classes.ids, *source.sensitive.values()],
@@ -479,7 +483,7 @@ class MemoryNodeEvaluator(NodeEvaluator):
             return codes, dict(zip(sensitive, values[1:]))
 
         column_bytes = rows.count * (sum(c.itemsize for c in classes.columns) + 8 * len(source.sensitive))
-        self.snapshots.add(_Rows(node.copy(), rows.sizes,
+        self.snapshots.add(index, _Rows(self.lattice.nodes[index], rows.sizes,
                                  {name: rows.sums(offsets) for name, offsets in source.offsets.items()},
                                  columns, column_bytes))
         return True
@@ -509,13 +513,14 @@ class MemoryNodeEvaluator(NodeEvaluator):
         source = self._source(meet)
         # A meet at or below one that left too many of as many rows or more would too; and a meet has at least as
         # many rows as any node above it has classes.
-        if (not meet.any() or not self._dense(meet, source.rows) or not self._may_snapshot(meet, source, 0)
+        index = self.lattice.index(tuple(int(level) for level in meet))
+        if (not meet.any() or not self._dense(meet, source.rows) or not self._may_snapshot(index, source, 0)
                 or any(rows >= source.rows and (meet <= failed).all() for failed, rows in self.failed_meets)
                 or self._fewest_rows(meet) * SNAPSHOT_REDUCTION > source.rows):
             return
         classes = _group(self._codes(source, meet), [self.cards[i][level] for i, level in enumerate(meet)],
                          source.weights)
-        if classes.count * SNAPSHOT_REDUCTION > source.rows or not self._snapshot(meet, source, classes):
+        if classes.count * SNAPSHOT_REDUCTION > source.rows or not self._snapshot(index, source, classes):
             self.failed_meets.append((meet, source.rows))
 
     def _dense(self, node: np.ndarray, rows: int) -> bool:
@@ -564,22 +569,24 @@ class _Snapshots:
         self.rows = np.zeros(SNAPSHOT_LIMIT, dtype=np.int64)
         self.last_use = np.zeros(SNAPSHOT_LIMIT, dtype=np.int64)
         self.kept: list[_Rows] = []
+        self.indices: list[int] = []  # each snapshot's lattice node
 
-    def holds(self, node: np.ndarray) -> bool:
-        return bool((self.nodes[:self.count] == node).all(axis=1).any())
+    def holds(self, index: int) -> bool:
+        return index in self.indices
 
     def use(self, position: int) -> _Rows:
         self.clock += 1
         self.last_use[position] = self.clock
         return self.kept[position]
 
-    def add(self, rows: _Rows) -> None:
+    def add(self, index: int, rows: _Rows) -> None:
         while self.count and (self.count == SNAPSHOT_LIMIT or self.used + rows.nbytes > self.budget):
             self._drop(int(np.argmin(self.last_use[:self.count])))
         if rows.nbytes > self.budget:
             return
         self.nodes[self.count], self.rows[self.count] = rows.node, rows.rows
         self.kept.append(rows)
+        self.indices.append(index)
         self.used += rows.nbytes
         self.count += 1
         self.use(self.count - 1)
@@ -587,8 +594,9 @@ class _Snapshots:
     def _drop(self, position: int) -> None:
         last = self.count - 1
         self.used -= self.kept[position].nbytes
-        self.kept[position] = self.kept[last]
-        self.kept.pop()
+        for kept in (self.kept, self.indices):
+            kept[position] = kept[last]
+            kept.pop()
         for array in (self.nodes, self.rows, self.last_use):
             array[position] = array[last]
         self.count = last

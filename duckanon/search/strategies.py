@@ -254,10 +254,10 @@ class _Knowledge:
         up = self.masks.up(index)
         if self.monotone:
             mask = up if result.within_limit else self.masks.down(index)
-            self.tags[mask & (self.tags == 0)] = 1 if result.within_limit else -1
+            np.copyto(self.tags, 1 if result.within_limit else -1, where=mask & (self.tags == 0))
         self.tags[index] = 1 if result.within_limit else -1
         self.satisfying[index] = result.within_limit
-        self.estimate[up] = np.maximum(self.estimate[up], self.bound[index])
+        np.maximum(self.estimate, self.bound[index], out=self.estimate, where=up)
 
     def beats(self, index: int, best: int | None) -> bool:
         """Whether an evaluated node within the limit has a lower (value, index) than ``best``."""
