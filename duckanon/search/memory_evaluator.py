@@ -413,7 +413,10 @@ class MemoryNodeEvaluator(NodeEvaluator):
     def _totals(self, classes: _NodeClasses) -> NodeTotals:
         sizes, violated, groups, rows = classes.sizes, classes.violated, classes.classes, classes.rows
         kept = ~violated
-        squares = sizes.astype(np.float64) ** 2
+        # Sums of squares of whole numbers: exact in float64 below 2**53 records squared.
+        weighed = sizes.astype(np.float64)
+        violating = weighed[violated]
+        squares = float(weighed @ weighed)
         costs = {}
         for metric in self.costs.metrics:
             parts, name = self.cost_parts[metric.name], metric.name
@@ -428,13 +431,13 @@ class MemoryNodeEvaluator(NodeEvaluator):
                 if (name, i) in rows.offsets:
                     per_row += rows.offsets[name, i]
             per_class = groups.sums(per_row)
-            suppressed = float(sizes[violated].sum()) * self.suppressed_part[name]
+            suppressed = float(violating.sum()) * self.suppressed_part[name]
             for i in offsets:
                 suppressed += float(groups.sums(rows.offsets[name, i])[violated].sum())
             costs[name] = (float(per_class.sum()), float(per_class[kept].sum()), suppressed)
-        return NodeTotals(records=self.records, suppressed=int(sizes[violated].sum()), classes=len(sizes),
-                          kept_classes=int(kept.sum()), squares=float(squares.sum()),
-                          kept_squares=float(squares[kept].sum()), costs=costs)
+        return NodeTotals(records=self.records, suppressed=int(violating.sum()), classes=len(sizes),
+                          kept_classes=len(sizes) - len(violating), squares=squares,
+                          kept_squares=squares - float(violating @ violating), costs=costs)
 
     def _evaluate(self, indices: list[int]) -> dict[int, NodeResult]:
         # Lower nodes first: their snapshots may serve the higher ones of the batch.
