@@ -106,6 +106,35 @@ def test_interval_hierarchy_not_covering_a_value(con, tmp_path):
     attempt(con, tmp_path, policy, error=HierarchyError, match=r"'age' does not cover 1 of its values: 120")
 
 
+# "m" generalizes to NULL on level 1 but to "*" on level 2, while a missing sex (no NULL row) stays NULL throughout.
+SEX_TO_NULL = [["m", None, "*"], ["f", "F", "*"]]
+
+
+def test_hierarchy_splitting_missing_values_from_a_value(con, tmp_path):
+    con.execute("UPDATE people SET sex = NULL WHERE name = 'dan'")
+    split = Hierarchy.from_lists(SEX_TO_NULL, name="sex")
+    attempt(con, tmp_path, lambda: policy(quasi_identifiers={"sex": split, "age": AGE}), error=HierarchyError,
+            match=r"'sex' generalizes 'm' to NULL on level 1 and to '\*' on level 2.*Give NULL a row")
+
+
+def test_a_null_row_makes_such_a_hierarchy_nest():
+    """Seen before it was refused: with the missing value's class split above level 1, the optimal search missed
+    level 1, the only 2-diverse node; with a NULL row joining that class for good, it finds it, as exhaustive does."""
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t AS SELECT * FROM (VALUES ('a0', 'flu'), (NULL, 'cold'), ('a1', 'flu'), "
+                "('a1', 'cold')) v(a, s)")
+    anon = duckanon.connect(con)
+
+    def make(rows):
+        return Policy(quasi_identifiers={"a": Hierarchy.from_lists(rows, name="a")},
+                      models=[DistinctLDiversity("s", 2)], suppression_limit=0.0)
+    with pytest.raises(HierarchyError, match=r"'a' generalizes 'a0' to NULL on level 1"):
+        anon.search("t", make([["a0", None, "*"], ["a1", "A", "*"]]), metric="dm")
+    nested = make([["a0", None, "*"], ["a1", "A", "*"], [None, None, "*"]])
+    for strategy in ("optimal", "exhaustive"):
+        assert anon.search("t", nested, metric="dm", strategy=strategy).levels == {"a": 1}
+
+
 def test_empty_table(con, tmp_path):
     con.execute("DELETE FROM people")
     attempt(con, tmp_path, policy, match="empty")

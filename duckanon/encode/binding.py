@@ -21,7 +21,7 @@ from sqlglot import exp
 from ..declare.catalog import Catalog, relation_exists
 from ..declare.policy import Policy
 from ..engine import Engine
-from ..errors import AnonymizationError, PolicyError
+from ..errors import AnonymizationError, HierarchyError, PolicyError
 from ..hierarchy.bound import BoundHierarchy, require_coverage
 from ..hierarchy.hierarchy import level_column
 from ..privacy.checks import CheckReport, RiskReport, check, risk
@@ -123,9 +123,27 @@ def bind(workspace: Workspace, source, policy: Policy | str, *, partitioning: bo
         # the full check (interval hierarchies also cover values between their cuts).
         suspect = _not_all_leaves(engine, counted, hierarchies)
         require_coverage(engine, counted, {a: hierarchies[a] for a in suspect})
+        _require_nested_missing(engine, counted, hierarchies)
         yield BoundPolicy(relation, policy, columns, hierarchies, facts, counted)
     finally:
         engine.run(sb.drop("TABLE", counted))
+
+
+def _require_nested_missing(engine: Engine, counted: exp.Table, hierarchies: Mapping[str, BoundHierarchy]) -> None:
+    """Refuse a hierarchy under which a class holding the column's missing values would split on a higher level: a
+    generalization must only merge classes, or no search can trust a node's verdict for the nodes above it."""
+    for attribute, bound in hierarchies.items():
+        split = bound.hierarchy.missing_split()
+        if split is None:
+            continue
+        missing = exp.select(exp.func("COUNT", exp.Star())).from_(counted).where(sb.col(attribute).is_(exp.Null()))
+        if int(engine.rows(missing)[0][0]):
+            value, level, label = split
+            raise HierarchyError(
+                f"the hierarchy of {attribute!r} generalizes {value!r} to NULL on level {level} and to {label!r} on "
+                f"level {level + 1}, while the column's missing values stay NULL on every level (the hierarchy has no "
+                f"NULL row): their class on level {level} would split above it. Give NULL a row (e.g. NULL, …, "
+                f"{label!r}) or {value!r} a label on level {level}")
 
 
 def _not_all_leaves(engine: Engine, counted: exp.Table, hierarchies: Mapping[str, BoundHierarchy]) -> list[str]:

@@ -118,6 +118,18 @@ class Hierarchy:
             counts[row[level]] = counts.get(row[level], 0) + 1
         return counts
 
+    def missing_split(self) -> tuple[str | None, int, str] | None:
+        """Where this hierarchy would split missing values from a class they share: without a NULL row a NULL stays
+        NULL on every level, so a value generalized to NULL on some level shares NULL's class there, and leaves it
+        where it is generalized to a label above.  (That value, the level, the label above) or None."""
+        if any(row[0] is None for row in self.rows):
+            return None
+        for row in self.rows:
+            for level in range(1, self.levels - 1):
+                if row[level] is None and row[level + 1] is not None:
+                    return row[0], level, row[level + 1]
+        return None
+
     def check_level(self, level: int, attribute: str) -> None:
         if not isinstance(level, int) or not 0 <= level <= self.height:
             raise HierarchyError(
