@@ -55,8 +55,9 @@ DEFAULT_MEMORY_BUDGET = _physical_memory() // 4
 SNAPSHOT_REDUCTION = 4
 SNAPSHOT_MIN_ROWS = 2_000
 # Snapshots take at most this multiple of the frequency table's own bytes (at least SNAPSHOT_MIN_BYTES), the least
-# recently used going first.  IHIS DM at 5 %: 1× thrashes them (38 s); 4× 26 s, 1.4 GB peak; 8× 8 % faster, 1.8 GB.
-SNAPSHOT_BYTES_SHARE = 4.0
+# recently used going first.  IHIS DM at 5 % (32-bit codes): 1× thrashes them; 2× 24.5 s, 1.4 GB peak; 3× 22.8 s,
+# 1.6 GB; 4× 22.0 s, 1.7 GB.
+SNAPSHOT_BYTES_SHARE = 2.0
 SNAPSHOT_MIN_BYTES = 64 * 2**20
 SNAPSHOT_LIMIT = 256
 # Keys below DENSE_SPACE_PER_ROW × rows + DENSE_SPACE_EXTRA are grouped by counting rather than hashing.
