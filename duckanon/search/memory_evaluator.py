@@ -60,9 +60,10 @@ SNAPSHOT_MIN_ROWS = 2_000
 SNAPSHOT_BYTES_SHARE = 2.0
 SNAPSHOT_MIN_BYTES = 64 * 2**20
 SNAPSHOT_LIMIT = 256
-# Keys below DENSE_SPACE_PER_ROW × rows + DENSE_SPACE_EXTRA are grouped by counting rather than hashing.
+# Keys below DENSE_SPACE_PER_ROW × rows + DENSE_SPACE_EXTRA are grouped by counting rather than hashing (a table of
+# 64k sums, half a megabyte, is counted into faster than a few thousand rows are hashed: Adult DM 5 % 3 % faster).
 DENSE_SPACE_PER_ROW = 2
-DENSE_SPACE_EXTRA = 4096
+DENSE_SPACE_EXTRA = 65536
 # Nodes of a batch are grouped at a meet no more than this many levels below each of them.
 MEET_REACH = 3
 # ... and only where they read at least this many rows: over fewer, a node costs less than finding and grouping a meet
