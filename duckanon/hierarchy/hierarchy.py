@@ -118,7 +118,7 @@ class Hierarchy:
             counts[row[level]] = counts.get(row[level], 0) + 1
         return counts
 
-    def missing_split(self) -> tuple[str | None, int, str] | None:
+    def missing_split(self) -> tuple[str, int, str] | None:
         """Where this hierarchy would split missing values from a class they share: without a NULL row a NULL stays
         NULL on every level, so a value generalized to NULL on some level shares NULL's class there, and leaves it
         where it is generalized to a label above.  (That value, the level, the label above) or None."""

@@ -27,7 +27,8 @@ class Lattice:
         self.nodes = np.stack([g.ravel() for g in grids], axis=1)
         self.heights = self.nodes.sum(axis=1)
         # Strides of the mixed-radix numbering that meshgrid's C order uses.
-        self._strides = np.array([int(np.prod(self.levels[i + 1:])) for i in range(len(self.levels))], dtype=np.int64)
+        # A node's index is its levels times these; one level up in attribute i adds strides[i].
+        self.strides = np.array([int(np.prod(self.levels[i + 1:])) for i in range(len(self.levels))], dtype=np.int64)
 
     @property
     def size(self) -> int:
@@ -38,7 +39,7 @@ class Lattice:
         return int(self.heights.max())
 
     def index(self, node: Node) -> int:
-        return int(np.dot(node, self._strides))
+        return int(np.dot(node, self.strides))
 
     def node(self, index: int) -> Node:
         return tuple(int(v) for v in self.nodes[index])
@@ -67,13 +68,13 @@ class Lattice:
     def successors(self, index: int) -> Iterator[int]:
         """Direct generalizations: one attribute one level up."""
         node = self.nodes[index]
-        for i, stride in enumerate(self._strides):
+        for i, stride in enumerate(self.strides):
             if node[i] + 1 < self.levels[i]:
                 yield index + int(stride)
 
     def predecessors(self, index: int) -> Iterator[int]:
         node = self.nodes[index]
-        for i, stride in enumerate(self._strides):
+        for i, stride in enumerate(self.strides):
             if node[i] > 0:
                 yield index - int(stride)
 

@@ -155,12 +155,17 @@ def _factorized(key: np.ndarray, columns: Sequence[np.ndarray], radices: Sequenc
     """Rows grouped by ``key`` (below ``space``): where the space is small against the rows, by summing each key's
     records into a table of the whole space (one pass, no hash table: many times faster on a big table grouped into
     few classes); otherwise by hashing."""
-    if space <= DENSE_SPACE_PER_ROW * len(key) + DENSE_SPACE_EXTRA:
+    if _counted(space, len(key)):
         records = np.bincount(key, weights=weights, minlength=space)
         keys = np.flatnonzero(records > 0)  # every row weighs one record or more; a mask is found fastest
         return _Groups(key, keys, np.rint(records[keys]).astype(np.int64), columns, radices, space=space)
     ids, keys = pd.factorize(key)
     return _Groups(key, keys, np.rint(_sums(ids, weights, len(keys))).astype(np.int64), columns, radices, ids=ids)
+
+
+def _counted(space: int, rows: int) -> bool:
+    """Whether ``rows`` keys below ``space`` are grouped by counting rather than hashing."""
+    return space <= DENSE_SPACE_PER_ROW * rows + DENSE_SPACE_EXTRA
 
 
 def _sums(ids: np.ndarray, weights: np.ndarray, groups: int) -> np.ndarray:
@@ -519,23 +524,19 @@ class MemoryNodeEvaluator(NodeEvaluator):
         # A meet at or below one that left too many of as many rows or more would too; and a meet has at least as
         # many rows as any node above it has classes.
         index = self.lattice.index(tuple(int(level) for level in meet))
-        if (not meet.any() or not self._dense(meet, source.rows) or not self._may_snapshot(index, source, 0)
+        space = math.prod(int(self.cards[i][level]) for i, level in enumerate(meet))
+        if (not meet.any() or not _counted(space, source.rows) or not self._may_snapshot(index, source, 0)
                 or any(rows >= source.rows and (meet <= failed).all() for failed, rows in self.failed_meets)
-                or self._fewest_rows(meet) * SNAPSHOT_REDUCTION > source.rows):
+                or self._fewest_rows(index) * SNAPSHOT_REDUCTION > source.rows):
             return
         classes = _group(self._codes(source, meet), [self.cards[i][level] for i, level in enumerate(meet)],
                          source.weights)
         if classes.count * SNAPSHOT_REDUCTION > source.rows or not self._snapshot(index, source, classes):
             self.failed_meets.append((meet, source.rows))
 
-    def _dense(self, node: np.ndarray, rows: int) -> bool:
-        """Whether ``rows`` rows are grouped at ``node`` by counting (see :func:`_factorized`)."""
-        space = math.prod(int(self.cards[i][level]) for i, level in enumerate(node))
-        return space <= DENSE_SPACE_PER_ROW * rows + DENSE_SPACE_EXTRA
-
-    def _fewest_rows(self, node: np.ndarray) -> int:
-        """A lower bound of the rows of ``node``'s snapshot: the most classes of a node evaluated above it."""
-        above = self.masks.up(self.lattice.index(tuple(int(v) for v in node))) & self.evaluated
+    def _fewest_rows(self, index: int) -> int:
+        """A lower bound of the rows of node ``index``'s snapshot: the most classes of a node evaluated above it."""
+        above = self.masks.up(index) & self.evaluated
         return int(self.class_counts[above].max()) if above.any() else 0
 
     # ------------------------------------------------------------------ the rest of the interface

@@ -325,8 +325,6 @@ class _Bounded(_Knowledge):
         self.descent_count = DESCENT_WITH_FRONTIER if bounded else ROUND
         # Per attribute, the nodes that have a generalization in it and that generalization's index.
         self.raisable = [np.flatnonzero(lattice.nodes[:, i] + 1 < n) for i, n in enumerate(lattice.levels)]
-        self.strides = np.array([lattice.index(tuple(int(a == i) for a in range(len(lattice.levels))))
-                                 for i in range(len(lattice.levels))], dtype=np.int64)
 
     def _record(self, index: int, result: NodeResult) -> None:
         super()._record(index, result)
@@ -380,9 +378,8 @@ class _Bounded(_Knowledge):
         found = np.flatnonzero(self.satisfying)
         found = found[np.lexsort((found, self.value[found]))]
         # Row r: found node r's specialization in each attribute, -1 where there is none or it is not unknown.
-        below = found[:, None] - self.strides[None, :]
-        below[self.lattice.nodes[found] == 0] = -1
-        below[below >= 0] = np.where(unknown[below[below >= 0]], below[below >= 0], -1)
+        below = np.where(self.lattice.nodes[found] > 0, found[:, None] - self.lattice.strides[None, :], -1)
+        below = np.where((below >= 0) & unknown[np.maximum(below, 0)], below, -1)
         flat = below.ravel()
         kept = np.flatnonzero(flat >= 0)
         _, first = np.unique(flat[kept], return_index=True)
@@ -398,7 +395,7 @@ class _Bounded(_Knowledge):
             return []
         unknown = open_ & (self.tags == 0)
         covered = np.zeros_like(unknown)
-        for nodes, stride in zip(self.raisable, self.strides):
+        for nodes, stride in zip(self.raisable, self.lattice.strides):
             covered[nodes] |= unknown[nodes + stride]
         frontier = np.flatnonzero(unknown & ~covered)
         order = np.lexsort((frontier, self.estimate[frontier]))
