@@ -13,6 +13,7 @@ Policies are data: :meth:`Policy.to_rows` and :meth:`Policy.from_rows` give the 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -114,3 +115,15 @@ class Policy:
 
     def describe(self) -> str:
         return "; ".join(m.describe() for m in self.models)
+
+    def with_parameter(self, parameter: str, value: object) -> Policy:
+        """This policy with ``parameter`` (``k``, ``l``, ``t``, ...) set to ``value`` in every model that has it."""
+        models, changed = [], False
+        for model in self.models:
+            params = model.params()
+            if parameter in params:
+                model, changed = model_from_params(model.name, {**params, parameter: value}), True
+            models.append(model)
+        if not changed:
+            raise PolicyError(f"no model of the policy ({self.describe()}) has a parameter {parameter!r}")
+        return dataclasses.replace(self, models=models)

@@ -42,6 +42,9 @@ class Workspace:
     engine: Engine
     catalog: Catalog
     progress: Callable[[str], None] | None = None
+    # What writes a release's report (:func:`duckanon.report.report`), given by the façade: the rooms below it
+    # publish releases, and a release is reported through the workspace it came from.
+    reporter: Callable[..., Path] | None = None
 
     def announce(self, message: str) -> None:
         if self.progress is not None:

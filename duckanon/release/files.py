@@ -140,12 +140,49 @@ def write_release(engine: Engine, path: str | os.PathLike, content: ReleaseConte
 
 def read_release_info(path: str | os.PathLike, format: str | None = None) -> dict:
     """A release's info as a dict (JSON columns decoded), whatever its format."""
+    return _described(_WRITERS[release_format(path, format)], Path(path), None)
+
+
+def open_release(path: str | os.PathLike, format: str | None = None) -> tuple[DuckDBEngine, dict]:
+    """A read-only connection in which the release at ``path`` reads as its table (under its own name) and
+    ``release_info``, and its info decoded; a file that is not a release, or lacks its info, is an error saying so."""
+    path = Path(path)
+    if not path.is_file():
+        raise AnonymizationError(f"{str(path)!r} is not a file: name a release written by duckanon")
     writer = _WRITERS[release_format(path, format)]
-    reader = writer.reader(Path(path), None)
+    info = _described(writer, path, None)
+    reader = _readable(writer, path, info["released_table"])
     try:
-        return _decoded(reader)
+        columns = reader.columns(sb.table(info["released_table"]))
+    except duckdb.Error as error:
+        reader.close()
+        raise AnonymizationError(f"{str(path)!r}: its table {info['released_table']!r} cannot be read") from error
+    if not columns:
+        reader.close()
+        raise AnonymizationError(f"{str(path)!r}: its table {info['released_table']!r} has no columns")
+    return reader, info
+
+
+def _readable(writer: _Writer, path: Path, table: str | None) -> DuckDBEngine:
+    try:
+        return writer.reader(path, table)
+    except (duckdb.Error, OSError, ValueError, KeyError) as error:
+        raise AnonymizationError(f"{str(path)!r} is not a release duckanon can read: "
+                                 f"{str(error).splitlines()[0] if str(error) else type(error).__name__}") from error
+
+
+def _described(writer: _Writer, path: Path, table: str | None) -> dict:
+    reader = _readable(writer, path, table)
+    try:
+        info = _decoded(reader)
+    except (duckdb.Error, json.JSONDecodeError) as error:
+        raise AnonymizationError(f"{str(path)!r} has no readable {INFO_TABLE}: it is not a release written by "
+                                 f"duckanon, or its info was removed") from error
     finally:
         reader.close()
+    if info.get("tool") != "duckanon" or not info.get("released_table"):
+        raise AnonymizationError(f"{str(path)!r}: its {INFO_TABLE} does not describe a duckanon release")
+    return info
 
 
 # ---------------------------------------------------------------------------- the target

@@ -14,20 +14,22 @@ import itertools
 import json
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 from sqlglot import exp
 
 from ..declare.policy import SUPPRESSED, Policy
 from ..encode.binding import BoundPolicy, Workspace, bind
 from ..engine import Engine
-from ..errors import PolicyNotSatisfied, ReleaseCheckFailed
+from ..errors import AnonymizationError, PolicyNotSatisfied, ReleaseCheckFailed
 from ..privacy.checks import CheckReport, check, class_verdicts, verdict_report
 from ..privacy.classes import SIZE, VIOLATED, Classes
 from ..recode.generalization import FullDomainGeneralization, Transformation
 from ..recode.ranges import Ranges
 from ..recode.recoding import PartitionMap
+from ..risk.counting import class_size_histogram
 from ..sqlgen import build as sb
 from .files import ReleaseContent, ReleaseInfo, release_format, write_release
 
@@ -44,6 +46,17 @@ class Release:
     records_out: int
     suppressed: int
     check: CheckReport
+    # Where it came from, for its report: the workspace, the source relation and the policy (None when unknown).
+    origin: tuple[Workspace, exp.Expression, Policy] | None = field(default=None, repr=False, compare=False)
+
+    def report(self, path: str | os.PathLike | None = None, **options) -> Path:
+        """Write this release's HTML report, its source and policy beside it (``options`` as
+        :meth:`duckanon.session.Anonymizer.report`)."""
+        workspace = self.origin[0] if self.origin is not None else None
+        if workspace is None or workspace.reporter is None:
+            raise AnonymizationError("this release does not know its source: use Anonymizer.report(path, source=...)")
+        _, source, policy = self.origin
+        return workspace.reporter(workspace, self.path, path, source=source, policy=policy, **options)
 
     def summary(self) -> str:
         return (f"released {self.records_out} of {self.records_in} records to {self.path} (table {self.table!r}); "
@@ -95,7 +108,20 @@ def publish(workspace: Workspace, bound: BoundPolicy, transformation: Transforma
         path = write_release(engine, path, content,
                              lambda reader: verify_release(reader, table, bound, transformation, expected, ranges),
                              format=format)
-        return Release(path, table, bound.facts.records, expected, suppressed, report)
+        return Release(path, table, bound.facts.records, expected, suppressed, report,
+                       origin=(workspace, bound.source, bound.policy))
+
+
+def released_class_sizes(workspace: Workspace, bound: BoundPolicy, transformation: Transformation
+                         ) -> tuple[np.ndarray, np.ndarray, int]:
+    """The class-size histogram (sizes, classes of each) of the release ``transformation`` of ``bound``'s source would
+    be, suppression included, and its suppressed records; nothing is written."""
+    engine = workspace.engine
+    with _Temporaries(engine) as temporaries:
+        generalized = temporaries.create(transformation.compile(bound.source, bound.columns, bound.hierarchies))
+        _, final, suppressed = suppress(engine, bound, generalized, temporaries)
+        sizes, counts = class_size_histogram(engine, final, bound.quasi_identifiers)
+    return sizes, counts, suppressed
 
 
 def partition_metrics(workspace: Workspace, bound: BoundPolicy, partition: PartitionMap) -> dict[str, float]:

@@ -10,9 +10,11 @@ node's value under every metric.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 from collections.abc import Iterator, Mapping, Sequence
 
+import numpy as np
 import pandas as pd
 from sqlglot import exp
 
@@ -24,7 +26,7 @@ from ..hierarchy.hierarchy import SCHEMA
 from ..parameters import checked_number
 from ..recode.generalization import FullDomainGeneralization
 from ..release.files import release_format
-from ..release.publish import Release, publish_source
+from ..release.publish import Release, publish_source, released_class_sizes
 from ..sqlgen import build as sb
 from ..utility.metrics import METRICS, WEIGHTED, Loss, Metric, metric_names
 from ..utility.weights import attribute_weights
@@ -166,6 +168,50 @@ def solution_space(workspace: Workspace, source, policy: Policy | str, metrics: 
             workspace.engine.run(sb.create_table_as(sb.table(table, SCHEMA), exp.select(exp.Star()).from_(space),
                                                     replace=True))
     return frame
+
+
+@dataclasses.dataclass(frozen=True)
+class FrontierPoint:
+    """The optimum for one value of the varied parameter: its levels and metric value, and the class sizes of the
+    release it gives (suppression included), from which its risk follows; ``levels`` is None when nothing satisfies
+    the policy at that value."""
+
+    value: object
+    levels: dict[str, int] | None
+    metric: float | None
+    suppressed: int
+    sizes: np.ndarray
+    counts: np.ndarray
+
+
+def frontier(workspace: Workspace, source, policy: Policy | str, parameter: str, values: Sequence[object],
+             metric: Metric | str, label: str | None = None, evaluator_kind: str = "auto",
+             memory_budget: int | None = None) -> list[FrontierPoint]:
+    """For each of ``values`` of ``parameter`` (``k``, ``l``, ``t`` ...: set in every model that has it), the optimal
+    full-domain generalization under ``metric`` and what its release would be: one read and encoding of the source
+    for all of them, each search on the fast evaluator."""
+    checked_evaluator(evaluator_kind, memory_budget)
+    policy = workspace.catalog.policy(policy) if isinstance(policy, str) else policy
+    varied_policies = [policy.with_parameter(parameter, value) for value in values]  # bad values fail before work
+    points = []
+    with bind(workspace, source, policy) as bound:
+        encoding = Encoding(workspace.engine, bound.counted, bound.hierarchies, bound.policy.sensitive)
+        try:
+            for position, (value, varied_policy) in enumerate(zip(values, varied_policies), 1):
+                workspace.announce(f"frontier: {parameter} = {value} ({position} of {len(values)})")
+                varied = dataclasses.replace(bound, policy=varied_policy)
+                with evaluator(workspace, varied, [metric], label, evaluator_kind, memory_budget, encoding) as nodes:
+                    result = strategies.STRATEGIES["optimal"]().search(nodes, SearchBudget(None, None))
+                if not result.found:
+                    points.append(FrontierPoint(value, None, None, 0, np.zeros(0, np.int64), np.zeros(0, np.int64)))
+                    continue
+                sizes, counts, suppressed = released_class_sizes(workspace, varied,
+                                                                 FullDomainGeneralization(result.levels))
+                points.append(FrontierPoint(value, result.levels, float(result.best.values[result.metric]),
+                                            suppressed, sizes, counts))
+        finally:
+            encoding.close()
+    return points
 
 
 def node_metrics(workspace: Workspace, bound: BoundPolicy, generalization: FullDomainGeneralization

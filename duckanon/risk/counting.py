@@ -1,0 +1,62 @@
+"""The counting behind every risk figure, in SQL: how many classes of each size a table has over its
+quasi-identifiers, and, given a population, how large each sample class is in it.
+
+A class is the records with equal quasi-identifiers (NULL equal to NULL, as GROUP BY has it); a release's suppressed
+records, all ``*``, form one.  Only these small histograms leave the database; the estimators work on them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from sqlglot import exp
+
+from ..engine import Engine
+from ..errors import AnonymizationError
+from ..sqlgen import build as sb
+
+SIZE, POPULATION_SIZE, CLASSES = "size", "population_size", "classes"
+
+
+def _relation(relation: exp.Expression) -> exp.Expression:
+    return relation.subquery("r") if isinstance(relation, exp.Select) else relation
+
+
+def _class_sizes(relation: exp.Expression, quasi: Sequence[str], name: str = SIZE) -> exp.Select:
+    keys = [sb.col(q) for q in quasi]
+    return exp.select(*keys, exp.func("COUNT", exp.Star()).as_(name)).from_(_relation(relation)).group_by(*keys)
+
+
+def class_size_histogram(engine: Engine, relation: exp.Expression, quasi: Sequence[str]
+                         ) -> tuple[np.ndarray, np.ndarray]:
+    """The class sizes that occur in ``relation`` over ``quasi`` (ascending) and how many classes have each."""
+    sizes = _class_sizes(relation, quasi).subquery("s")
+    rows = engine.rows(exp.select(sb.col(SIZE), exp.func("COUNT", exp.Star())).from_(sizes)
+                       .group_by(sb.col(SIZE)).order_by(sb.col(SIZE)))
+    return (np.array([r[0] for r in rows], dtype=np.int64), np.array([r[1] for r in rows], dtype=np.int64))
+
+
+def population_pairs(engine: Engine, sample: exp.Expression, population: exp.Expression, quasi: Sequence[str]
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For the sample's classes: their size in the sample, in the population, and how many classes have that pair.
+    A sample class the population lacks, or holds fewer records of, is an error: the population must contain the
+    sample."""
+    ours = _class_sizes(sample, quasi).subquery("s")
+    theirs = _class_sizes(population, quasi, POPULATION_SIZE).subquery("p")
+    on = sb.and_all(exp.NullSafeEQ(this=sb.col(q, "s"), expression=sb.col(q, "p")) for q in quasi)
+    size, population_size = sb.col(SIZE, "s"), sb.col(POPULATION_SIZE, "p")
+    rows = engine.rows(exp.select(size, population_size, exp.func("COUNT", exp.Star()))
+                       .from_(ours).join(theirs, on=on, join_type="LEFT")
+                       .group_by(size, population_size).order_by(size, population_size))
+    short = [(f, big) for f, big, _ in rows if big is None or big < f]
+    if short:
+        f, big = short[0]
+        raise AnonymizationError(
+            f"the population does not contain the sample: a sample class of {f} records has "
+            f"{big or 0} in the population over {list(quasi)} ({len(short)} such class sizes)")
+    return tuple(np.array([r[i] for r in rows], dtype=np.int64) for i in range(3))
+
+
+def records(engine: Engine, relation: exp.Expression) -> int:
+    return int(engine.value(exp.select(exp.func("COUNT", exp.Star())).from_(_relation(relation))))
