@@ -26,7 +26,7 @@ from .perturb.perturbation import (
     PerturbedRelease,
     RandomizedResponse,
 )
-from .privacy.checks import CheckReport, RiskReport
+from .privacy.checks import CheckReport
 from .privacy.disclosure import DisclosureReport
 from .privacy.models import (
     AlphaKAnonymity,
@@ -41,6 +41,7 @@ from .privacy.models import (
 )
 from .recode.recoding import Assignment, PartitionMap
 from .release.publish import Release
+from .risk.classes import RiskReport
 from .search.strategies import SearchResult
 from .session import Anonymizer, connect
 from .utility.metrics import (

@@ -23,6 +23,7 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
+from . import report
 from .cluster import grouping
 from .declare.catalog import Catalog
 from .declare.policy import Policy
@@ -33,10 +34,11 @@ from .hierarchy.hierarchy import Hierarchy
 from .partition import run as partition_run
 from .partition.mondrian import MondrianResult
 from .perturb.perturbation import perturb
-from .privacy.checks import CheckReport, RiskReport
+from .privacy.checks import CheckReport
 from .recode.generalization import FullDomainGeneralization, Transformation
 from .release.files import STORAGE_VERSION
 from .release.publish import Release, publish_source
+from .risk.classes import RiskReport
 from .search import run as search_run
 from .search.strategies import SearchResult
 from .utility.metrics import Metric
@@ -64,7 +66,7 @@ class Anonymizer:
 
     def __init__(self, database: Engine | duckdb.DuckDBPyConnection, progress: Callable[[str], None] | None = None):
         engine = as_engine(database)
-        self.workspace = Workspace(engine, Catalog(engine), progress)
+        self.workspace = Workspace(engine, Catalog(engine), progress, reporter=report.report)
         self.engine, self.catalog = engine, self.workspace.catalog
         self.con = engine.connection if isinstance(engine, DuckDBEngine) else None  # for callers that hold one
 
@@ -165,6 +167,26 @@ class Anonymizer:
             return search_run.publish_generalization(self.workspace, source, policy, transformation, path, table,
                                                      format)
         return publish_source(self.workspace, source, policy, transformation, path, table, format)
+
+    # ----------------------------------------------------------------- report
+    def report(self, release: str | os.PathLike | Release, path: str | os.PathLike | None = None, *, source=None,
+               policy: Policy | str | None = None, label: str | None = None, sampling_fraction: float | None = None,
+               population=None, frontier: Sequence[object] | None = None, parameter: str = "k",
+               metric: str = "loss", threshold: float = 0.2, store_tables: bool = True) -> Path:
+        """Write one self-contained HTML report on a release (a path, or what a publish returned) to ``path``
+        (default: the release's path with ``.html``): its policy, transformation and suppression, re-identification
+        risk (prosecutor; journalist and population uniqueness given ``sampling_fraction`` or a ``population``
+        table), each attribute's distribution in ``source`` and release, classification accuracy for ``label``,
+        and, given ``frontier`` values of ``parameter``, the optimum's ``metric`` and risk for each.  The same
+        figures go into a DuckDB release as ``report_*`` tables unless ``store_tables`` is False.  See
+        :mod:`duckanon.report`."""
+        if isinstance(release, Release):
+            return release.report(path, label=label, sampling_fraction=sampling_fraction, population=population,
+                                  frontier=frontier, parameter=parameter, metric=metric, threshold=threshold,
+                                  store_tables=store_tables)
+        return report.report(self.workspace, release, path, source=source, policy=policy, label=label,
+                             sampling_fraction=sampling_fraction, population=population, frontier=frontier,
+                             parameter=parameter, metric=metric, threshold=threshold, store_tables=store_tables)
 
     # --------------------------------------------------- the other algorithms
     def mondrian(self, source, policy: Policy | str, path: str | os.PathLike | None = None, *, relaxed: bool = False,

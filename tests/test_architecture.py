@@ -25,12 +25,14 @@ LAYERS = (
     ("engine",),
     ("hierarchy",),
     ("privacy",),
+    ("risk",),
     ("utility",),
     ("recode",),
     ("declare",),
     ("encode",),
     ("release",),
     ("search", "partition", "cluster", "perturb"),
+    ("report",),
     ("datasets",),
 )
 

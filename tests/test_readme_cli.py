@@ -90,7 +90,7 @@ def released(path: Path) -> pd.DataFrame:
 def test_the_readme_shows_an_example_of_every_command():
     commands = readme_commands()
     named = {shlex.split(c)[1] for c in commands}
-    assert {"people.duckdb", "check", "mondrian", "cluster", "perturb", "run", "hierarchy"} <= named, commands
+    assert {"people.duckdb", "check", "mondrian", "cluster", "perturb", "run", "hierarchy", "report"} <= named, commands
 
 
 @pytest.mark.parametrize("command", readme_commands())
@@ -105,6 +105,10 @@ def test_readme_command_runs_as_written(folder, command):
         assert set(levels.iloc[:, 0].astype(int)) >= set(range(20, 80))
         return
     if output is None:
+        return
+    if shlex.split(command)[1] == "report":
+        page = (folder / output).read_text(encoding="utf-8")
+        assert "Re-identification risk" in page and "Privacy and utility for each k" in page
         return
     frame = released(folder / output)
     assert "name" not in frame.columns

@@ -180,3 +180,21 @@ def test_open_release_refuses_what_is_not_one(tmp_path):
     con.close()
     with pytest.raises(AnonymizationError, match="does not describe a duckanon release"):
         open_release(foreign)
+
+
+def test_prosecutor_risk_of_an_encoded_source_equals_pandas(adult, adult_policy):
+    anon = duckanon.connect(adult)
+    levels = {"sex": 0, "age": 2, "race": 1, "marital-status": 1, "education": 2}
+    report = anon.risk("adult", adult_policy, levels, threshold=5)
+    frame = adult.sql("SELECT * FROM adult").df()
+    maps = {q: {row[0]: row[levels[q]] for row in adult_policy.quasi_identifiers[q].rows} for q in QUASI}
+    generalized = pd.DataFrame({q: frame[q].astype(str).map(maps[q]) for q in QUASI})
+    assert generalized.notna().all().all()
+    sizes = generalized.groupby(QUASI, dropna=False).size()
+    assert report.records == len(frame) and report.classes == len(sizes)
+    assert report.highest_risk == pytest.approx(1 / sizes.min())
+    assert report.average_risk == pytest.approx(len(sizes) / len(frame))
+    assert report.records_below_threshold == int(sizes[sizes < 5].sum())
+    histogram = sizes.value_counts().sort_index()
+    assert list(report.histogram["class_size"]) == list(histogram.index)
+    assert list(report.histogram["classes"]) == list(histogram)

@@ -3,21 +3,25 @@
 from __future__ import annotations
 
 import argparse
+import json
 import numbers
 import os
 import uuid
 from pathlib import Path
 
+import duckdb
 from sqlglot import exp
 
+from .. import datasets
 from ..cluster.mdav import MDAV
 from ..cluster.personalized import Personalization, TopDownPartitioning
 from ..cluster.semisupervised import SemiSupervisedClustering
 from ..declare.policy import Policy
+from ..engine import DuckDBEngine
 from ..errors import AnonymizationError
 from ..hierarchy.hierarchy import Hierarchy
 from ..perturb.perturbation import AdditiveNoise, EmpiricalSynthesis, RandomizedResponse
-from ..release.files import release_format
+from ..release.files import read_release_info, release_format
 from ..session import Anonymizer, connect
 from ..sqlgen import build as sb
 from . import policy_options
@@ -227,5 +231,49 @@ def _write_atomically(path: Path, write) -> None:
         partial.unlink(missing_ok=True)
 
 
+def report(args: argparse.Namespace, console: Console) -> int:
+    """Write the HTML report on a release: with --source (or --adult) the source's side, accuracy and frontier."""
+    release = existing_file(args.release)
+    info = read_release_info(release)  # not a release: an error before any other work
+    output = args.output or release.with_suffix(".html")
+    if args.adult:
+        source = open_source(None, None)
+        args.hierarchies = args.hierarchies or datasets.adult_hierarchy_dir()
+    elif args.source is not None:
+        source = open_source(args.source, args.table)
+    else:
+        source = Source(DuckDBEngine(duckdb.connect()), None, None, None)
+    anon = Anonymizer(source.engine, progress=console.progress)
+    policy = None
+    if args.frontier is not None:
+        if source.relation is None:
+            raise AnonymizationError("--frontier needs the release's source: give --source (or --adult)")
+        policy = _release_policy(anon, info, args.hierarchies)
+    population = existing_file(args.population) if args.population is not None else None
+    frontier = [int(v) if float(v).is_integer() else v for v in args.frontier] if args.frontier else None
+    written = anon.report(release, output, source=source.relation, policy=policy, label=args.label,
+                          sampling_fraction=args.sampling_fraction, population=population, frontier=frontier,
+                          parameter=args.frontier_parameter, metric=args.metric, threshold=args.threshold,
+                          store_tables=not args.no_tables)
+    console.say(f"wrote the report on {release} to {written} ({console.seconds():.2f} s)")
+    return OK
+
+
+def _release_policy(anon: Anonymizer, info: dict, folder: Path | None) -> Policy:
+    """The policy a release recorded, its hierarchies read from ``folder`` (``<column>.csv``) or the database."""
+    described = info.get("policy")
+    if not described:
+        raise AnonymizationError(f"--frontier: the release records no policy (it is a {info['kind']})")
+    hierarchies = {}
+    for column in described["columns"]:
+        if column["role"] == "quasi-identifier":
+            hierarchies[column["column"]] = policy_options.hierarchy(anon, column["column"], None, folder, True)
+            if isinstance(hierarchies[column["column"]], str):
+                hierarchies[column["column"]] = anon.hierarchy(column["column"])
+    columns = [(c["column"], c["role"], c.get("hierarchy")) for c in described["columns"]]
+    models = [(i, m["model"], m["sensitive"], json.dumps(m["params"])) for i, m in enumerate(described["models"])]
+    return Policy.from_rows(columns, models, described, hierarchies)
+
+
 COMMANDS = {"search": search, "check": check, "mondrian": mondrian, "cluster": cluster, "perturb": perturb,
-            "run": run_stored, "hierarchy": hierarchy}
+            "run": run_stored, "hierarchy": hierarchy, "report": report}

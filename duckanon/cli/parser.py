@@ -223,6 +223,37 @@ def _perturb_options(parser: Parser) -> None:
                        help="makes the release reproducible; never written to it, keep it secret (default: random)")
 
 
+def _report_options(parser: Parser) -> None:
+    parser.add_argument("release", metavar="RELEASE", help="a release file written by duckanon (.duckdb, .parquet, "
+                                                           ".csv)")
+    parser.add_argument("-o", "--output", type=Path, help="the report's HTML file (default: RELEASE with .html)")
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--source", help="the release's source: a DuckDB database file (with --table), or a CSV, "
+                                         "Parquet or JSON file; adds the source's side, accuracy and the frontier")
+    source.add_argument("--adult", action="store_true", help="the source is the bundled Adult data (the release of "
+                                                             "`duckanon -o adult_release.duckdb`)")
+    parser.add_argument("--table", help="the table to read inside a DuckDB database file")
+    parser.add_argument("--hierarchies", type=Path, metavar="DIR",
+                        help="a folder of ARX hierarchies <column>.csv, for the frontier's searches")
+    parser.add_argument("--label", help="the class column to measure classification accuracy with")
+    population = parser.add_mutually_exclusive_group()
+    population.add_argument("--sampling-fraction", type=values.share, metavar="F",
+                            help="the source's records as a share of the population (0 < F <= 1)")
+    population.add_argument("--population", metavar="FILE", help="a CSV, Parquet or JSON file of the population's "
+                                                                  "records")
+    parser.add_argument("--frontier", type=values.numbers, metavar="V1,V2,…",
+                        help="values of --frontier-parameter to search the optimum for, e.g. 2,5,10,20,50")
+    parser.add_argument("--frontier-parameter", default="k", metavar="NAME",
+                        help="the models' parameter the frontier varies (default %(default)s; l, t, ...)")
+    parser.add_argument("--metric", default="loss", help="the metric the frontier's optima minimize (default "
+                                                        "%(default)s)")
+    parser.add_argument("--threshold", type=values.share, default=0.2, metavar="R",
+                        help="a record is at risk when its risk exceeds R (default %(default)s)")
+    parser.add_argument("--no-tables", action="store_true",
+                        help="leave the release file as it is (by default a DuckDB release gets the figures as "
+                             "report_* tables)")
+
+
 def _hierarchy_command(commands, name: str, help_text: str) -> Parser:
     parser = commands.add_parser(name, help=help_text, description=help_text, **_formatted())
     parser.add_argument("source", help="a DuckDB database file (with --table), or a CSV, Parquet or JSON file")
@@ -262,6 +293,9 @@ def build_parser() -> Parser:
     stored.add_argument("--policy", required=True, metavar="NAME", help="the stored policy's name")
     # A stored policy names columns, not a table (anon.policies has no table column): the user names it.
     stored.add_argument("--table", required=True, help="the table to anonymize")
+
+    _report_options(command("report", "write an HTML report on a release: risk, utility and the privacy/utility "
+                                      "frontier"))
 
     hierarchy = commands.add_parser("hierarchy", help="build a hierarchy from a column's values",
                                     description="build a hierarchy from a column's distinct values and write it as "

@@ -24,9 +24,10 @@ from ..engine import Engine
 from ..errors import AnonymizationError, HierarchyError, PolicyError
 from ..hierarchy.bound import BoundHierarchy, require_coverage
 from ..hierarchy.hierarchy import level_column
-from ..privacy.checks import CheckReport, RiskReport, check, risk
+from ..privacy.checks import CheckReport, check
 from ..privacy.models import DataFacts
 from ..recode.generalization import FullDomainGeneralization
+from ..risk.classes import RiskReport, risk
 from ..sqlgen import build as sb
 from .encoding import COUNT, Encoding, count_combinations
 

@@ -1,4 +1,4 @@
-"""Evaluating privacy models over equivalence classes, and the prosecutor risk of a set of classes.
+"""Evaluating privacy models over equivalence classes.
 
 :func:`class_verdicts` is the one query every check runs: per class its size, whether each model is violated, and
 whether any is.  Size-only models fold into the size aggregation; every other model adds one UNION ALL branch, and a
@@ -256,41 +256,3 @@ def verdict_report(engine: Engine, verdicts: exp.Table, classes: Classes,
     return CheckReport(records=records, classes=n_classes, smallest_class=smallest, violating_classes=bad_classes,
                        violating_records=bad_records, allowed_suppressed=allowed_suppressed, per_model=per_model,
                        violations=engine.frame(listing), cascaded_records=cascaded)
-
-
-@dataclass
-class RiskReport:
-    """Prosecutor re-identification risk: an attacker who knows a target is in the data picks among its class."""
-
-    records: int
-    classes: int
-    highest_risk: float
-    average_risk: float
-    threshold: int
-    records_below_threshold: int
-    histogram: pd.DataFrame
-
-    @property
-    def share_below_threshold(self) -> float:
-        return self.records_below_threshold / self.records if self.records else 0.0
-
-
-def risk(engine: Engine, classes: Classes, *, threshold: int = 5) -> RiskReport:
-    sizes = classes.sizes().subquery("sizes")
-    size = sb.col(SIZE)
-    totals = exp.select(
-        exp.func("SUM", size), exp.func("COUNT", exp.Star()), exp.func("MIN", size),
-        exp.func("COALESCE", exp.func("SUM", exp.Case().when(size < sb.lit(threshold), size)), sb.lit(0)),
-    ).from_(sizes)
-    records, n_classes, smallest, below = engine.rows(totals)[0]
-    histogram = (exp.select(size.as_("class_size"), exp.func("COUNT", exp.Star()).as_("classes"),
-                            exp.func("SUM", size).as_("records"))
-                 .from_(sizes).group_by(size).order_by(size))
-    records = int(records or 0)
-    return RiskReport(
-        records=records, classes=int(n_classes), threshold=threshold, records_below_threshold=int(below),
-        # A record in a class of size s is re-identified with probability 1/s; averaged over records that is
-        # classes/records.
-        highest_risk=1.0 / smallest if smallest else 0.0,
-        average_risk=n_classes / records if records else 0.0,
-        histogram=engine.frame(histogram))

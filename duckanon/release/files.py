@@ -37,6 +37,8 @@ from sqlglot import exp
 from .._version import version
 from ..engine import DuckDBEngine, Engine
 from ..errors import AnonymizationError, ReleaseCheckFailed
+from ..risk.counting import class_size_histogram
+from ..risk.population import ClassSizes, prosecutor_risk
 from ..sqlgen import build as sb
 
 # The oldest storage format that holds everything we write; DuckDB >= 1.2 (and its shell) opens it.
@@ -272,24 +274,23 @@ def _info_row(engine: Engine, content: ReleaseContent) -> dict:
     """release_info's row: the caller's facts, and the released rows' count, classes and prosecutor risk."""
     info = content.info
     released = content.query.subquery("released")
-    records = exp.func("COUNT", exp.Star())
+    highest = average = classes = smallest = None
     if info.classes_by:
-        keys = [sb.col(c) for c in info.classes_by]
-        sizes = exp.select(records.as_("size")).from_(released).group_by(*keys).subquery("sizes")
-        totals = exp.select(exp.func("COALESCE", exp.func("SUM", sb.col("size")), sb.lit(0)),
-                            exp.func("COUNT", exp.Star()), exp.func("MIN", sb.col("size"))).from_(sizes)
-        released_records, classes, smallest = engine.rows(totals)[0]
+        sample = ClassSizes(*class_size_histogram(engine, released, info.classes_by))
+        released_records = sample.records
+        if sample.classes:
+            prosecutor = prosecutor_risk(sample, 1.0)
+            classes, smallest = sample.classes, int(sample.sizes[0])
+            highest, average = prosecutor.highest, prosecutor.average
     else:
-        released_records, classes, smallest = engine.rows(exp.select(records).from_(released))[0][0], None, None
+        released_records = engine.rows(exp.select(exp.func("COUNT", exp.Star())).from_(released))[0][0]
     return {
         "tool": "duckanon", "tool_version": version(),
         "created": dt.datetime.now(dt.timezone.utc).replace(microsecond=0, tzinfo=None), "kind": info.kind,
         "released_table": content.table, "source_records": int(info.source_records),
         "released_records": int(released_records), "suppressed_records": int(info.suppressed_records),
         "suppression": info.suppression, "classes": classes, "smallest_class": smallest,
-        # A record in a class of size s is re-identified with probability 1/s; averaged over records: classes/records.
-        "highest_risk": 1.0 / smallest if smallest else None,
-        "average_risk": classes / released_records if classes and released_records else None,
+        "highest_risk": highest, "average_risk": average,
         "policy": _json(info.policy), "transformation": _json(info.transformation), "metrics": _json(info.metrics),
     }
 

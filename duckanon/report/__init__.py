@@ -1,0 +1,83 @@
+"""What a release risks and keeps, for a person to read: one self-contained HTML file.
+
+:func:`write_report` gathers the figures (:mod:`.figures`: risk under the prosecutor, journalist and marketer models
+with population uniqueness estimates, each attribute's distribution before and after, classification accuracy, the
+privacy/utility frontier), draws them (:mod:`.plots`, matplotlib from the ``report`` extra) and writes the page
+(:mod:`.render`).  The page is written under a temporary name and renamed into place: a failed report leaves nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+from pathlib import Path
+
+from ..declare.policy import Policy
+from ..encode.binding import Workspace
+from ..errors import AnonymizationError
+from .figures import FrontierRequest, Population, ReportFigures, collect
+from .render import render
+from .tables import store
+
+__all__ = ["FrontierRequest", "Population", "ReportFigures", "collect", "render", "report", "write_report"]
+HTML_SUFFIXES = (".html", ".htm")
+
+
+def write_report(workspace: Workspace, release_path: str | os.PathLike, output: str | os.PathLike, *,
+                 source=None, policy: Policy | None = None, label: str | None = None,
+                 population: Population | None = None, frontier: FrontierRequest | None = None,
+                 threshold: float = 0.2, store_tables: bool = True) -> Path:
+    """Write the report on the release at ``release_path`` to ``output`` (an ``.html`` file) and, unless
+    ``store_tables`` is False, its figures as ``report_*`` tables into a DuckDB release (:mod:`.tables`); see
+    :func:`.figures.collect` for the rest."""
+    output = Path(output)
+    if output.suffix.lower() not in HTML_SUFFIXES:
+        raise AnonymizationError(f"report path {str(output)!r} must end in .html")
+    if output.exists() and output.resolve() == Path(release_path).resolve():
+        raise AnonymizationError(f"report path {str(output)!r} is the release itself: choose another file")
+    if output.is_dir():
+        raise AnonymizationError(f"report path {str(output)!r} is a directory: name a file in it")
+    figures = collect(workspace, release_path, source=source, policy=policy, label=label, population=population,
+                      frontier=frontier, threshold=threshold)
+    if store_tables:
+        workspace.announce(f"storing the figures' tables in {str(release_path)!r}")
+        unstored = store(figures)
+        if unstored is not None:
+            figures.notes.append(unstored)
+    workspace.announce(f"writing {str(output)!r}")
+    page = render(figures)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    partial = output.with_name(f".{output.name}.partial-{uuid.uuid4().hex}")
+    try:
+        partial.write_text(page, encoding="utf-8")
+        os.replace(partial, output)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(partial)
+    return output
+
+
+def report(workspace: Workspace, release_path: str | os.PathLike, output: str | os.PathLike | None = None, *,
+           source=None, policy: Policy | str | None = None, label: str | None = None,
+           sampling_fraction: float | None = None, population=None, frontier=None, parameter: str = "k",
+           metric: str = "loss", threshold: float = 0.2, store_tables: bool = True) -> Path:
+    """:func:`write_report` with its options as plain values: ``source`` and ``population`` as any source (a table
+    name, a data file, a relation), ``frontier`` the values of ``parameter`` to search the optimum under ``metric``
+    for; ``output`` defaults to the release's path with ``.html``."""
+    from ..encode.binding import source_relation
+    engine = workspace.engine
+    if output is None:
+        output = Path(release_path).with_suffix(".html")
+    if isinstance(policy, str):
+        policy = workspace.catalog.policy(policy)
+    chosen = None
+    if sampling_fraction is not None or population is not None:
+        chosen = Population(sampling_fraction, None if population is None else source_relation(engine, population))
+    request = FrontierRequest(tuple(frontier), parameter, metric) if frontier is not None else None
+    if request is not None and not request.values:
+        raise AnonymizationError("frontier: give at least one value of the parameter")
+    return write_report(workspace, release_path, output,
+                        source=None if source is None else source_relation(engine, source), policy=policy,
+                        label=label, population=chosen, frontier=request, threshold=threshold,
+                        store_tables=store_tables)

@@ -1,0 +1,233 @@
+"""What a report shows, computed: from the release file alone, and from the source beside it when it is given.
+
+The release is opened read-only in a connection of its own (it is a separate file and stays as it is); the source is
+read through the caller's engine.  Every count runs in SQL; risk estimation, classifiers and the frontier's searches
+run in Python on what the counts return.  What cannot be computed (no source, no label, a perturbed release without
+classes) is listed in ``notes`` with the reason, never silently left out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from sqlglot import exp
+
+from ..declare.policy import Policy
+from ..encode.binding import Workspace
+from ..errors import AnonymizationError
+from ..release.files import open_release
+from ..risk.counting import class_size_histogram, population_pairs, records
+from ..risk.summary import RiskSummary, summarize
+from ..search.run import frontier as optima_by_parameter
+from ..sqlgen import build as sb
+from ..utility.classification import classifier_accuracy, trained_on_release_accuracy
+from ..utility.distributions import Comparison, compare
+
+QUASI_IDENTIFIER = "quasi-identifier"
+# Class-size buckets a custodian reads at a glance (records in classes of that size).
+BUCKETS = ((1, 1), (2, 2), (3, 4), (5, 9), (10, 19), (20, 49), (50, 99), (100, None))
+
+
+@dataclasses.dataclass(frozen=True)
+class Population:
+    """Who the records were drawn from: a ``sampling_fraction`` (records / population), or a ``relation`` holding the
+    population's records (the source's quasi-identifiers among its columns)."""
+
+    sampling_fraction: float | None = None
+    relation: exp.Expression | None = None
+
+    def __post_init__(self):
+        if (self.sampling_fraction is None) == (self.relation is None):
+            raise AnonymizationError("a population is a sampling fraction or a table of records: give one of them")
+        fraction = self.sampling_fraction
+        if fraction is not None and not (isinstance(fraction, (int, float)) and 0 < fraction <= 1):
+            raise AnonymizationError(f"sampling fraction must be above 0 and at most 1, got {fraction!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class FrontierRequest:
+    """Which parameter to vary, over which values, and the metric the optima minimize."""
+
+    values: Sequence[object]
+    parameter: str = "k"
+    metric: str = "loss"
+
+
+@dataclasses.dataclass
+class ReportFigures:
+    path: Path
+    info: dict
+    quasi_identifiers: list[str]
+    risk: RiskSummary | None
+    class_buckets: pd.DataFrame | None
+    comparisons: list[Comparison]
+    accuracy: pd.DataFrame | None
+    frontier: pd.DataFrame | None
+    frontier_request: FrontierRequest | None
+    levels: pd.DataFrame | None  # attribute, level, highest
+    notes: list[str]
+
+    @property
+    def kind(self) -> str:
+        return self.info["kind"]
+
+
+def collect(workspace: Workspace, release_path: str | os.PathLike, *, source: exp.Expression | None = None,
+            policy: Policy | None = None, label: str | None = None, population: Population | None = None,
+            frontier: FrontierRequest | None = None, threshold: float = 0.2,
+            announce: Callable[[str], None] | None = None) -> ReportFigures:
+    """The figures of a report on the release at ``release_path``; ``source`` (a relation of ``workspace``'s engine)
+    adds the source's side, ``label`` classification accuracy, ``policy`` (with ``frontier``) the frontier."""
+    announce = announce or workspace.announce
+    if not 0 < threshold <= 1:
+        raise AnonymizationError(f"risk threshold must be above 0 and at most 1, got {threshold!r}")
+    announce(f"reading the release {str(release_path)!r}")
+    reader, info = open_release(release_path)
+    notes: list[str] = []
+    try:
+        released = sb.table(info["released_table"])
+        released_columns = reader.columns(released)
+        quasi = [c["column"] for c in (info.get("policy") or {}).get("columns", []) if c["role"] == QUASI_IDENTIFIER]
+        if source is not None:
+            missing = [c for c in quasi if c not in workspace.engine.columns(source)]
+            if missing:
+                raise AnonymizationError(f"the source lacks the release's quasi-identifiers {missing}: is it the "
+                                         f"release's source?")
+        announce("counting classes and estimating risk")
+        risk, buckets = _risk(workspace, reader, released, source, quasi, info, population, threshold, notes)
+        announce("comparing each attribute's distribution")
+        shown = quasi or list(_perturbed(info))
+        comparisons = ([compare(workspace.engine, source, reader, released, a) for a in shown if a in released_columns]
+                       if source is not None else [])
+        if source is None:
+            notes.append("No source was given: the report shows the release alone (no comparison with the original "
+                         "data, no source risk, no classification accuracy or frontier).")
+        accuracy = None
+        if label is not None and source is not None:
+            announce(f"classification accuracy with label {label!r}")
+            accuracy = _accuracy(workspace, reader, released, source, released_columns, shown, label, info)
+        elif label is None:
+            notes.append("No label was given: classification accuracy is not measured (give the class column).")
+        frontier_frame = None
+        if frontier is not None:
+            frontier_frame = _frontier(workspace, source, policy, frontier, info, threshold, notes)
+        levels = _levels(workspace, policy, info)
+    finally:
+        reader.close()
+    return ReportFigures(Path(release_path), info, quasi, risk, buckets, comparisons, accuracy, frontier_frame,
+                         frontier, levels, notes)
+
+
+def _risk(workspace, reader, released, source, quasi, info, population, threshold, notes):
+    if not quasi:
+        notes.append("This release has no quasi-identifiers whose equal values form classes (a perturbed release "
+                     "shows new numbers): class-based risk does not apply; its disclosure measures are shown instead.")
+        return None, None
+    released_sizes = class_size_histogram(reader, released, quasi)
+    released_records = int((released_sizes[0] * released_sizes[1]).sum())
+    source_sizes = class_size_histogram(workspace.engine, source, quasi) if source is not None else None
+    population_records, pairs = None, None
+    if population is not None:
+        if population.relation is not None:
+            population_records = records(workspace.engine, population.relation)
+        else:
+            population_records = round(info["source_records"] / population.sampling_fraction)
+        if population_records < info["source_records"]:
+            raise AnonymizationError(f"the population ({population_records} records) is smaller than the sample "
+                                     f"({info['source_records']} records)")
+        if population.relation is not None and source is not None:
+            pairs = population_pairs(workspace.engine, source, population.relation, quasi)
+    else:
+        notes.append("No population was given: journalist risk and population uniqueness are not estimated (give a "
+                     "sampling fraction or a population table).")
+    risk = summarize(released_sizes, source_sizes, threshold=threshold, population_records=population_records,
+                     source_pairs=pairs, released_records=released_records)
+    buckets = pd.DataFrame({"bucket": [_bucket_name(b) for b in BUCKETS]})
+    for side, histogram in (("source", source_sizes), ("release", released_sizes)):
+        if histogram is not None:
+            buckets[side] = _bucket_shares(*histogram)
+    return risk, buckets
+
+
+def _bucket_name(bucket: tuple[int, int | None]) -> str:
+    low, high = bucket
+    if high is None:
+        return f"{low}+"
+    return str(low) if low == high else f"{low}–{high}"
+
+
+def _bucket_shares(sizes: np.ndarray, counts: np.ndarray) -> list[float]:
+    records_per_size = sizes * counts
+    total = records_per_size.sum()
+    shares = []
+    for low, high in BUCKETS:
+        inside = (sizes >= low) & (sizes <= (high if high is not None else sizes.max(initial=0)))
+        shares.append(float(records_per_size[inside].sum() / total) if total else 0.0)
+    return shares
+
+
+def _perturbed(info: dict) -> dict[str, dict]:
+    """A perturbed release's columns with their methods (none for other releases)."""
+    return dict((info.get("transformation") or {}).get("perturbation") or {})
+
+
+def _accuracy(workspace, reader, released, source, released_columns, shown, label, info) -> pd.DataFrame:
+    """Seed 000's measure (cross-validated accuracy on the source and on the release) and, for a perturbed release,
+    seed 004's (trained on the release, tested on the source); the features are the compared attributes, perturbed
+    numbers as numbers and everything else as categories."""
+    if label not in released_columns or label not in workspace.engine.columns(source):
+        raise AnonymizationError(f"label {label!r} is not a column of both the source and the release (the "
+                                 f"release has {released_columns})")
+    features = [c for c in shown if c in released_columns and c != label]
+    numeric = [c for c, method in _perturbed(info).items() if "categories" not in method]
+    columns = [sb.col(c) for c in [*features, label]]
+    original = workspace.engine.frame(exp.select(*columns).from_(source))
+    release = reader.frame(exp.select(*columns).from_(released))
+    measures = {"cross-validated on the source (seed 000)": lambda: classifier_accuracy(original, features, label,
+                                                                                        numeric=numeric),
+                "cross-validated on the release (seed 000)": lambda: classifier_accuracy(release, features, label,
+                                                                                         numeric=numeric)}
+    if info["kind"] == "perturbation":
+        measures["trained on the release, tested on the source (seed 004)"] = (
+            lambda: trained_on_release_accuracy(release, original, features, label, numeric=numeric))
+    return pd.DataFrame([{"classifier": name, "measure": measure, "accuracy": score}
+                         for measure, scores in measures.items() for name, score in scores().items()])
+
+
+def _frontier(workspace, source, policy, request, info, threshold, notes) -> pd.DataFrame | None:
+    if source is None or policy is None:
+        notes.append("The frontier needs the source and the policy: it searches the optimum for each value.")
+        return None
+    if info["kind"] != "full-domain generalization":
+        notes.append(f"The frontier is drawn for full-domain generalization; this release is a {info['kind']}, so "
+                     f"the curve shows what full-domain generalization of the same source gives.")
+    rows = []
+    for point in optima_by_parameter(workspace, source, policy, request.parameter, list(request.values), request.metric):
+        row = {"value": point.value, "metric": point.metric, "suppressed": point.suppressed,
+               "levels": None if point.levels is None else ", ".join(f"{a}={v}" for a, v in point.levels.items())}
+        if point.levels is not None:
+            prosecutor = summarize((point.sizes, point.counts), None, threshold=threshold).prosecutor("release")
+            row.update(highest_risk=prosecutor["highest"], average_risk=prosecutor["average"],
+                       records_at_risk=prosecutor["records_at_risk"])
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _levels(workspace, policy, info) -> pd.DataFrame | None:
+    """Each quasi-identifier's level and, where the policy's hierarchy is known, its highest."""
+    chosen = (info.get("transformation") or {}).get("full-domain generalization")
+    if not chosen:
+        return None
+    heights = {}
+    for attribute, hierarchy in (policy.quasi_identifiers.items() if policy is not None else ()):
+        if isinstance(hierarchy, str):
+            hierarchy = workspace.catalog.hierarchy(hierarchy)
+        if hierarchy is not None:
+            heights[attribute] = hierarchy.levels - 1
+    return pd.DataFrame({"attribute": list(chosen), "level": list(chosen.values()),
+                         "highest": [heights.get(a) for a in chosen]})

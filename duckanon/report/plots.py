@@ -1,0 +1,124 @@
+"""The report's figures as inline SVG, drawn with matplotlib (the ``report`` extra): text stays text, so the figures
+read in any browser offline and their labels can be searched."""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+EXTRA = "pip install 'duckanon[report]'"
+SOURCE_COLOUR, RELEASE_COLOUR, ACCENT = "#7a869a", "#1f6feb", "#d1242f"
+
+
+def _pyplot():
+    try:
+        import matplotlib
+    except ImportError as error:
+        raise ImportError(f"the report's plots need matplotlib, part of duckanon's `report` extra: {EXTRA}") from error
+    matplotlib.use("Agg")
+    matplotlib.rcParams.update({"svg.fonttype": "none", "font.size": 9, "axes.spines.top": False,
+                                "axes.spines.right": False, "svg.hashsalt": "duckanon"})
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def _svg(figure) -> str:
+    buffer = io.StringIO()
+    figure.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
+    _pyplot().close(figure)
+    text = buffer.getvalue()
+    # Inline in HTML: no XML prolog, and no RDF metadata (its namespace URLs would be the page's only links out).
+    return re.sub(r"<metadata>.*?</metadata>", "", text[text.index("<svg"):], flags=re.DOTALL)
+
+
+def class_sizes(buckets: pd.DataFrame) -> str:
+    """Share of records per class-size bucket, source beside release (``buckets``: bucket, source, release shares)."""
+    plt = _pyplot()
+    figure, axes = plt.subplots(figsize=(6.4, 2.8))
+    x = np.arange(len(buckets))
+    for offset, column, colour in ((-0.2, "source", SOURCE_COLOUR), (0.2, "release", RELEASE_COLOUR)):
+        if column in buckets:
+            axes.bar(x + offset, 100 * buckets[column], width=0.4, color=colour, label=column)
+    axes.set_xticks(x, buckets["bucket"])
+    axes.set_xlabel("records in the class")
+    axes.set_ylabel("% of records")
+    axes.legend(frameon=False)
+    return _svg(figure)
+
+
+def distribution(original: pd.DataFrame, released: pd.DataFrame, attribute: str, binned: bool) -> str:
+    """Records per value of one attribute: the source's and the release's bars over the same bins when ``binned``,
+    otherwise side by side (their values differ: generalized labels against original values)."""
+    plt = _pyplot()
+    if binned:
+        figure, axes = plt.subplots(figsize=(6.4, 2.6))
+        x = np.arange(len(original))
+        axes.bar(x - 0.2, original["records"], width=0.4, color=SOURCE_COLOUR, label="source")
+        axes.bar(x + 0.2, released["records"].reindex(range(len(original)), fill_value=0), width=0.4,
+                 color=RELEASE_COLOUR, label="release")
+        axes.set_xticks(x, original["value"], rotation=60, ha="right")
+        axes.legend(frameon=False)
+        axes.set_ylabel("records")
+        axes.set_title(attribute, loc="left")
+        return _svg(figure)
+    height = 0.9 + 0.17 * max(len(original), len(released))
+    figure, (left, right) = plt.subplots(1, 2, figsize=(7.2, height))
+    for axes, frame, colour, title in ((left, original, SOURCE_COLOUR, "source"),
+                                       (right, released, RELEASE_COLOUR, "release")):
+        y = np.arange(len(frame))
+        axes.barh(y, frame["records"], color=colour)
+        axes.set_yticks(y, [_short(v) for v in frame["value"]])
+        axes.invert_yaxis()
+        axes.set_title(f"{attribute}: {title}", loc="left")
+        axes.set_xlabel("records")
+    figure.tight_layout()
+    return _svg(figure)
+
+
+def frontier(points: pd.DataFrame, parameter: str, metric: str, chosen: object | None) -> str:
+    """The metric (information lost) and the highest and average prosecutor risk of each optimum, against the
+    parameter; the release's own value marked."""
+    plt = _pyplot()
+    figure, loss = plt.subplots(figsize=(6.4, 3.0))
+    found = points.dropna(subset=["metric"])
+    loss.plot(found["value"], found["metric"], marker="o", color=RELEASE_COLOUR, label=f"{metric} (lower is better)")
+    loss.set_xlabel(parameter)
+    loss.set_ylabel(metric, color=RELEASE_COLOUR)
+    risk = loss.twinx()
+    risk.spines["right"].set_visible(True)
+    risk.plot(found["value"], found["highest_risk"], marker="s", color=ACCENT, label="highest risk")
+    risk.plot(found["value"], found["average_risk"], marker="^", linestyle="--", color=ACCENT, label="average risk")
+    risk.set_ylabel("prosecutor risk", color=ACCENT)
+    risk.set_ylim(bottom=0)
+    if chosen is not None and (found["value"] == chosen).any():
+        loss.axvline(chosen, color="#444", linewidth=0.8, linestyle=":")
+        loss.annotate("this release", (chosen, loss.get_ylim()[1]), fontsize=8, ha="left", va="top")
+    if len(found) and all(isinstance(v, (int, np.integer)) for v in found["value"]) and found["value"].max() > 20:
+        loss.set_xscale("log")
+    handles = loss.get_legend_handles_labels()[0] + risk.get_legend_handles_labels()[0]
+    loss.legend(handles, [h.get_label() for h in handles], frameon=False, fontsize=8, loc="center right")
+    return _svg(figure)
+
+
+def levels(attributes: Sequence[str], chosen: Sequence[int], heights: Sequence[int]) -> str:
+    """Each quasi-identifier's level against its hierarchy's highest: where the transformation sits."""
+    plt = _pyplot()
+    figure, axes = plt.subplots(figsize=(6.4, 0.6 + 0.28 * len(attributes)))
+    y = np.arange(len(attributes))
+    axes.barh(y, heights, color="#e6e9ef", label="highest level")
+    axes.barh(y, chosen, color=RELEASE_COLOUR, label="chosen level")
+    axes.set_yticks(y, attributes)
+    axes.invert_yaxis()
+    axes.set_xlabel("level")
+    axes.xaxis.get_major_locator().set_params(integer=True)
+    axes.legend(frameon=False, fontsize=8, loc="lower right")
+    return _svg(figure)
+
+
+def _short(value: object, width: int = 28) -> str:
+    text = str(value)
+    return text if len(text) <= width else text[:width - 1] + "…"

@@ -1,0 +1,102 @@
+"""The risk figures of a source and its release side by side, from their class-size histograms.
+
+Prosecutor risk assumes the attacker knows the target is in the data: a record in a class of f records is picked with
+probability 1/f.  Journalist risk assumes only that the target is in the population: 1/F, with F the class's size in
+the population (counted in a population table, or estimated as f / sampling fraction).  Marketer risk is the share of
+records an attacker who links every record gets right.  Population uniqueness estimates how many records are unique in
+the population (:mod:`.population`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from . import population as estimators
+
+Histogram = tuple[np.ndarray, np.ndarray]  # class sizes (ascending) and how many classes have each
+SIDES = ("source", "release")
+
+
+@dataclass
+class RiskSummary:
+    threshold: float
+    sides: dict[str, dict[str, float]]  # per side, measure -> value
+    population: dict[str, pd.DataFrame]  # per side, the estimators' table
+
+    def prosecutor(self, side: str) -> dict[str, float]:
+        figures = self.sides[side]
+        return {"highest": figures["highest prosecutor risk"], "average": figures["average prosecutor risk"],
+                "records_at_risk": figures["records at risk (prosecutor)"]}
+
+    def table(self) -> pd.DataFrame:
+        measures = list(dict.fromkeys(m for side in self.sides.values() for m in side))
+        frame = pd.DataFrame({"measure": measures})
+        for side in SIDES:
+            if side in self.sides:
+                frame[side] = [self.sides[side].get(m, np.nan) for m in measures]
+        return frame
+
+    def population_table(self) -> pd.DataFrame | None:
+        if not self.population:
+            return None
+        frames = [table.assign(side=side) for side, table in self.population.items()]
+        frame = pd.concat(frames, ignore_index=True)
+        return frame[["side", *[c for c in frame.columns if c != "side"]]]
+
+
+def summarize(released: Histogram, source: Histogram | None, *, threshold: float,
+              population_records: int | None = None, source_pairs: tuple | None = None,
+              released_records: int | None = None) -> RiskSummary:
+    """Each side's figures: prosecutor and marketer risk, records and share at risk above ``threshold``, sample
+    uniques; given the population's size, journalist risk and population uniqueness; ``source_pairs`` (sample size,
+    population size, classes) gives the source's journalist risk from a population table instead of an estimate."""
+    sides, tables = {}, {}
+    for side, histogram in (("source", source), ("release", released)):
+        if histogram is None:
+            continue
+        sizes = estimators.ClassSizes(*histogram)
+        figures = _sample_figures(sizes, threshold)
+        if population_records is not None:
+            pairs = source_pairs if side == "source" else None
+            figures.update(_journalist(sizes, population_records, pairs, threshold))
+            tables[side] = _uniqueness(sizes, population_records)
+        sides[side] = figures
+    return RiskSummary(threshold, sides, tables)
+
+
+def _sample_figures(sizes: estimators.ClassSizes, threshold: float) -> dict[str, float]:
+    prosecutor = estimators.prosecutor_risk(sizes, threshold)
+    return {
+        "records": sizes.records, "classes": sizes.classes, "smallest class": int(sizes.sizes.min()),
+        "highest prosecutor risk": prosecutor.highest, "average prosecutor risk": prosecutor.average,
+        "records at risk (prosecutor)": prosecutor.records_at_risk,
+        "share at risk (prosecutor)": prosecutor.records_at_risk / sizes.records,
+        "marketer risk": estimators.marketer_risk(sizes),
+        "sample uniques": sizes.uniques, "share of sample uniques": sizes.uniques / sizes.records,
+    }
+
+
+def _journalist(sizes: estimators.ClassSizes, population_records: int, pairs, threshold: float) -> dict[str, float]:
+    if pairs is not None:
+        sample, population, counts = pairs
+        risk = estimators.journalist_risk(np.repeat(sample, counts), np.repeat(population, counts), threshold)
+        how = "population table"
+    else:
+        fraction = sizes.records / population_records
+        per_class = np.repeat(sizes.sizes, sizes.counts)
+        risk = estimators.journalist_risk(per_class, np.maximum(per_class, per_class / fraction), threshold)
+        how = "estimated"
+    return {f"highest journalist risk ({how})": risk.highest, f"average journalist risk ({how})": risk.average,
+            f"records at risk (journalist, {how})": risk.records_at_risk}
+
+
+def _uniqueness(sizes: estimators.ClassSizes, population_records: int) -> pd.DataFrame:
+    rows = []
+    for estimate in estimators.population_uniqueness(sizes, population_records):
+        model = estimate.model if estimate.chosen_model is None else f"{estimate.model} ({estimate.chosen_model})"
+        rows.append({"model": model, "population uniques": estimate.uniques, "share": estimate.share,
+                     "applicable": estimate.applicable, "chosen by Dankar": estimate.chosen})
+    return pd.DataFrame(rows)

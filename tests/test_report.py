@@ -1,0 +1,232 @@
+"""The HTML report, rendered in headless chromium: for a full-domain, a Mondrian, a clustering and a perturbed release,
+no console error, no failed or network load, no sideways scrolling at a narrow width, and the figures the page shows
+equal numbers computed here with pandas and NumPy from the release file and the source.  Screenshots at desktop and
+narrow width go to the test's folder (``DUCKANON_REPORT_SCREENSHOTS`` names a folder to keep them in)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pandas as pd
+import pytest
+
+import duckanon
+from duckanon import MDAV, EmpiricalSynthesis, Hierarchy, KAnonymity, Policy, datasets
+from duckanon.errors import AnonymizationError
+from duckanon.release.files import read_release_info
+from duckanon.utility.distributions import Bins
+from tests.browser import Browser
+
+pytest.importorskip("matplotlib")
+pytest.importorskip("sklearn")
+
+QUASI = ["sex", "age", "race", "marital-status", "education", "native-country", "workclass", "occupation"]
+LABEL = "salary-class"
+FIGURE = re.compile(r'data-figure="([^"]+)">([^<]*)<')
+
+
+@pytest.fixture(scope="module")
+def adult():
+    con = duckdb.connect()
+    datasets.load_adult(con, "adult")
+    con.execute("CREATE TABLE sample AS SELECT * FROM adult USING SAMPLE 1500 ROWS (reservoir, 7)")
+    yield con
+    con.close()
+
+
+@pytest.fixture(scope="module")
+def anon(adult):
+    return duckanon.connect(adult)
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    return tmp_path_factory.mktemp("reports")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with Browser() as opened:
+        yield opened
+
+
+def hierarchies(names):
+    folder = datasets.adult_hierarchy_dir()
+    return {q: Hierarchy.from_arx_csv(folder / f"{q}.csv") for q in names}
+
+
+@pytest.fixture(scope="module")
+def reports(anon, folder):
+    """Each kind of release with its report: (release path, report path, source table)."""
+    made = {}
+    full = Policy(quasi_identifiers=hierarchies(QUASI), models=[KAnonymity(5)], sensitive=[LABEL], others="drop",
+                  suppression_limit=0.05)
+    _, release = anon.anonymize("adult", full, folder / "full.duckdb", metric="loss", table="adult")
+    made["full-domain"] = (release.path, release.report(folder / "full.html", label=LABEL, sampling_fraction=0.1,
+                                                        frontier=[2, 5, 10, 50]), "adult")
+    partitioned = Policy(quasi_identifiers={"age": None, **hierarchies(["sex", "education", "marital-status"])},
+                         models=[KAnonymity(10)], sensitive=[LABEL], others="drop")
+    mondrian = anon.mondrian("adult", partitioned, folder / "mondrian.parquet")
+    made["mondrian"] = (mondrian.release.path, mondrian.release.report(folder / "mondrian.html", label=LABEL),
+                        "adult")
+    grouped = Policy(quasi_identifiers={"age": None, "hours-per-week": None}, models=[KAnonymity(5)],
+                     sensitive=[LABEL], others="drop")
+    clusters = anon.cluster("sample", grouped, MDAV())
+    release = clusters.publish(folder / "clusters.duckdb")
+    made["clustering"] = (release.path, release.report(folder / "clusters.html", label=LABEL,
+                                                       sampling_fraction=0.05), "sample")
+    anon.perturb("adult", folder / "perturbed.duckdb", method=EmpiricalSynthesis(bins=20), numeric=["age"],
+                 keep=[LABEL, "education"], seed=3)
+    made["perturbation"] = (folder / "perturbed.duckdb",
+                            anon.report(folder / "perturbed.duckdb", folder / "perturbed.html", source="adult",
+                                        label=LABEL), "adult")
+    return made
+
+
+def shown(rendered) -> dict[str, str]:
+    return dict(FIGURE.findall(rendered.dom))
+
+
+def number(text: str) -> float:
+    return float(text)
+
+
+def released_frame(path: Path) -> pd.DataFrame:
+    info = read_release_info(path)
+    con = duckdb.connect()
+    if path.suffix == ".parquet":
+        return con.sql(f"SELECT * FROM read_parquet('{path}')").df()
+    con.execute(f"ATTACH '{path}' AS r (READ_ONLY)")
+    return con.sql(f'SELECT * FROM r."{info["released_table"]}"').df()
+
+
+@pytest.mark.parametrize("kind", ["full-domain", "mondrian", "clustering", "perturbation"])
+def test_report_renders_and_shows_the_right_figures(kind, reports, adult, browser, tmp_path):
+    release_path, report_path, source_table = reports[kind]
+    keep = os.environ.get("DUCKANON_REPORT_SCREENSHOTS")
+    shots = Path(keep) if keep else tmp_path
+    shots.mkdir(parents=True, exist_ok=True)
+    desktop = browser.render(report_path, width=1280, height=900, screenshot=shots / f"{kind}-desktop.png")
+    narrow = browser.render(report_path, width=390, height=844, screenshot=shots / f"{kind}-narrow.png")
+    assert desktop.problems == [] and narrow.problems == []
+    assert narrow.page_width <= 390, "the report scrolls sideways on a narrow screen"
+    assert desktop.screenshot.stat().st_size > 10_000
+    figures = shown(desktop)
+
+    info = read_release_info(release_path)
+    release = released_frame(release_path)
+    source = adult.sql(f"SELECT * FROM {source_table}").df()
+    assert int(figures["release.records"]) == len(release) == info["released_records"]
+    assert int(figures["source.records"]) == len(source)
+    assert int(figures["release.suppressed"]) == info["suppressed_records"]
+    quasi = [c["column"] for c in (info["policy"] or {}).get("columns", []) if c["role"] == "quasi-identifier"]
+    if not quasi:  # perturbed: distributions over the same bins, no class-based risk
+        bins = Bins.covering(float(source["age"].min()), float(source["age"].max()))
+        counts = [np.bincount(np.clip(np.floor((frame["age"].to_numpy(float) - bins.low) / bins.width).astype(int),
+                                      0, bins.count - 1), minlength=bins.count) for frame in (source, release)]
+        distance = 0.5 * np.abs(counts[0] / len(source) - counts[1] / len(release)).sum()
+        assert number(figures["distribution.age.tv"]) == pytest.approx(distance, rel=1e-5)
+        assert "Class-based risk does not apply" in desktop.text
+        return
+    sizes = release.groupby(quasi, dropna=False).size()
+    assert number(figures["release.highest_risk"]) == pytest.approx(1 / sizes.min(), rel=1e-5)
+    assert number(figures["release.average_risk"]) == pytest.approx(len(sizes) / len(release), rel=1e-5)
+    assert int(figures["risk.classes.release"]) == len(sizes)
+    source_sizes = source.groupby(quasi, dropna=False).size()
+    assert int(figures["risk.classes.source"]) == len(source_sizes)
+    assert int(figures["risk.sample uniques.source"]) == int((source_sizes == 1).sum())
+    at_risk = int(sizes[1 / sizes > 0.2].sum())
+    assert int(figures["risk.records at risk (prosecutor).release"]) == at_risk
+    share_in_small = float(source_sizes[source_sizes <= 1].sum() / len(source))
+    assert number(figures["class_sizes.1.source"]) == pytest.approx(share_in_small, rel=1e-5, abs=1e-12)
+    assert {"logistic_regression", "decision_tree"} <= {key.split(".")[1] for key in figures
+                                                        if key.startswith("accuracy.")}
+    if kind == "full-domain":
+        assert number(figures["frontier.5.metric"]) == pytest.approx(info["metrics"]["loss"], rel=1e-5)
+        assert [k for k in (2, 5, 10, 50) if f"frontier.{k}.highest_risk" in figures] == [2, 5, 10, 50]
+        assert number(figures["frontier.50.highest_risk"]) <= 1 / 50
+        assert int(figures["transformation.height"]) == sum(info["transformation"]["full-domain generalization"]
+                                                            .values())
+
+
+def test_report_command_on_the_readme_release(folder, tmp_path):
+    from duckanon.cli import run
+    release = tmp_path / "adult_release.duckdb"
+    assert run(["-o", str(release), "--quiet"]) == 0
+    output = tmp_path / "adult_release.html"
+    assert run(["report", str(release), "--adult", "--label", LABEL, "--sampling-fraction", "0.01",
+                "--frontier", "2,5,10", "--quiet"]) == 0
+    page = output.read_text()
+    assert "Privacy and utility for each k" in page and "<script" not in page
+    assert "http://" not in page.replace("http://www.w3.org", "")
+
+
+def test_bad_input_is_one_clear_error_and_writes_nothing(anon, folder, tmp_path, reports, capsys):
+    from duckanon.cli import main
+    plain = tmp_path / "plain.duckdb"
+    duckdb.connect(str(plain)).execute("CREATE TABLE t AS SELECT 1 AS a").close()
+    stripped = tmp_path / "stripped.duckdb"
+    shutil.copy(reports["full-domain"][0], stripped)
+    con = duckdb.connect(str(stripped))
+    con.execute("DROP TABLE release_info")
+    con.close()
+    population = tmp_path / "population.csv"
+    pd.DataFrame({q: ["x"] for q in QUASI}).to_csv(population, index=False)
+    cases = [([str(plain)], "no readable release_info"),
+             ([str(stripped)], "no readable release_info"),
+             ([str(tmp_path / "nothing.duckdb")], "no such file"),
+             ([str(reports["full-domain"][0]), "--adult", "--population", str(population)],
+              "population \\(1 records\\) is smaller than the sample"),
+             ([str(reports["full-domain"][0]), "--sampling-fraction", "1.5"], "1.5")]
+    for arguments, message in cases:
+        output = tmp_path / "out.html"
+        assert main(["report", *arguments, "-o", str(output), "--quiet"]) == 2
+        error = capsys.readouterr().err.strip().splitlines()
+        assert len(error) == 1 and re.search(message, error[0]), error
+        assert not output.exists() and not list(tmp_path.glob(".out.html*"))
+    with pytest.raises(AnonymizationError, match="must end in .html"):
+        anon.report(reports["full-domain"][0], tmp_path / "report.txt")
+
+
+def test_figures_go_into_a_duckdb_release_and_leave_it_as_it_was(anon, tmp_path):
+    policy = Policy(quasi_identifiers=hierarchies(["sex", "age", "race"]), models=[KAnonymity(10)],
+                    sensitive=[LABEL], others="drop", suppression_limit=0.01)
+    result, release = anon.anonymize("sample", policy, tmp_path / "r.duckdb", table="people")
+
+    def contents():
+        con = duckdb.connect(str(release.path), read_only=True)
+        try:
+            return (con.sql("SELECT * FROM people ORDER BY ALL").df(), con.sql("SELECT * FROM release_info").df(),
+                    con.sql("SELECT * FROM people_classes ORDER BY ALL").df())
+        finally:
+            con.close()
+
+    before = contents()
+    release.report(tmp_path / "r.html", sampling_fraction=0.5, frontier=[2, 10])
+    after = contents()
+    for old, new in zip(before, after):
+        pd.testing.assert_frame_equal(old, new)
+    con = duckdb.connect(str(release.path), read_only=True)
+    risk = con.sql("SELECT * FROM report_risk").df().set_index("measure")
+    frontier_table = con.sql("SELECT * FROM report_frontier ORDER BY k").df()
+    tables = {r[0] for r in con.sql("SELECT table_name FROM duckdb_tables()").fetchall()}
+    con.close()
+    people = before[0]
+    sizes = people.groupby(["sex", "age", "race"], dropna=False).size()
+    assert risk.loc["highest prosecutor risk", "release"] == pytest.approx(1 / sizes.min())
+    assert risk.loc["classes", "release"] == len(sizes)
+    assert list(frontier_table["k"]) == [2, 10]
+    assert tables == {"people", "release_info", "report_metrics", "report_risk", "report_population_uniqueness",
+                      "report_class_sizes", "report_frontier"}
+    assert not (tmp_path / "r.duckdb.wal").exists()
+    # Parquet releases have no room for the tables: the report says so and the file stays as it was.
+    parquet = anon.publish("sample", policy, result.levels, tmp_path / "r.parquet")
+    written = parquet.path.read_bytes()
+    page = parquet.report(tmp_path / "p.html").read_text()
+    assert parquet.path.read_bytes() == written
+    assert "stored only inside DuckDB releases" in page
