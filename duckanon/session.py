@@ -37,7 +37,7 @@ from .perturb.perturbation import perturb
 from .privacy.checks import CheckReport
 from .recode.generalization import FullDomainGeneralization, Transformation
 from .release.files import STORAGE_VERSION
-from .release.publish import Release, publish_source
+from .release.publish import Release, Reportable, publish_source
 from .risk.classes import RiskReport
 from .search import run as search_run
 from .search.strategies import SearchResult
@@ -169,7 +169,7 @@ class Anonymizer:
         return publish_source(self.workspace, source, policy, transformation, path, table, format)
 
     # ----------------------------------------------------------------- report
-    def report(self, release: str | os.PathLike | Release, path: str | os.PathLike | None = None, *, source=None,
+    def report(self, release: str | os.PathLike | Reportable, path: str | os.PathLike | None = None, *, source=None,
                policy: Policy | str | None = None, label: str | None = None, sampling_fraction: float | None = None,
                population=None, frontier: Sequence[object] | None = None, parameter: str = "k",
                metric: str = "loss", threshold: float = 0.2, store_tables: bool = True) -> Path:
@@ -180,7 +180,7 @@ class Anonymizer:
         and, given ``frontier`` values of ``parameter``, the optimum's ``metric`` and risk for each.  The same
         figures go into a DuckDB release as ``report_*`` tables unless ``store_tables`` is False.  See
         :mod:`duckanon.report`."""
-        if isinstance(release, Release):
+        if isinstance(release, Reportable):
             return release.report(path, label=label, sampling_fraction=sampling_fraction, population=population,
                                   frontier=frontier, parameter=parameter, metric=metric, threshold=threshold,
                                   store_tables=store_tables)
@@ -225,7 +225,9 @@ class Anonymizer:
         perturbed, ``insensitive`` released as they are, the rest as ``others`` says (an error by default).  See
         :func:`duckanon.perturb.perturbation.perturb` for the parameters; returns a
         :class:`~duckanon.perturb.perturbation.PerturbedRelease`."""
-        return perturb(self.engine, source_relation(self.engine, source), path, method=method, numeric=numeric,
-                       categorical=categorical, categorical_method=categorical_method, identifiers=identifiers,
-                       insensitive=insensitive, others=others, keep=keep, seed=seed, table=table,
-                       progress=self.progress, **measures)
+        relation = source_relation(self.engine, source)
+        released = perturb(self.engine, relation, path, method=method, numeric=numeric, categorical=categorical,
+                           categorical_method=categorical_method, identifiers=identifiers, insensitive=insensitive,
+                           others=others, keep=keep, seed=seed, table=table, progress=self.progress, **measures)
+        released.origin = (self.workspace, relation, None)
+        return released

@@ -80,11 +80,9 @@ def reports(anon, folder):
     release = clusters.publish(folder / "clusters.duckdb")
     made["clustering"] = (release.path, release.report(folder / "clusters.html", label=LABEL,
                                                        sampling_fraction=0.05), "sample")
-    anon.perturb("adult", folder / "perturbed.duckdb", method=EmpiricalSynthesis(bins=20), numeric=["age"],
-                 keep=[LABEL, "education"], seed=3)
-    made["perturbation"] = (folder / "perturbed.duckdb",
-                            anon.report(folder / "perturbed.duckdb", folder / "perturbed.html", source="adult",
-                                        label=LABEL), "adult")
+    perturbed = anon.perturb("adult", folder / "perturbed.duckdb", method=EmpiricalSynthesis(bins=20),
+                             numeric=["age"], keep=[LABEL, "education"], seed=3)
+    made["perturbation"] = (perturbed.path, perturbed.report(folder / "perturbed.html", label=LABEL), "adult")
     return made
 
 

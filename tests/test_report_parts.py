@@ -198,3 +198,14 @@ def test_prosecutor_risk_of_an_encoded_source_equals_pandas(adult, adult_policy)
     histogram = sizes.value_counts().sort_index()
     assert list(report.histogram["class_size"]) == list(histogram.index)
     assert list(report.histogram["classes"]) == list(histogram)
+
+
+def test_class_sizes_of_columns_named_like_the_counts():
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t AS SELECT * FROM (VALUES ('M', 'x'), ('M', 'x'), ('S', 'y')) v(size, population_size)")
+    con.execute("CREATE TABLE p AS SELECT * FROM t UNION ALL SELECT * FROM t")
+    sizes, counts = class_size_histogram(as_engine(con), sb.table("t"), ["size", "population_size"])
+    assert list(sizes) == [1, 2] and list(counts) == [1, 1]
+    sample, population, classes = population_pairs(as_engine(con), sb.table("t"), sb.table("p"),
+                                                   ["size", "population_size"])
+    assert sorted(zip(sample, population, classes)) == [(1, 2, 1), (2, 4, 1)]

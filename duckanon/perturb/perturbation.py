@@ -49,7 +49,7 @@ import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
@@ -65,6 +65,7 @@ from ..privacy import disclosure
 from ..privacy.disclosure import DisclosureReport, disclosure_report
 from ..recode.ranges import is_numeric
 from ..release.files import ReleaseContent, ReleaseInfo, release_format, write_release
+from ..release.publish import Reportable
 from ..sqlgen import build as sb
 
 KEYS = ("__duckanon_key_1", "__duckanon_key_2")  # two seeded hashes of a record's columns
@@ -234,7 +235,7 @@ class RandomizedResponse(Perturbation):
 
 # ==================================================================== the release
 @dataclass
-class PerturbedRelease:
+class PerturbedRelease(Reportable):
     """What :func:`perturb` wrote: the file, the table, its records, each private attribute's method, the measures."""
 
     path: Path
@@ -242,6 +243,7 @@ class PerturbedRelease:
     records: int
     methods: dict[str, dict]
     disclosure: DisclosureReport | None
+    origin: tuple | None = field(default=None, repr=False, compare=False)  # set by the façade, see Reportable
 
     def summary(self) -> str:
         perturbed = ", ".join(f"{c} ({m['method']})" for c, m in self.methods.items())

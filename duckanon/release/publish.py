@@ -36,18 +36,12 @@ from .files import ReleaseContent, ReleaseInfo, release_format, write_release
 _temporaries = itertools.count()
 
 
-@dataclass
-class Release:
-    """What a publish wrote."""
+class Reportable:
+    """A written release that knows where it came from (``origin``: the workspace, the source relation and the
+    policy, None where there is none), so that it can be reported on with its source beside it."""
 
     path: Path
-    table: str
-    records_in: int
-    records_out: int
-    suppressed: int
-    check: CheckReport
-    # Where it came from, for its report: the workspace, the source relation and the policy (None when unknown).
-    origin: tuple[Workspace, exp.Expression, Policy] | None = field(default=None, repr=False, compare=False)
+    origin: tuple[Workspace, exp.Expression, Policy | None] | None
 
     def report(self, path: str | os.PathLike | None = None, **options) -> Path:
         """Write this release's HTML report, its source and policy beside it (``options`` as
@@ -57,6 +51,19 @@ class Release:
             raise AnonymizationError("this release does not know its source: use Anonymizer.report(path, source=...)")
         _, source, policy = self.origin
         return workspace.reporter(workspace, self.path, path, source=source, policy=policy, **options)
+
+
+@dataclass
+class Release(Reportable):
+    """What a publish wrote."""
+
+    path: Path
+    table: str
+    records_in: int
+    records_out: int
+    suppressed: int
+    check: CheckReport
+    origin: tuple[Workspace, exp.Expression, Policy | None] | None = field(default=None, repr=False, compare=False)
 
     def summary(self) -> str:
         return (f"released {self.records_out} of {self.records_in} records to {self.path} (table {self.table!r}); "

@@ -16,16 +16,24 @@ from ..engine import Engine
 from ..errors import AnonymizationError
 from ..sqlgen import build as sb
 
-SIZE, POPULATION_SIZE, CLASSES = "size", "population_size", "classes"
+# Every column of these queries is named here, never after a source column (a quasi-identifier may be called "size").
+SIZE, POPULATION_SIZE = "__duckanon_size", "__duckanon_population_size"
 
 
 def _relation(relation: exp.Expression) -> exp.Expression:
     return relation.subquery("r") if isinstance(relation, exp.Select) else relation
 
 
+def _key(position: int) -> str:
+    return f"__duckanon_key{position}"
+
+
 def _class_sizes(relation: exp.Expression, quasi: Sequence[str], name: str = SIZE) -> exp.Select:
+    """One row per class: its keys (as ``_key(i)``) and its size (as ``name``)."""
     keys = [sb.col(q) for q in quasi]
-    return exp.select(*keys, exp.func("COUNT", exp.Star()).as_(name)).from_(_relation(relation)).group_by(*keys)
+    return (exp.select(*[key.as_(_key(i), quoted=True) for i, key in enumerate(keys)],
+                       exp.func("COUNT", exp.Star()).as_(name, quoted=True))
+            .from_(_relation(relation)).group_by(*keys))
 
 
 def class_size_histogram(engine: Engine, relation: exp.Expression, quasi: Sequence[str]
@@ -44,7 +52,8 @@ def population_pairs(engine: Engine, sample: exp.Expression, population: exp.Exp
     sample."""
     ours = _class_sizes(sample, quasi).subquery("s")
     theirs = _class_sizes(population, quasi, POPULATION_SIZE).subquery("p")
-    on = sb.and_all(exp.NullSafeEQ(this=sb.col(q, "s"), expression=sb.col(q, "p")) for q in quasi)
+    on = sb.and_all(exp.NullSafeEQ(this=sb.col(_key(i), "s"), expression=sb.col(_key(i), "p"))
+                    for i in range(len(quasi)))
     size, population_size = sb.col(SIZE, "s"), sb.col(POPULATION_SIZE, "p")
     rows = engine.rows(exp.select(size, population_size, exp.func("COUNT", exp.Star()))
                        .from_(ours).join(theirs, on=on, join_type="LEFT")
