@@ -222,6 +222,13 @@ def test_figures_go_into_a_duckdb_release_and_leave_it_as_it_was(anon, tmp_path)
     assert tables == {"people", "release_info", "report_metrics", "report_risk", "report_population_uniqueness",
                       "report_class_sizes", "report_frontier"}
     assert not (tmp_path / "r.duckdb.wal").exists()
+    # A later report without a frontier or a population leaves no table of the earlier one behind.
+    release.report(tmp_path / "again.html")
+    con = duckdb.connect(str(release.path), read_only=True)
+    tables = {r[0] for r in con.sql("SELECT table_name FROM duckdb_tables()").fetchall()}
+    con.close()
+    assert tables == {"people", "release_info", "report_metrics", "report_risk", "report_class_sizes"}
+    pd.testing.assert_frame_equal(contents()[0], before[0])
     # Parquet releases have no room for the tables: the report says so and the file stays as it was.
     parquet = anon.publish("sample", policy, result.levels, tmp_path / "r.parquet")
     written = parquet.path.read_bytes()

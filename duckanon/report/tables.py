@@ -2,8 +2,8 @@
 
 Only aggregates go in: risk measures, class-size shares, population-uniqueness estimates, classification accuracy
 and the frontier, never a source value (the per-value distributions stay in the HTML, which the custodian keeps).
-The tables are replaced in one transaction on the release's file; its released table, views and ``release_info``
-are not touched.  Parquet and CSV releases have no room for them.
+The tables are replaced in one transaction on the release's file (an earlier report's ``report_*`` tables that this
+one lacks are dropped); its released table, views and ``release_info`` are not touched.  Parquet and CSV releases have no room for them.
 """
 
 from __future__ import annotations
@@ -52,6 +52,9 @@ def store(figures: ReportFigures) -> str | None:
             raise AnonymizationError(f"the release's table is named {figures.info['released_table']!r}, as one of "
                                      f"the report's tables would be: its tables were not stored")
         with engine.transaction():
+            # An earlier report's tables that this one has no figures for would contradict it: they go.
+            for stale in set(_stored(engine)) - set(tables):
+                engine.run(sb.drop("TABLE", sb.table(stale)))
             for name, frame in tables.items():
                 with engine.registered(frame) as registered:
                     engine.run(sb.create_table_as(sb.table(name), exp.select(exp.Star()).from_(registered),
@@ -61,6 +64,12 @@ def store(figures: ReportFigures) -> str | None:
     finally:
         engine.close()
     return None
+
+
+def _stored(engine: DuckDBEngine) -> list[str]:
+    catalog = exp.Table(this=exp.Anonymous(this="duckdb_tables", expressions=[]))
+    return [row[0] for row in engine.rows(exp.select(sb.col("table_name")).from_(catalog)
+                                          .where(exp.func("STARTS_WITH", sb.col("table_name"), sb.lit(PREFIX))))]
 
 
 def _plain_metrics(figures: ReportFigures) -> dict[str, float]:
