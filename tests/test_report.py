@@ -235,3 +235,32 @@ def test_figures_go_into_a_duckdb_release_and_leave_it_as_it_was(anon, tmp_path)
     page = parquet.report(tmp_path / "p.html").read_text()
     assert parquet.path.read_bytes() == written
     assert "stored only inside DuckDB releases" in page
+
+
+def test_journalist_risk_of_a_release_counts_its_classes_in_the_population(anon, adult, tmp_path):
+    """The sample of 1,500 records is released; all of Adult is the population, recoded the same way with pandas."""
+    quasi = ["sex", "age", "race", "education"]
+    tree = hierarchies(quasi)
+    policy = Policy(quasi_identifiers=tree, models=[KAnonymity(5)], sensitive=[LABEL], others="drop",
+                    suppression_limit=0.03)
+    result, release = anon.anonymize("sample", policy, tmp_path / "s.duckdb", table="people")
+    release.report(tmp_path / "s.html", population="adult")
+    con = duckdb.connect(str(release.path), read_only=True)
+    risk = con.sql("SELECT * FROM report_risk").df().set_index("measure")
+    people = con.sql("SELECT * FROM people").df()
+    con.close()
+    population = adult.sql("SELECT * FROM adult").df()
+    maps = {q: {row[0]: row[result.levels[q]] for row in tree[q].rows} for q in quasi}
+    recoded = pd.DataFrame({q: population[q].astype(str).map(maps[q]) for q in quasi})
+    in_population = recoded.groupby(quasi).size()
+    classes = people.groupby(quasi).size()
+    starred = classes.index.map(lambda key: all(v == "*" for v in key))
+    sizes_there = np.array([in_population[key] if not s else classes[key]
+                            for key, s in zip(classes.index, starred)], dtype=float)
+    measure = "highest journalist risk (population table)"
+    assert risk.loc[measure, "release"] == pytest.approx(1 / sizes_there.min())
+    assert risk.loc["records at risk (journalist, population table)", "release"] == int(
+        classes.to_numpy()[1 / sizes_there > 0.2].sum())
+    source_sizes = adult.sql("SELECT * FROM sample").df().groupby(quasi).size()
+    population_sizes = population.groupby(quasi).size()
+    assert risk.loc[measure, "source"] == pytest.approx(1 / population_sizes[source_sizes.index].min())

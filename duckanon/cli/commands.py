@@ -245,9 +245,10 @@ def report(args: argparse.Namespace, console: Console) -> int:
         source = Source(DuckDBEngine(duckdb.connect()), None, None, None)
     anon = Anonymizer(source.engine, progress=console.progress)
     policy = None
-    if args.frontier is not None:
-        if source.relation is None:
-            raise AnonymizationError("--frontier needs the release's source: give --source (or --adult)")
+    if args.frontier is not None and source.relation is None:
+        raise AnonymizationError("--frontier needs the release's source: give --source (or --adult)")
+    if args.frontier is not None or (args.population is not None and info.get("policy")):
+        # The frontier searches with the release's policy; a population table is recoded by its hierarchies.
         policy = _release_policy(anon, info, args.hierarchies)
     population = existing_file(args.population) if args.population is not None else None
     frontier = [int(v) if float(v).is_integer() else v for v in args.frontier] if args.frontier else None

@@ -17,9 +17,11 @@ import numpy as np
 import pandas as pd
 from sqlglot import exp
 
-from ..declare.policy import Policy
-from ..encode.binding import Workspace
+from ..declare.policy import SUPPRESSED, Policy
+from ..encode.binding import Workspace, bind
 from ..errors import AnonymizationError
+from ..privacy.models import KAnonymity
+from ..recode.generalization import FullDomainGeneralization
 from ..release.files import open_release
 from ..risk.counting import class_size_histogram, population_pairs, records
 from ..risk.summary import RiskSummary, summarize
@@ -29,6 +31,7 @@ from ..utility.classification import classifier_accuracy, trained_on_release_acc
 from ..utility.distributions import Comparison, compare
 
 QUASI_IDENTIFIER = "quasi-identifier"
+WEIGHT = "__duckanon_records"
 # Class-size buckets a custodian reads at a glance (records in classes of that size).
 BUCKETS = ((1, 1), (2, 2), (3, 4), (5, 9), (10, 19), (20, 49), (50, 99), (100, None))
 
@@ -99,7 +102,7 @@ def collect(workspace: Workspace, release_path: str | os.PathLike, *, source: ex
                 raise AnonymizationError(f"the source lacks the release's quasi-identifiers {missing}: is it the "
                                          f"release's source?")
         announce("counting classes and estimating risk")
-        risk, buckets = _risk(workspace, reader, released, source, quasi, info, population, threshold, notes)
+        risk, buckets = _risk(workspace, reader, released, source, quasi, info, policy, population, threshold, notes)
         announce("comparing each attribute's distribution")
         shown = quasi or list(_perturbed(info))
         comparisons = ([compare(workspace.engine, source, reader, released, a) for a in shown if a in released_columns]
@@ -123,15 +126,14 @@ def collect(workspace: Workspace, release_path: str | os.PathLike, *, source: ex
                          frontier, levels, notes)
 
 
-def _risk(workspace, reader, released, source, quasi, info, population, threshold, notes):
+def _risk(workspace, reader, released, source, quasi, info, policy, population, threshold, notes):
     if not quasi:
         notes.append("This release has no quasi-identifiers whose equal values form classes (a perturbed release "
                      "shows new numbers): class-based risk does not apply; its disclosure measures are shown instead.")
         return None, None
     released_sizes = class_size_histogram(reader, released, quasi)
-    released_records = int((released_sizes[0] * released_sizes[1]).sum())
     source_sizes = class_size_histogram(workspace.engine, source, quasi) if source is not None else None
-    population_records, pairs = None, None
+    population_records, source_pairs, release_pairs = None, None, None
     if population is not None:
         if population.relation is not None:
             population_records = records(workspace.engine, population.relation)
@@ -140,18 +142,46 @@ def _risk(workspace, reader, released, source, quasi, info, population, threshol
         if population_records < info["source_records"]:
             raise AnonymizationError(f"the population ({population_records} records) is smaller than the sample "
                                      f"({info['source_records']} records)")
-        if population.relation is not None and source is not None:
-            pairs = population_pairs(workspace.engine, source, population.relation, quasi)
+        if population.relation is not None:
+            if source is not None:
+                source_pairs = population_pairs(workspace.engine, source, population.relation, quasi)
+            release_pairs = _release_population_pairs(workspace, reader, released, quasi, info, policy,
+                                                      population.relation, notes)
     else:
         notes.append("No population was given: journalist risk and population uniqueness are not estimated (give a "
                      "sampling fraction or a population table).")
     risk = summarize(released_sizes, source_sizes, threshold=threshold, population_records=population_records,
-                     source_pairs=pairs, released_records=released_records)
+                     source_pairs=source_pairs, release_pairs=release_pairs)
     buckets = pd.DataFrame({"bucket": [_bucket_name(b) for b in BUCKETS]})
     for side, histogram in (("source", source_sizes), ("release", released_sizes)):
         if histogram is not None:
             buckets[side] = _bucket_shares(*histogram)
     return risk, buckets
+
+
+def _release_population_pairs(workspace, reader, released, quasi, info, policy, population, notes):
+    """The release's classes with their sizes in the population recoded by the same full-domain generalization.
+    The suppressed records' class (every quasi-identifier ``*``) cannot be found in the population: its population
+    size is taken as its own, which overstates its risk rather than understating it.  None (the risk is then
+    estimated from the population's size) for other releases or without the policy's hierarchies."""
+    levels = (info.get("transformation") or {}).get("full-domain generalization")
+    if not levels or policy is None or any(h is None for h in policy.quasi_identifiers.values()):
+        notes.append("The release's journalist risk is estimated from the population's size: only a full-domain "
+                     "release whose policy is known can recode the population table the same way.")
+        return None
+    keys = [sb.col(q) for q in quasi]
+    classes = reader.frame(exp.select(*keys, exp.func("COUNT", exp.Star()).as_(WEIGHT)).from_(released)
+                           .group_by(*keys))
+    starred = (classes[quasi] == SUPPRESSED).all(axis=1)
+    quasi_only = Policy(quasi_identifiers=policy.quasi_identifiers, models=[KAnonymity(1)], others="drop")
+    with (bind(workspace, population, quasi_only) as bound,
+          workspace.engine.registered(classes[~starred].reset_index(drop=True)) as kept):
+        recoded = FullDomainGeneralization(levels).compile(bound.source, bound.columns, bound.hierarchies)
+        sample, population_sizes, counts = population_pairs(workspace.engine, kept, recoded, quasi,
+                                                            sample_weight=WEIGHT)
+    suppressed = classes.loc[starred, WEIGHT].to_numpy(dtype=np.int64)
+    return (np.concatenate([sample, suppressed]), np.concatenate([population_sizes, suppressed]),
+            np.concatenate([counts, np.ones(len(suppressed), dtype=np.int64)]))
 
 
 def _bucket_name(bucket: tuple[int, int | None]) -> str:

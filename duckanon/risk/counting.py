@@ -28,11 +28,13 @@ def _key(position: int) -> str:
     return f"__duckanon_key{position}"
 
 
-def _class_sizes(relation: exp.Expression, quasi: Sequence[str], name: str = SIZE) -> exp.Select:
-    """One row per class: its keys (as ``_key(i)``) and its size (as ``name``)."""
+def _class_sizes(relation: exp.Expression, quasi: Sequence[str], name: str = SIZE, weight: str | None = None
+                 ) -> exp.Select:
+    """One row per class: its keys (as ``_key(i)``) and its size (as ``name``): its rows, or the sum of their
+    ``weight`` where each row stands for that many records."""
     keys = [sb.col(q) for q in quasi]
-    return (exp.select(*[key.as_(_key(i), quoted=True) for i, key in enumerate(keys)],
-                       exp.func("COUNT", exp.Star()).as_(name, quoted=True))
+    size = exp.func("COUNT", exp.Star()) if weight is None else exp.func("SUM", sb.col(weight))
+    return (exp.select(*[key.as_(_key(i), quoted=True) for i, key in enumerate(keys)], size.as_(name, quoted=True))
             .from_(_relation(relation)).group_by(*keys))
 
 
@@ -45,14 +47,15 @@ def class_size_histogram(engine: Engine, relation: exp.Expression, quasi: Sequen
     return (np.array([r[0] for r in rows], dtype=np.int64), np.array([r[1] for r in rows], dtype=np.int64))
 
 
-def population_pairs(engine: Engine, sample: exp.Expression, population: exp.Expression, quasi: Sequence[str]
-                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """For the sample's classes: their size in the sample, in the population, and how many classes have that pair.
-    A sample class the population lacks, or holds fewer records of, is an error: the population must contain the
-    sample."""
-    ours = _class_sizes(sample, quasi).subquery("s")
+def population_pairs(engine: Engine, sample: exp.Expression, population: exp.Expression, quasi: Sequence[str],
+                     sample_weight: str | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For the sample's classes: their size in the sample, in the population, and how many classes have that pair
+    (``sample_weight``: a column of the sample giving the records each row stands for).  A sample class the
+    population lacks, or holds fewer records of, is an error: the population must contain the sample."""
+    ours = _class_sizes(sample, quasi, weight=sample_weight).subquery("s")
     theirs = _class_sizes(population, quasi, POPULATION_SIZE).subquery("p")
-    on = sb.and_all(exp.NullSafeEQ(this=sb.col(_key(i), "s"), expression=sb.col(_key(i), "p"))
+    # Compared as text: a release keeps a value at level 0 in its own type, a recoding writes text.
+    on = sb.and_all(exp.NullSafeEQ(this=sb.as_text(sb.col(_key(i), "s")), expression=sb.as_text(sb.col(_key(i), "p")))
                     for i in range(len(quasi)))
     size, population_size = sb.col(SIZE, "s"), sb.col(POPULATION_SIZE, "p")
     rows = engine.rows(exp.select(size, population_size, exp.func("COUNT", exp.Star()))

@@ -49,10 +49,11 @@ class RiskSummary:
 
 def summarize(released: Histogram, source: Histogram | None, *, threshold: float,
               population_records: int | None = None, source_pairs: tuple | None = None,
-              released_records: int | None = None) -> RiskSummary:
+              release_pairs: tuple | None = None) -> RiskSummary:
     """Each side's figures: prosecutor and marketer risk, records and share at risk above ``threshold``, sample
-    uniques; given the population's size, journalist risk and population uniqueness; ``source_pairs`` (sample size,
-    population size, classes) gives the source's journalist risk from a population table instead of an estimate."""
+    uniques; given the population's size, journalist risk and population uniqueness.  ``source_pairs`` and
+    ``release_pairs`` (sample size, population size, classes) give a side's journalist risk from a population table
+    instead of an estimate."""
     sides, tables = {}, {}
     for side, histogram in (("source", source), ("release", released)):
         if histogram is None:
@@ -60,7 +61,7 @@ def summarize(released: Histogram, source: Histogram | None, *, threshold: float
         sizes = estimators.ClassSizes(*histogram)
         figures = _sample_figures(sizes, threshold)
         if population_records is not None:
-            pairs = source_pairs if side == "source" else None
+            pairs = source_pairs if side == "source" else release_pairs
             figures.update(_journalist(sizes, population_records, pairs, threshold))
             tables[side] = _uniqueness(sizes, population_records)
         sides[side] = figures
