@@ -264,3 +264,23 @@ def test_journalist_risk_of_a_release_counts_its_classes_in_the_population(anon,
     source_sizes = adult.sql("SELECT * FROM sample").df().groupby(quasi).size()
     population_sizes = population.groupby(quasi).size()
     assert risk.loc[measure, "source"] == pytest.approx(1 / population_sizes[source_sizes.index].min())
+
+
+def test_without_the_report_extra_nothing_is_written(anon, tmp_path, monkeypatch):
+    import builtins
+    policy = Policy(quasi_identifiers=hierarchies(["sex", "race"]), models=[KAnonymity(5)], sensitive=[LABEL],
+                    others="drop")
+    _, release = anon.anonymize("sample", policy, tmp_path / "r.duckdb")
+    before = release.path.read_bytes()
+    real_import = builtins.__import__
+
+    def no_matplotlib(name, *args, **kwargs):
+        if name.split(".")[0] == "matplotlib":
+            raise ImportError(f"No module named {name!r}")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    with pytest.raises(ImportError, match=r"duckanon\[report\]"):
+        release.report(tmp_path / "r.html")
+    assert release.path.read_bytes() == before
+    assert list(tmp_path.glob("*.html")) == [] and list(tmp_path.glob(".r.html*")) == []

@@ -6,7 +6,6 @@ import argparse
 import json
 import numbers
 import os
-import uuid
 from pathlib import Path
 
 import duckdb
@@ -21,7 +20,7 @@ from ..engine import DuckDBEngine
 from ..errors import AnonymizationError
 from ..hierarchy.hierarchy import Hierarchy
 from ..perturb.perturbation import AdditiveNoise, EmpiricalSynthesis, RandomizedResponse
-from ..release.files import read_release_info, release_format
+from ..release.files import read_release_info, release_format, write_atomically
 from ..session import Anonymizer, connect
 from ..sqlgen import build as sb
 from . import policy_options
@@ -175,7 +174,7 @@ def hierarchy(args: argparse.Namespace, console: Console) -> int:
     built = _build_hierarchy(args, name, _distinct_values(source, args.column))
     source.engine.close()
     if args.output is not None:
-        _write_atomically(args.output, built.to_arx_csv)
+        write_atomically(args.output, built.to_arx_csv)
         console.say(f"wrote hierarchy {name!r} ({len(built.rows)} values, {built.levels} levels) to {args.output}")
         return OK
     target = connect(args.into)
@@ -217,18 +216,6 @@ def _built(args: argparse.Namespace, name: str, values: list) -> Hierarchy:
 
 def _same_file(a: Path, b: Path) -> bool:
     return a.exists() and os.path.samefile(a, b)
-
-
-def _write_atomically(path: Path, write) -> None:
-    """``write(temporary)`` then rename over ``path``: no partial file, an earlier one intact on failure."""
-    if path.is_dir():
-        raise AnonymizationError(f"-o {str(path)!r} is a directory")
-    partial = path.with_name(f".{path.name}.partial-{uuid.uuid4().hex}")
-    try:
-        write(partial)
-        os.replace(partial, path)
-    finally:
-        partial.unlink(missing_ok=True)
 
 
 def report(args: argparse.Namespace, console: Console) -> int:

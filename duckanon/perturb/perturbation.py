@@ -63,7 +63,6 @@ from ..errors import AnonymizationError, PolicyError, ReleaseCheckFailed
 from ..parameters import checked_number
 from ..privacy import disclosure
 from ..privacy.disclosure import DisclosureReport, disclosure_report
-from ..recode.ranges import is_numeric
 from ..release.files import ReleaseContent, ReleaseInfo, release_format, write_release
 from ..release.publish import Reportable
 from ..sqlgen import build as sb
@@ -417,7 +416,7 @@ def _attributes(columns: list[str], types: dict[str, str], method: Perturbation,
                 or not categorical_method.categorical:
             raise PolicyError(f"{type(method).__name__} does not perturb categories: give categorical_method="
                               f"RandomizedResponse(...) or EmpiricalSynthesis(...) for {list(orders)}")
-    not_numbers = {c: types[c] for c in numeric if not is_numeric(types[c])}
+    not_numbers = {c: types[c] for c in numeric if not sb.is_numeric_type(types[c])}
     if not_numbers:
         raise AnonymizationError("columns marked numeric are not numbers: " + ", ".join(
             f"{c!r} is {t}" for c, t in not_numbers.items()) + " (mark categories as categorical)")

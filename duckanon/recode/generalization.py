@@ -19,7 +19,7 @@ from ..errors import PolicyError
 from ..hierarchy.bound import BoundHierarchy, level_expressions
 from ..hierarchy.hierarchy import level_column
 from ..sqlgen import build as sb
-from .ranges import Ranges, is_numeric, range_relation, require_free
+from .ranges import Ranges, range_relation, require_free
 
 SOURCE = "src"
 LEAF_LABEL, LEAF_VALUE = "__leaf_label", "__leaf_value"
@@ -113,7 +113,7 @@ class FullDomainGeneralization(Transformation):
         0), the source's values the level places under the node."""
         self.validate(hierarchies)
         types = engine.types(source)
-        ranged = [a for a in hierarchies if is_numeric(types[a])]
+        ranged = [a for a in hierarchies if sb.is_numeric_type(types[a])]
         require_free(ranged, columns)
         return Ranges({a: materialize(range_relation(self._leaves(hierarchies[a], types[a], source).subquery("leaves"),
                                                      LEAF_LABEL, LEAF_VALUE, LEAF_VALUE)) for a in ranged})

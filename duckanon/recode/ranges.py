@@ -35,8 +35,6 @@ from ..sqlgen import build as sb
 
 #: The columns of a range relation: a label and the bounds of what it stands for.
 LABEL, LOW, HIGH = "__range_label", "__range_low", "__range_high"
-_NUMERIC_TYPES = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER",
-                  "UBIGINT", "UHUGEINT", "FLOAT", "DOUBLE", "REAL", "DECIMAL", "NUMERIC")
 
 
 def low_column(attribute: str) -> str:
@@ -45,10 +43,6 @@ def low_column(attribute: str) -> str:
 
 def high_column(attribute: str) -> str:
     return f"{attribute}_high"
-
-
-def is_numeric(type_name: str) -> bool:
-    return type_name.upper().startswith(_NUMERIC_TYPES)
 
 
 # ----------------------------------------------------------------------------------------------- the bound columns
@@ -101,7 +95,7 @@ class Ranges:
         types = reader.types(released)
         for attribute in self.relations:
             low, high = low_column(attribute), high_column(attribute)
-            odd = [c for c in (low, high) if not is_numeric(types.get(c, ""))]
+            odd = [c for c in (low, high) if not sb.is_numeric_type(types.get(c, ""))]
             if odd:
                 raise ReleaseCheckFailed(f"release check: bound columns {odd} of {attribute!r} are not numbers")
             label = sb.col(attribute)

@@ -79,7 +79,7 @@ from ..utility.metrics import (
     NormalizedCertaintyPenalty,
 )
 from .generalization import SOURCE, Transformation
-from .ranges import Ranges, is_numeric, range_relation, require_free
+from .ranges import Ranges, range_relation, require_free
 
 RECORD = "__record"
 NUMERIC_STYLES = ("range", "mean")
@@ -124,7 +124,7 @@ def _aliased(relation: exp.Expression, alias: str) -> exp.Expression:
 def numeric_kind(engine: Engine, relation: exp.Expression, columns: Sequence[str]) -> dict[str, bool]:
     """Whether each column of ``relation`` is numeric in DuckDB (integers, decimals, floating point)."""
     types = engine.types(relation)
-    return {c: is_numeric(types[c]) for c in columns}
+    return {c: sb.is_numeric_type(types[c]) for c in columns}
 
 
 @dataclass

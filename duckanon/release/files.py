@@ -187,6 +187,20 @@ def _described(writer: _Writer, path: Path, table: str | None) -> dict:
     return info
 
 
+def write_atomically(path: Path, write: Callable[[Path], None]) -> None:
+    """``write(temporary)`` beside ``path``, then rename it over ``path``: no partial file, an earlier one intact on
+    failure."""
+    if path.is_dir():
+        raise AnonymizationError(f"{str(path)!r} is a directory: name a file in it")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.partial-{uuid.uuid4().hex}")
+    try:
+        write(partial)
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
+
+
 # ---------------------------------------------------------------------------- the target
 def _checked_target(engine: Engine, path: str | os.PathLike, sources: Iterable[exp.Expression]
                     ) -> Path:

@@ -8,14 +8,14 @@ privacy/utility frontier), draws them (:mod:`.plots`, matplotlib from the ``repo
 
 from __future__ import annotations
 
-import contextlib
 import os
-import uuid
 from pathlib import Path
 
 from ..declare.policy import Policy
 from ..encode.binding import Workspace
 from ..errors import AnonymizationError
+from ..release.files import write_atomically
+from . import plots
 from .figures import FrontierRequest, Population, ReportFigures, collect
 from .render import render
 from .tables import store
@@ -34,10 +34,7 @@ def write_report(workspace: Workspace, release_path: str | os.PathLike, output: 
     output = Path(output)
     if output.suffix.lower() not in HTML_SUFFIXES:
         raise AnonymizationError(f"report path {str(output)!r} must end in .html")
-    if output.exists() and output.resolve() == Path(release_path).resolve():
-        raise AnonymizationError(f"report path {str(output)!r} is the release itself: choose another file")
-    if output.is_dir():
-        raise AnonymizationError(f"report path {str(output)!r} is a directory: name a file in it")
+    plots.require()  # a missing extra fails before anything is stored
     figures = collect(workspace, release_path, source=source, policy=policy, label=label, population=population,
                       frontier=frontier, threshold=threshold)
     if store_tables:
@@ -47,14 +44,7 @@ def write_report(workspace: Workspace, release_path: str | os.PathLike, output: 
             figures.notes.append(unstored)
     workspace.announce(f"writing {str(output)!r}")
     page = render(figures)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    partial = output.with_name(f".{output.name}.partial-{uuid.uuid4().hex}")
-    try:
-        partial.write_text(page, encoding="utf-8")
-        os.replace(partial, output)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(partial)
+    write_atomically(output, lambda partial: partial.write_text(page, encoding="utf-8"))
     return output
 
 

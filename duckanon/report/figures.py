@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -20,10 +20,12 @@ from sqlglot import exp
 from ..declare.policy import SUPPRESSED, Policy
 from ..encode.binding import Workspace, bind
 from ..errors import AnonymizationError
+from ..parameters import checked_number
 from ..privacy.models import KAnonymity
 from ..recode.generalization import FullDomainGeneralization
 from ..release.files import open_release
 from ..risk.counting import class_size_histogram, population_pairs, records
+from ..risk.population import ClassSizes, prosecutor_risk
 from ..risk.summary import RiskSummary, summarize
 from ..search.run import frontier as optima_by_parameter
 from ..sqlgen import build as sb
@@ -47,9 +49,8 @@ class Population:
     def __post_init__(self):
         if (self.sampling_fraction is None) == (self.relation is None):
             raise AnonymizationError("a population is a sampling fraction or a table of records: give one of them")
-        fraction = self.sampling_fraction
-        if fraction is not None and not (isinstance(fraction, (int, float)) and 0 < fraction <= 1):
-            raise AnonymizationError(f"sampling fraction must be above 0 and at most 1, got {fraction!r}")
+        if self.sampling_fraction is not None:
+            checked_number(self.sampling_fraction, "sampling fraction", "population", low=0, low_open=True, high=1)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,7 +66,6 @@ class FrontierRequest:
 class ReportFigures:
     path: Path
     info: dict
-    quasi_identifiers: list[str]
     risk: RiskSummary | None
     class_buckets: pd.DataFrame | None
     comparisons: list[Comparison]
@@ -76,19 +76,19 @@ class ReportFigures:
     notes: list[str]
 
     @property
-    def kind(self) -> str:
-        return self.info["kind"]
+    def metrics(self) -> pd.DataFrame:
+        """The release's metrics that are numbers (a perturbation's disclosure measures are a nested record)."""
+        numbers = {k: float(v) for k, v in (self.info.get("metrics") or {}).items() if isinstance(v, (int, float))}
+        return pd.DataFrame({"metric": list(numbers), "value": list(numbers.values())})
 
 
 def collect(workspace: Workspace, release_path: str | os.PathLike, *, source: exp.Expression | None = None,
             policy: Policy | None = None, label: str | None = None, population: Population | None = None,
-            frontier: FrontierRequest | None = None, threshold: float = 0.2,
-            announce: Callable[[str], None] | None = None) -> ReportFigures:
+            frontier: FrontierRequest | None = None, threshold: float = 0.2) -> ReportFigures:
     """The figures of a report on the release at ``release_path``; ``source`` (a relation of ``workspace``'s engine)
     adds the source's side, ``label`` classification accuracy, ``policy`` (with ``frontier``) the frontier."""
-    announce = announce or workspace.announce
-    if not 0 < threshold <= 1:
-        raise AnonymizationError(f"risk threshold must be above 0 and at most 1, got {threshold!r}")
+    announce = workspace.announce
+    threshold = checked_number(threshold, "threshold", "report", low=0, high=1)
     announce(f"reading the release {str(release_path)!r}")
     reader, info = open_release(release_path)
     notes: list[str] = []
@@ -122,7 +122,7 @@ def collect(workspace: Workspace, release_path: str | os.PathLike, *, source: ex
         levels = _levels(workspace, policy, info)
     finally:
         reader.close()
-    return ReportFigures(Path(release_path), info, quasi, risk, buckets, comparisons, accuracy, frontier_frame,
+    return ReportFigures(Path(release_path), info, risk, buckets, comparisons, accuracy, frontier_frame,
                          frontier, levels, notes)
 
 
@@ -241,9 +241,9 @@ def _frontier(workspace, source, policy, request, info, threshold, notes) -> pd.
         row = {"value": point.value, "metric": point.metric, "suppressed": point.suppressed,
                "levels": None if point.levels is None else ", ".join(f"{a}={v}" for a, v in point.levels.items())}
         if point.levels is not None:
-            prosecutor = summarize((point.sizes, point.counts), None, threshold=threshold).prosecutor("release")
-            row.update(highest_risk=prosecutor["highest"], average_risk=prosecutor["average"],
-                       records_at_risk=prosecutor["records_at_risk"])
+            prosecutor = prosecutor_risk(ClassSizes(point.sizes, point.counts), threshold)
+            row.update(highest_risk=prosecutor.highest, average_risk=prosecutor.average,
+                       records_at_risk=prosecutor.records_at_risk)
         rows.append(row)
     return pd.DataFrame(rows)
 

@@ -14,7 +14,8 @@ EXTRA = "pip install 'duckanon[report]'"
 SOURCE_COLOUR, RELEASE_COLOUR, ACCENT = "#7a869a", "#1f6feb", "#d1242f"
 
 
-def _pyplot():
+def require():
+    """matplotlib's pyplot, drawing to files; an ImportError naming the extra when it is not installed."""
     try:
         import matplotlib
     except ImportError as error:
@@ -29,7 +30,7 @@ def _pyplot():
 def _svg(figure) -> str:
     buffer = io.StringIO()
     figure.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
-    _pyplot().close(figure)
+    require().close(figure)
     text = buffer.getvalue()
     # Inline in HTML: no XML prolog, and no RDF metadata (its namespace URLs would be the page's only links out).
     return re.sub(r"<metadata>.*?</metadata>", "", text[text.index("<svg"):], flags=re.DOTALL)
@@ -37,7 +38,7 @@ def _svg(figure) -> str:
 
 def class_sizes(buckets: pd.DataFrame) -> str:
     """Share of records per class-size bucket, source beside release (``buckets``: bucket, source, release shares)."""
-    plt = _pyplot()
+    plt = require()
     figure, axes = plt.subplots(figsize=(6.4, 2.8))
     x = np.arange(len(buckets))
     for offset, column, colour in ((-0.2, "source", SOURCE_COLOUR), (0.2, "release", RELEASE_COLOUR)):
@@ -53,7 +54,7 @@ def class_sizes(buckets: pd.DataFrame) -> str:
 def distribution(original: pd.DataFrame, released: pd.DataFrame, attribute: str, binned: bool) -> str:
     """Records per value of one attribute: the source's and the release's bars over the same bins when ``binned``,
     otherwise side by side (their values differ: generalized labels against original values)."""
-    plt = _pyplot()
+    plt = require()
     if binned:
         figure, axes = plt.subplots(figsize=(6.4, 2.6))
         x = np.arange(len(original))
@@ -82,7 +83,7 @@ def distribution(original: pd.DataFrame, released: pd.DataFrame, attribute: str,
 def frontier(points: pd.DataFrame, parameter: str, metric: str, chosen: object | None) -> str:
     """The metric (information lost) and the highest and average prosecutor risk of each optimum, against the
     parameter; the release's own value marked."""
-    plt = _pyplot()
+    plt = require()
     figure, loss = plt.subplots(figsize=(6.4, 3.0))
     found = points.dropna(subset=["metric"])
     loss.plot(found["value"], found["metric"], marker="o", color=RELEASE_COLOUR, label=f"{metric} (lower is better)")
@@ -106,7 +107,7 @@ def frontier(points: pd.DataFrame, parameter: str, metric: str, chosen: object |
 
 def levels(attributes: Sequence[str], chosen: Sequence[int], heights: Sequence[int]) -> str:
     """Each quasi-identifier's level against its hierarchy's highest: where the transformation sits."""
-    plt = _pyplot()
+    plt = require()
     figure, axes = plt.subplots(figsize=(6.4, 0.6 + 0.28 * len(attributes)))
     y = np.arange(len(attributes))
     axes.barh(y, heights, color="#e6e9ef", label="highest level")

@@ -97,7 +97,7 @@ def _transformation(figures: ReportFigures) -> str:
                                               [int(h) for h in levels["highest"]]),
                                  "Each quasi-identifier's level against its hierarchy's highest."))
     else:
-        parts.append(f"<pre>{_text(json.dumps(transformation, indent=1, sort_keys=True))}</pre>")
+        parts.append(_json_block(transformation))
     return "".join(parts)
 
 
@@ -118,7 +118,7 @@ def _risk(figures: ReportFigures) -> str:
         metrics = figures.info.get("metrics") or {}
         parts.append("<p>Class-based risk does not apply to this release.</p>")
         if metrics.get("disclosure"):
-            parts.append(f"<pre>{_text(json.dumps(metrics['disclosure'], indent=1, sort_keys=True))}</pre>")
+            parts.append(_json_block(metrics["disclosure"]))
         return "".join(parts)
     parts.append("<p>Prosecutor: the attacker knows the target is in the data. Journalist: the attacker knows only "
                   "that the target is in the population. Marketer: the share of records an attacker who re-identifies "
@@ -140,10 +140,8 @@ def _risk(figures: ReportFigures) -> str:
 
 def _utility(figures: ReportFigures) -> str:
     parts = ["<h2>Utility</h2>"]
-    metrics = {k: v for k, v in (figures.info.get("metrics") or {}).items() if not isinstance(v, dict)}
-    if metrics:
-        frame = pd.DataFrame({"metric": list(metrics), "value": list(metrics.values())})
-        parts.append(_table(frame, "metrics", key_column="metric"))
+    if len(figures.metrics):
+        parts.append(_table(figures.metrics, "metrics"))
     if figures.accuracy is not None:
         parts.append("<h3>Classification accuracy</h3>" + _table(figures.accuracy, "accuracy"))
     for comparison in figures.comparisons:
@@ -185,10 +183,10 @@ def _chosen_value(figures: ReportFigures) -> object | None:
 
 
 # ------------------------------------------------------------------------------------------------ pieces
-def _table(frame: pd.DataFrame, section: str, key_column: str | None = None) -> str:
+def _table(frame: pd.DataFrame, section: str) -> str:
     """``frame`` as an HTML table; each numeric cell tagged ``section.<row key>.<column>``, the row key being the
-    first column's value (or ``key_column``'s)."""
-    key_column = key_column or frame.columns[0]
+    first column's value."""
+    key_column = frame.columns[0]
     numeric = [pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c])
                for c in frame.columns]
     head = "".join(f'<th class="{"n" if n else ""}">{_text(c)}</th>' for c, n in zip(frame.columns, numeric))
@@ -204,6 +202,10 @@ def _table(frame: pd.DataFrame, section: str, key_column: str | None = None) -> 
                 cells.append(f"<td>{_text('' if _missing(value) else value)}</td>")
         rows.append("<tr>" + "".join(cells) + "</tr>")
     return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
+
+
+def _json_block(value: object) -> str:
+    return f"<pre>{_text(json.dumps(value, indent=1, sort_keys=True))}</pre>"
 
 
 def _figure(svg: str, caption: str) -> str:

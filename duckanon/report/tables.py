@@ -22,7 +22,7 @@ PREFIX = "report_"
 
 
 def report_tables(figures: ReportFigures) -> dict[str, pd.DataFrame]:
-    tables = {"metrics": pd.DataFrame({"metric": list(m := _plain_metrics(figures)), "value": list(m.values())})}
+    tables = {"metrics": figures.metrics}
     if figures.risk is not None:
         tables["risk"] = figures.risk.table()
         if (population := figures.risk.population_table()) is not None:
@@ -70,7 +70,3 @@ def _stored(engine: DuckDBEngine) -> list[str]:
     catalog = exp.Table(this=exp.Anonymous(this="duckdb_tables", expressions=[]))
     return [row[0] for row in engine.rows(exp.select(sb.col("table_name")).from_(catalog)
                                           .where(exp.func("STARTS_WITH", sb.col("table_name"), sb.lit(PREFIX))))]
-
-
-def _plain_metrics(figures: ReportFigures) -> dict[str, float]:
-    return {k: float(v) for k, v in (figures.info.get("metrics") or {}).items() if isinstance(v, (int, float))}

@@ -60,7 +60,7 @@ def summarize(released: Histogram, source: Histogram | None, *, threshold: float
             continue
         sizes = estimators.ClassSizes(*histogram)
         figures = _sample_figures(sizes, threshold)
-        if population_records is not None:
+        if population_records is not None and sizes.classes:
             pairs = source_pairs if side == "source" else release_pairs
             figures.update(_journalist(sizes, population_records, pairs, threshold))
             tables[side] = _uniqueness(sizes, population_records)
@@ -70,13 +70,14 @@ def summarize(released: Histogram, source: Histogram | None, *, threshold: float
 
 def _sample_figures(sizes: estimators.ClassSizes, threshold: float) -> dict[str, float]:
     prosecutor = estimators.prosecutor_risk(sizes, threshold)
+    uniques = estimators.sample_uniqueness(sizes)
     return {
-        "records": sizes.records, "classes": sizes.classes, "smallest class": int(sizes.sizes.min()),
+        "records": sizes.records, "classes": sizes.classes,
+        "smallest class": int(sizes.sizes[0]) if sizes.classes else 0,
         "highest prosecutor risk": prosecutor.highest, "average prosecutor risk": prosecutor.average,
-        "records at risk (prosecutor)": prosecutor.records_at_risk,
-        "share at risk (prosecutor)": prosecutor.records_at_risk / sizes.records,
+        "records at risk (prosecutor)": prosecutor.records_at_risk, "share at risk (prosecutor)": prosecutor.share_at_risk,
         "marketer risk": estimators.marketer_risk(sizes),
-        "sample uniques": sizes.uniques, "share of sample uniques": sizes.uniques / sizes.records,
+        "sample uniques": uniques.records, "share of sample uniques": uniques.share,
     }
 
 
@@ -88,7 +89,7 @@ def _journalist(sizes: estimators.ClassSizes, population_records: int, pairs, th
     else:
         fraction = sizes.records / population_records
         per_class = np.repeat(sizes.sizes, sizes.counts)
-        risk = estimators.journalist_risk(per_class, np.maximum(per_class, per_class / fraction), threshold)
+        risk = estimators.journalist_risk(per_class, per_class / fraction, threshold)
         how = "estimated"
     return {f"highest journalist risk ({how})": risk.highest, f"average journalist risk ({how})": risk.average,
             f"records at risk (journalist, {how})": risk.records_at_risk}

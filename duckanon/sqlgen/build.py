@@ -14,6 +14,15 @@ DIALECT = "duckdb"
 PORTABLE_DIALECTS = ("spark", "postgres")
 
 
+NUMERIC_TYPES = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER",
+                 "UBIGINT", "UHUGEINT", "FLOAT", "DOUBLE", "REAL", "DECIMAL", "NUMERIC")
+
+
+def is_numeric_type(type_name: str) -> bool:
+    """Whether a column of this engine type name holds numbers."""
+    return type_name.upper().startswith(NUMERIC_TYPES)
+
+
 def ident(name: str) -> exp.Identifier:
     return exp.to_identifier(name, quoted=True)
 

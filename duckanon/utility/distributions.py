@@ -23,8 +23,6 @@ from ..sqlgen import build as sb
 MOST_VALUES = 24
 OTHERS = "(other values)"
 MISSING = "(missing)"
-_NUMERIC = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT",
-            "FLOAT", "DOUBLE", "REAL")
 
 
 @dataclass(frozen=True)
@@ -64,8 +62,7 @@ class Bins:
 
 
 def is_numeric(engine: Engine, relation: exp.Expression, column: str) -> bool:
-    kind = engine.types(relation)[column].upper()
-    return kind.startswith(_NUMERIC) or kind.startswith("DECIMAL")
+    return sb.is_numeric_type(engine.types(relation)[column])
 
 
 def bins_for(engine: Engine, relation: exp.Expression, column: str, most: int = MOST_VALUES) -> Bins | None:
@@ -115,7 +112,6 @@ class Comparison:
     binned: bool  # both sides counted over the source's bins (numbers in both)
     original_distinct: int
     released_distinct: int
-    suppressed: int  # released records showing '*'
 
     @property
     def total_variation(self) -> float | None:
@@ -130,20 +126,18 @@ class Comparison:
 
 
 def compare(original_engine: Engine, original: exp.Expression, released_engine: Engine, released: exp.Expression,
-            attribute: str, suppressed_label: str = "*") -> Comparison:
+            attribute: str) -> Comparison:
     """``attribute`` counted in the source (``original`` read by ``original_engine``) and in the release."""
-    bins = bins_for(original_engine, original, attribute) if is_numeric(original_engine, original, attribute) else None
-    numeric_release = is_numeric(released_engine, released, attribute)
-    shared = bins if numeric_release else None
-    if numeric_release and bins is None and is_numeric(original_engine, original, attribute):
-        shared = _covering_bins(original_engine, original, released_engine, released, attribute)
+    numbers = is_numeric(original_engine, original, attribute)
+    bins = bins_for(original_engine, original, attribute) if numbers else None
+    shared = None  # the bins both sides are counted over, where both hold numbers
+    if numbers and is_numeric(released_engine, released, attribute):
+        shared = bins or _covering_bins(original_engine, original, released_engine, released, attribute)
     original_counts = value_counts(original_engine, original, attribute, bins=shared or bins)
     released_counts = value_counts(released_engine, released, attribute, bins=shared)
-    star = released_counts.loc[released_counts["value"] == suppressed_label, "records"]
     return Comparison(attribute, original_counts, released_counts, binned=shared is not None,
                       original_distinct=_distinct(original_engine, original, attribute),
-                      released_distinct=_distinct(released_engine, released, attribute),
-                      suppressed=int(star.sum()) if len(star) else 0)
+                      released_distinct=_distinct(released_engine, released, attribute))
 
 
 def _covering_bins(original_engine: Engine, original: exp.Expression, released_engine: Engine,
