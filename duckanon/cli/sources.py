@@ -14,7 +14,7 @@ import duckdb
 from sqlglot import exp
 
 from .. import datasets
-from ..encode.binding import FILE_READERS, source_relation
+from ..encode.binding import FILE_KINDS, source_relation
 from ..engine import DuckDBEngine
 from ..errors import AnonymizationError
 from ..hierarchy.hierarchy import SCHEMA
@@ -41,7 +41,7 @@ class Source:
 
 
 def is_data_file(path: Path) -> bool:
-    return path.suffix.lower() in FILE_READERS
+    return path.suffix.lower() in FILE_KINDS
 
 
 def open_source(text: str | None, table: str | None) -> Source:

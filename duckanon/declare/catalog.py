@@ -12,10 +12,10 @@ import datetime as dt
 import hashlib
 import json
 import os
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-import duckdb
 import pandas as pd
 from sqlglot import exp
 
@@ -38,11 +38,7 @@ def hierarchy_table(name: str) -> exp.Table:
 
 
 def relation_exists(engine: Engine, relation: exp.Expression) -> bool:
-    try:
-        engine.columns(relation)
-        return True
-    except duckdb.CatalogException:
-        return False
+    return engine.exists(relation)
 
 
 class Catalog:
@@ -80,13 +76,15 @@ class Catalog:
     def stored(self, given: Mapping[str, Hierarchy | str]) -> dict[str, tuple[Hierarchy, exp.Table]]:
         """Each column's hierarchy (a Hierarchy, or a stored hierarchy's name) with the table that stores it.
 
-        An inline hierarchy gets the column's name unless a different hierarchy already holds it; an equal stored
+        An inline hierarchy gets the column's name (other characters than letters, digits and _ as _) unless a different hierarchy already holds it; an equal stored
         one is reused rather than rewritten.  The stored tables it may reuse are read once, in one query."""
         for column, hierarchy in given.items():
             if not isinstance(hierarchy, (Hierarchy, str)):
                 raise PolicyError(f"the hierarchy of {column!r} must be a Hierarchy or a stored hierarchy's name, "
                                   f"got {type(hierarchy).__name__}")
-        names = {c: [c, f"{c}_{hashlib.sha1(json.dumps(h.rows).encode()).hexdigest()[:10]}"]
+        # Named portably (Spark's catalog takes letters, digits and _ only); a clash falls back on the hashed name.
+        names = {c: [portable := re.sub(r"\W", "_", c, flags=re.ASCII),
+                     f"{portable}_{hashlib.sha1(json.dumps(h.rows).encode()).hexdigest()[:10]}"]
                  for c, h in given.items() if isinstance(h, Hierarchy)}
         stored = self._stored_rows([n for candidates in names.values() for n in candidates])
         found = {}
@@ -110,14 +108,10 @@ class Catalog:
         if not names:
             return {}
         tables = {hierarchy_table(n).name: n for n in names}
-        catalog = exp.Table(this=exp.Anonymous(this="duckdb_tables", expressions=[]))
-        listed = self.engine.rows(exp.select(sb.col("table_name"), sb.col("column_count")).from_(catalog)
-                                  .where(exp.and_(sb.col("schema_name").eq(sb.lit(SCHEMA)),
-                                                  sb.col("database_name").eq(exp.func("CURRENT_DATABASE")),
-                                                  sb.col("table_name").isin(*[sb.lit(t) for t in tables]))))
+        listed = self.engine.table_widths(SCHEMA, list(tables))
         if not listed:
             return {}
-        widths = dict(listed)
+        widths = listed
         widest = max(widths.values())
         reads = [exp.select(sb.lit(table).as_("__table", quoted=True),
                             *[sb.col(level_column(j)) if j < width else
@@ -166,7 +160,7 @@ class Catalog:
             unknown = [(c, role) for c, role, _table in columns if policy.role(c) != role]
             if unknown:  # Policy.from_rows skips a role it does not know: the column would lose its role
                 raise PolicyError(f"column {unknown[0][0]!r} has the unknown role {unknown[0][1]!r}")
-        except (ValueError, TypeError, duckdb.CatalogException) as error:
+        except (ValueError, TypeError, *self.engine.catalog_errors) as error:
             shown = f"{error} in {error.doc!r}" if isinstance(error, json.JSONDecodeError) else str(error)
             raise PolicyError(f"policy {name!r} as stored is not valid: {shown}") from error
         return policy

@@ -31,8 +31,7 @@ from ..risk.classes import RiskReport, risk
 from ..sqlgen import build as sb
 from .encoding import COUNT, Encoding, count_combinations
 
-FILE_READERS = {".csv": "read_csv_auto", ".tsv": "read_csv_auto", ".gz": "read_csv_auto", ".parquet": "read_parquet",
-                ".json": "read_json_auto"}
+FILE_KINDS = {".csv": "csv", ".tsv": "tsv", ".gz": "csv", ".parquet": "parquet", ".json": "json"}
 
 
 @dataclass
@@ -53,16 +52,23 @@ class Workspace:
 
 
 def source_relation(engine: Engine, source: str | os.PathLike | exp.Expression) -> exp.Expression:
-    """What a source names, as SQL: a sqlglot expression as it is, a CSV/Parquet/JSON file path as its reader, or a
-    table of ``engine``; a missing file or table is an error naming it."""
+    """What a source names, as SQL: a sqlglot expression as it is, a DataFrame of the engine's own (Spark's) as a view,
+    a CSV/Parquet/JSON file path (or a folder of Parquet parts) as its reader, or a table of ``engine``; a missing file
+    or table is an error naming it."""
     if isinstance(source, exp.Expression):
         return source
+    native = engine.native_relation(source)
+    if native is not None:
+        return native
+    if not isinstance(source, (str, os.PathLike)):
+        raise AnonymizationError(f"a source is a table name, a file path or a sqlglot expression (on Spark also a "
+                                 f"DataFrame), not a {type(source).__name__}")
     path = Path(source)
-    reader = FILE_READERS.get(path.suffix.lower())
-    if reader and (isinstance(source, os.PathLike) or path.is_file()):
-        if not path.is_file():
+    kind = FILE_KINDS.get(path.suffix.lower())
+    if kind and (isinstance(source, os.PathLike) or path.exists()):
+        if not path.exists():
             raise AnonymizationError(f"no such file: {str(path)!r}")
-        return exp.Table(this=exp.Anonymous(this=reader, expressions=[sb.lit(str(path))]))
+        return engine.read_file(str(path), kind)
     relation = sb.table(str(source))
     if not relation_exists(engine, relation):
         raise AnonymizationError(f"no table named {str(source)!r}")

@@ -33,6 +33,8 @@ class Engine(ABC):
     """Runs statements built as trees, in ``dialect``."""
 
     dialect: str
+    # What the engine raises for a table or column that does not exist.
+    catalog_errors: tuple[type[BaseException], ...] = ()
 
     def prepare(self, statement: exp.Expression) -> Prepared:
         """The statement as this engine's SQL text, to run many times."""
@@ -61,6 +63,27 @@ class Engine(ABC):
 
     def columns(self, relation: exp.Expression) -> list[str]:
         return list(self.types(relation))
+
+    def exists(self, relation: exp.Expression) -> bool:
+        """Whether a table, view or query can be read."""
+        try:
+            self.types(relation)
+            return True
+        except self.catalog_errors:
+            return False
+
+    @abstractmethod
+    def table_widths(self, schema: str, names: Sequence[str]) -> dict[str, int]:
+        """Each of the tables ``names`` that exists in ``schema`` of the current database, with its number of
+        columns (one catalog lookup)."""
+
+    @abstractmethod
+    def read_file(self, path: str, kind: str) -> exp.Expression:
+        """A relation reading the file (or folder of files) at ``path``: ``kind`` csv, parquet or json."""
+
+    def native_relation(self, source: object) -> exp.Expression | None:
+        """A relation for a source object of this engine's own (a Spark DataFrame), or None."""
+        return None
 
     def value(self, query: Statement, parameters: Sequence[object] | None = None) -> object:
         """The single value of a one-row, one-column query."""

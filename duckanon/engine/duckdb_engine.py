@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator, Sequence
 
 import duckdb
@@ -17,6 +18,8 @@ class DuckDBEngine(Engine):
     """An engine over a DuckDB connection (``connection``, for what only DuckDB offers: attaching release files)."""
 
     dialect = "duckdb"
+    catalog_errors = (duckdb.CatalogException,)
+    _READERS = {"csv": "read_csv_auto", "tsv": "read_csv_auto", "parquet": "read_parquet", "json": "read_json_auto"}
 
     def __init__(self, connection: duckdb.DuckDBPyConnection):
         self.connection = connection
@@ -40,6 +43,19 @@ class DuckDBEngine(Engine):
     def types(self, relation: exp.Expression) -> dict[str, str]:
         query = relation if isinstance(relation, exp.Query) else exp.select(exp.Star()).from_(relation)
         return {d[0]: str(d[1]) for d in self._execute(query.limit(0)).description}
+
+    def table_widths(self, schema: str, names: Sequence[str]) -> dict[str, int]:
+        literal = exp.Literal.string
+        catalog = exp.Table(this=exp.Anonymous(this="duckdb_tables", expressions=[]))
+        return dict(self.rows(exp.select("table_name", "column_count").from_(catalog).where(exp.and_(
+            exp.column("schema_name").eq(literal(schema)),
+            exp.column("database_name").eq(exp.func("CURRENT_DATABASE")),
+            exp.column("table_name").isin(*[literal(n) for n in names])))))
+
+    def read_file(self, path: str, kind: str) -> exp.Expression:
+        # A folder is a data set written in parts (as Spark writes Parquet): every file of the kind in it.
+        files = os.path.join(path, "*.parquet") if os.path.isdir(path) else path
+        return exp.Table(this=exp.Anonymous(this=self._READERS[kind], expressions=[exp.Literal.string(files)]))
 
     def run_many(self, statement: exp.Expression, rows: Sequence[Sequence[object]]) -> None:
         self.connection.executemany(self.prepare(statement), [list(r) for r in rows])

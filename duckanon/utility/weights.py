@@ -74,7 +74,7 @@ def _relation(source: exp.Expression | str) -> exp.Expression:
 def _source_columns(engine: Engine, relation: exp.Expression) -> list[str]:
     try:
         return engine.columns(exp.select(exp.Star()).from_(relation))
-    except duckdb.CatalogException as error:
+    except engine.catalog_errors as error:
         raise AnonymizationError(f"cannot read the source {sb.to_sql(relation)}: {error}") from error
 
 

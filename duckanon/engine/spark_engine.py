@@ -1,0 +1,221 @@
+"""Apache Spark as an engine: the same statement trees, generated in Spark SQL and run by a SparkSession.
+
+Nothing of duckanon runs on the executors: every step is SQL, so a cluster needs only Spark itself.  What Spark SQL
+lacks is rewritten here, tree to tree, before the Spark generator runs:
+
+- a temporary table (``CREATE TEMPORARY TABLE … AS``) becomes a temporary view of the query's rows computed once
+  and kept (a local checkpoint: memory, then disk): the frequency table and the partitioning rounds read it many
+  times, and a plain view would read the source again each time; dropping it drops the view and frees the rows;
+- ``CREATE OR REPLACE TABLE`` on the session catalog becomes ``DROP TABLE IF EXISTS`` and ``CREATE TABLE``;
+
+pyspark is the optional extra ``spark`` (``pip install "duckanon[spark]"``); Spark 4 needs Java 17 or newer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import shutil
+from collections.abc import Iterator, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+from sqlglot import exp
+
+from ..errors import AnonymizationError
+from .base import Engine, Prepared, Statement
+
+INSTALL_HINT = 'install the extra "spark" (pip install "duckanon[spark]")'
+_serial = itertools.count()
+
+# Spark's type names as DuckDB writes them: the rest of duckanon reads types in one vocabulary.
+_TYPE_NAMES = {"tinyint": "TINYINT", "smallint": "SMALLINT", "int": "INTEGER", "bigint": "BIGINT", "float": "FLOAT",
+               "double": "DOUBLE", "string": "VARCHAR", "boolean": "BOOLEAN", "date": "DATE",
+               "timestamp": "TIMESTAMP WITH TIME ZONE", "timestamp_ntz": "TIMESTAMP", "binary": "BLOB"}
+
+
+def _pyspark():
+    try:
+        import pyspark.sql
+    except ImportError as error:
+        raise AnonymizationError(f"running on Spark needs pyspark: {INSTALL_HINT}") from error
+    return pyspark.sql
+
+
+def require_java() -> None:
+    """Spark 4 runs on Java 17 or newer; without one pyspark fails with a gateway error that names neither."""
+    home = os.environ.get("JAVA_HOME")
+    if (home and os.access(os.path.join(home, "bin", "java"), os.X_OK)) or shutil.which("java"):
+        return
+    raise AnonymizationError("running on Spark needs Java 17 or newer, and none was found: install a JDK or JRE "
+                             "(Debian: apt-get install openjdk-17-jre-headless) or set JAVA_HOME")
+
+
+def spark_session(master: str = "local[2]", app_name: str = "duckanon", **config: str):
+    """A SparkSession for duckanon (the active one's settings apply when one is running): ``master`` as Spark
+    takes it (``local[2]``, ``spark://host:7077``, ``yarn``, ``k8s://…``), ``config`` as ``spark.*`` settings."""
+    sql = _pyspark()
+    require_java()
+    builder = sql.SparkSession.builder.master(master).appName(app_name)
+    defaults = {"spark.ui.showConsoleProgress": "false", "spark.sql.execution.arrow.pyspark.enabled": "true",
+                "spark.sql.session.timeZone": "UTC"}
+    for key, value in {**defaults, **config}.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+class SparkEngine(Engine):
+    """An engine over a SparkSession (``session``, for what only Spark offers: reading and writing files)."""
+
+    dialect = "spark"
+
+    def __init__(self, session=None):
+        self.session = session if session is not None else spark_session()
+        self.catalog_errors = (_pyspark().utils.AnalysisException,)
+        self._materialized: dict[str, object] = {}
+
+    # ------------------------------------------------------------------ statements
+    def prepare(self, statement: exp.Expression) -> Prepared:
+        if _temporary_table(statement) or _replaced_table(statement):
+            raise AnonymizationError(f"a {statement.key} that Spark runs in steps cannot be prepared")
+        return Prepared(statement.sql(dialect=self.dialect))
+
+    def _dataframe(self, statement: Statement, parameters: Sequence[object] | None = None):
+        """The statement run: a query's DataFrame (Spark runs queries lazily, when their rows are taken)."""
+        if isinstance(statement, exp.Expression):
+            if _temporary_table(statement):
+                return self._materialize(statement.this.name, statement.expression)
+            if _replaced_table(statement):
+                target = statement.this.this if isinstance(statement.this, exp.Schema) else statement.this
+                self._sql(exp.Drop(tables=[target.copy()], kind="TABLE", exists=True).sql(dialect=self.dialect))
+                statement = statement.copy()
+                statement.set("replace", False)
+            if _dropped_temporary(statement, self._materialized):
+                return self._release(statement.args["tables"][0].name)
+        text = statement if isinstance(statement, Prepared) else statement.sql(dialect=self.dialect)
+        return self._sql(text, parameters)
+
+    def _sql(self, text: str, parameters: Sequence[object] | None = None):
+        return self.session.sql(text, args=list(parameters)) if parameters else self.session.sql(text)
+
+    def _materialize(self, name: str, query: exp.Expression):
+        """A temporary table: the query's rows computed now and kept (memory, then disk) under ``name``, cut from
+        the relations it was computed from, which may be dropped while it lives."""
+        self._release(name)
+        frame = self._sql(query.sql(dialect=self.dialect)).localCheckpoint(eager=True)
+        frame.createOrReplaceTempView(name)
+        self._materialized[name] = frame
+        return frame
+
+    def _release(self, name: str) -> None:
+        frame = self._materialized.pop(name, None)
+        if frame is not None:
+            self.session.catalog.dropTempView(name)
+            frame.unpersist()
+
+    def run(self, statement, parameters=None) -> None:
+        self._dataframe(statement, parameters)
+
+    def rows(self, query, parameters=None) -> list[tuple]:
+        return [tuple(row) for row in self._dataframe(query, parameters).collect()]
+
+    def frame(self, query) -> pd.DataFrame:
+        return self._dataframe(query).toPandas()
+
+    def arrays(self, query) -> dict[str, np.ndarray]:
+        table = self._dataframe(query).toArrow()
+        arrays = {}
+        for name, column in zip(table.column_names, table.columns):
+            values = column.to_numpy(zero_copy_only=False)
+            if column.null_count:
+                values = np.ma.masked_array(values, mask=column.is_null().to_numpy(zero_copy_only=False))
+            arrays[name] = values
+        return arrays
+
+    def types(self, relation: exp.Expression) -> dict[str, str]:
+        query = relation if isinstance(relation, exp.Query) else exp.select(exp.Star()).from_(relation)
+        schema = self._dataframe(query.limit(0)).schema
+        return {field.name: _TYPE_NAMES.get(field.dataType.simpleString(), field.dataType.simpleString().upper())
+                for field in schema.fields}
+
+    def run_many(self, statement: exp.Expression, rows: Sequence[Sequence[object]]) -> None:
+        # Spark runs one job per statement: the rows go in as one statement, from a frame of them.
+        insert = statement
+        if not isinstance(insert, exp.Insert) or not isinstance(insert.expression, exp.Values):
+            raise AnonymizationError(f"Spark runs many rows only as INSERT … VALUES, not {statement.key}")
+        columns = [c.name for c in insert.this.expressions] if isinstance(insert.this, exp.Schema) else None
+        width = len(insert.expression.expressions[0].expressions)
+        frame = pd.DataFrame([list(r) for r in rows], columns=columns or [f"c{i}" for i in range(width)], dtype=object)
+        with self.registered(frame) as values:
+            self.run(exp.insert(exp.select(exp.Star()).from_(values), insert.this.copy()))
+
+    def register(self, name: str, frame: pd.DataFrame) -> None:
+        types = _pyspark().types
+        schema = types.StructType([types.StructField(str(c), _spark_type(frame[c], types)) for c in frame.columns])
+        rows = [[None if (v is None or (isinstance(v, float) and np.isnan(v))) else
+                 (v.item() if isinstance(v, np.generic) else v) for v in row]
+                for row in frame.itertuples(index=False, name=None)]
+        self.session.createDataFrame(rows, schema=schema).createOrReplaceTempView(name)
+
+    def unregister(self, name: str) -> None:
+        self.session.catalog.dropTempView(name)
+
+    def view(self, dataframe, name: str | None = None) -> exp.Table:
+        """A Spark DataFrame readable as a table of this engine (a temporary view of the session)."""
+        name = name or f"__duckanon_source_{next(_serial)}"
+        dataframe.createOrReplaceTempView(name)
+        return exp.Table(this=exp.to_identifier(name, quoted=True))
+
+    def table_widths(self, schema: str, names: Sequence[str]) -> dict[str, int]:
+        catalog = self.session.catalog
+        if not catalog.databaseExists(schema):
+            return {}
+        present = {t.name for t in catalog.listTables(schema)} & set(names)
+        return {name: len(catalog.listColumns(name, schema)) for name in present}
+
+    def native_relation(self, source: object) -> exp.Expression | None:
+        return self.view(source) if isinstance(source, _pyspark().DataFrame) else None
+
+    def read_file(self, path: str, kind: str) -> exp.Table:
+        reader = self.session.read
+        if kind in ("csv", "tsv"):
+            dataframe = reader.options(header=True, inferSchema=True, sep="\t" if kind == "tsv" else ",").csv(path)
+        else:
+            dataframe = reader.format(kind).load(path)
+        return self.view(dataframe)
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        raise AnonymizationError("Spark has no transactions: this step must run on DuckDB")
+        yield  # pragma: no cover  (a generator, as the interface's context manager)
+
+    def close(self) -> None:
+        for name in list(self._materialized):
+            self._release(name)
+
+
+def _temporary_table(statement: exp.Expression) -> bool:
+    properties = statement.args.get("properties")
+    return (isinstance(statement, exp.Create) and statement.kind == "TABLE" and properties is not None
+            and any(isinstance(p, exp.TemporaryProperty) for p in properties.expressions))
+
+
+def _replaced_table(statement: exp.Expression) -> bool:
+    return isinstance(statement, exp.Create) and statement.kind == "TABLE" and bool(statement.args.get("replace"))
+
+
+def _dropped_temporary(statement: exp.Expression, temporary: Mapping[str, object]) -> bool:
+    tables = statement.args.get("tables") or []
+    return (isinstance(statement, exp.Drop) and statement.kind == "TABLE" and len(tables) == 1
+            and not tables[0].db and tables[0].name in temporary)
+
+
+def _spark_type(column: pd.Series, types):
+    if pd.api.types.is_bool_dtype(column):
+        return types.BooleanType()
+    if pd.api.types.is_integer_dtype(column):
+        return types.LongType()
+    if pd.api.types.is_float_dtype(column):
+        return types.DoubleType()
+    return types.StringType()
