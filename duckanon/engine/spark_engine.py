@@ -3,9 +3,9 @@
 Nothing of duckanon runs on the executors: every step is SQL, so a cluster needs only Spark itself.  What Spark SQL
 lacks is rewritten here, tree to tree, before the Spark generator runs:
 
-- a temporary table (``CREATE TEMPORARY TABLE … AS``) becomes a temporary view of the query's rows computed once
-  and kept (a local checkpoint: memory, then disk): the frequency table and the partitioning rounds read it many
-  times, and a plain view would read the source again each time; dropping it drops the view and frees the rows;
+- a temporary table (``CREATE TEMPORARY TABLE … AS``) becomes Parquet files in a scratch folder read as a temporary
+  view: the frequency table and the partitioning rounds read it many times, and a plain view would compute it again
+  each time; dropping it drops the view and deletes the files;
 - ``CREATE OR REPLACE TABLE`` on the session catalog becomes ``DROP TABLE IF EXISTS`` and ``CREATE TABLE``;
 
 pyspark is the optional extra ``spark`` (``pip install "duckanon[spark]"``); Spark 4 needs Java 17 or newer.
@@ -17,6 +17,8 @@ import contextlib
 import itertools
 import os
 import shutil
+import tempfile
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
@@ -70,61 +72,87 @@ class SparkEngine(Engine):
 
     dialect = "spark"
 
-    def __init__(self, session=None):
+    def __init__(self, session=None, scratch: str | None = None):
         self.session = session if session is not None else spark_session()
         self.catalog_errors = (_pyspark().utils.AnalysisException,)
-        self._materialized: dict[str, object] = {}
+        # Temporary tables are Parquet files here: on a cluster, a folder every executor reaches (HDFS, S3, …).
+        self.scratch = scratch or self.session.conf.get("spark.duckanon.scratch", None) or tempfile.mkdtemp(
+            prefix="duckanon-spark-")
+        self._materialized: dict[str, str] = {}  # temporary table → the folder holding its rows
 
     # ------------------------------------------------------------------ statements
     def prepare(self, statement: exp.Expression) -> Prepared:
-        if _temporary_table(statement) or _replaced_table(statement):
-            raise AnonymizationError(f"a {statement.key} that Spark runs in steps cannot be prepared")
+        if _temporary_table(statement):
+            return _PreparedTable(statement.expression.sql(dialect=self.dialect), statement.this.name)
+        if _replaced_table(statement):
+            raise AnonymizationError("CREATE OR REPLACE TABLE runs on Spark in two steps and cannot be prepared")
         return Prepared(statement.sql(dialect=self.dialect))
 
-    def _dataframe(self, statement: Statement, parameters: Sequence[object] | None = None):
-        """The statement run: a query's DataFrame (Spark runs queries lazily, when their rows are taken)."""
+    def _execute(self, statement: Statement, parameters: Sequence[object] | None = None):
+        """The statement run: a query's DataFrame (Spark runs queries lazily, when their rows are taken), or for a
+        temporary table, as in DuckDB, its number of rows."""
         if isinstance(statement, exp.Expression):
             if _temporary_table(statement):
-                return self._materialize(statement.this.name, statement.expression)
-            if _replaced_table(statement):
+                statement = self.prepare(statement)
+            elif _replaced_table(statement):
                 target = statement.this.this if isinstance(statement.this, exp.Schema) else statement.this
                 self._sql(exp.Drop(tables=[target.copy()], kind="TABLE", exists=True).sql(dialect=self.dialect))
                 statement = statement.copy()
                 statement.set("replace", False)
-            if _dropped_temporary(statement, self._materialized):
-                return self._release(statement.args["tables"][0].name)
+            elif _dropped_temporary(statement, self._materialized):
+                self._release(statement.args["tables"][0].name)
+                return []
+            elif _renamed_temporary(statement, self._materialized):
+                folder = self._materialized[statement.this.name]
+                self._release(statement.this.name, keep_rows=True)
+                return [(self._keep(statement.args["actions"][0].this.name, folder),)]
+        if isinstance(statement, _PreparedTable):
+            folder = self._scratch_folder(statement.table)
+            self._sql(statement, parameters).write.parquet(folder)
+            self._release(statement.table)
+            return [(self._keep(statement.table, folder),)]
         text = statement if isinstance(statement, Prepared) else statement.sql(dialect=self.dialect)
         return self._sql(text, parameters)
 
     def _sql(self, text: str, parameters: Sequence[object] | None = None):
         return self.session.sql(text, args=list(parameters)) if parameters else self.session.sql(text)
 
-    def _materialize(self, name: str, query: exp.Expression):
-        """A temporary table: the query's rows computed now and kept (memory, then disk) under ``name``, cut from
-        the relations it was computed from, which may be dropped while it lives."""
-        self._release(name)
-        frame = self._sql(query.sql(dialect=self.dialect)).localCheckpoint(eager=True)
-        frame.createOrReplaceTempView(name)
-        self._materialized[name] = frame
-        return frame
+    def _scratch_folder(self, table: str) -> str:
+        return f"{self.scratch.rstrip('/')}/{table}-{uuid.uuid4().hex}"
 
-    def _release(self, name: str) -> None:
-        frame = self._materialized.pop(name, None)
-        if frame is not None:
+    def _keep(self, name: str, folder: str) -> int:
+        """A temporary table: rows computed once and written to ``folder``, then read as the view ``name``, its row
+        count returned.  Files, not a cached plan: a cached or checkpointed plan carries what Spark inferred of the
+        plans it came from, which over Mondrian's rounds grows until planning alone exhausts the driver's memory."""
+        frame = self.session.read.parquet(folder)
+        frame.createOrReplaceTempView(name)
+        self._materialized[name] = folder
+        return frame.count()
+
+    def _release(self, name: str, *, keep_rows: bool = False) -> None:
+        folder = self._materialized.pop(name, None)
+        if folder is not None:
             self.session.catalog.dropTempView(name)
-            frame.unpersist()
+            if not keep_rows:
+                self._remove_folder(folder)
+
+    def _remove_folder(self, folder: str) -> None:
+        jvm = self.session.sparkContext._jvm
+        path = jvm.org.apache.hadoop.fs.Path(folder)
+        path.getFileSystem(self.session.sparkContext._jsc.hadoopConfiguration()).delete(path, True)
 
     def run(self, statement, parameters=None) -> None:
-        self._dataframe(statement, parameters)
+        self._execute(statement, parameters)
 
     def rows(self, query, parameters=None) -> list[tuple]:
-        return [tuple(row) for row in self._dataframe(query, parameters).collect()]
+        result = self._execute(query, parameters)
+        return result if isinstance(result, list) else [tuple(row) for row in result.collect()]
 
     def frame(self, query) -> pd.DataFrame:
-        return self._dataframe(query).toPandas()
+        return self._execute(query).toPandas()
 
     def arrays(self, query) -> dict[str, np.ndarray]:
-        table = self._dataframe(query).toArrow()
+        table = self._execute(query).toArrow()
         arrays = {}
         for name, column in zip(table.column_names, table.columns):
             values = column.to_numpy(zero_copy_only=False)
@@ -135,7 +163,7 @@ class SparkEngine(Engine):
 
     def types(self, relation: exp.Expression) -> dict[str, str]:
         query = relation if isinstance(relation, exp.Query) else exp.select(exp.Star()).from_(relation)
-        schema = self._dataframe(query.limit(0)).schema
+        schema = self._execute(query.limit(0)).schema
         return {field.name: _TYPE_NAMES.get(field.dataType.simpleString(), field.dataType.simpleString().upper())
                 for field in schema.fields}
 
@@ -203,6 +231,21 @@ def _temporary_table(statement: exp.Expression) -> bool:
 
 def _replaced_table(statement: exp.Expression) -> bool:
     return isinstance(statement, exp.Create) and statement.kind == "TABLE" and bool(statement.args.get("replace"))
+
+
+class _PreparedTable(Prepared):
+    """A temporary table's query, prepared: running it keeps its rows as ``table``."""
+
+    def __new__(cls, text: str, table: str):
+        prepared = super().__new__(cls, text)
+        prepared.table = table
+        return prepared
+
+
+def _renamed_temporary(statement: exp.Expression, temporary: Mapping[str, object]) -> bool:
+    actions = statement.args.get("actions") or []
+    return (isinstance(statement, exp.Alter) and isinstance(statement.this, exp.Table)
+            and statement.this.name in temporary and len(actions) == 1 and isinstance(actions[0], exp.AlterRename))
 
 
 def _dropped_temporary(statement: exp.Expression, temporary: Mapping[str, object]) -> bool:
