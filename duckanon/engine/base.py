@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 
@@ -80,6 +81,12 @@ class Engine(ABC):
     @abstractmethod
     def read_file(self, path: str, kind: str) -> exp.Expression:
         """A relation reading the file (or folder of files) at ``path``: ``kind`` csv, parquet or json."""
+
+    def protected_paths(self, sources: Sequence[exp.Expression]) -> dict[str, str]:
+        """Files a release must never be written over, each with what it is: those the ``sources`` read."""
+        return {literal.this: f"source file {literal.this!r}" for source in sources
+                for literal in source.find_all(exp.Literal)
+                if literal.is_string and literal.this and os.path.exists(literal.this)}
 
     def native_relation(self, source: object) -> exp.Expression | None:
         """A relation for a source object of this engine's own (a Spark DataFrame), or None."""

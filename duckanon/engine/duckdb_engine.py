@@ -52,6 +52,12 @@ class DuckDBEngine(Engine):
             exp.column("database_name").eq(exp.func("CURRENT_DATABASE")),
             exp.column("table_name").isin(*[literal(n) for n in names])))))
 
+    def protected_paths(self, sources: Sequence[exp.Expression]) -> dict[str, str]:
+        attached = self.rows(exp.select("database_name", "path").from_(
+            exp.Table(this=exp.Anonymous(this="duckdb_databases"))).where("path IS NOT NULL"))
+        return {**{path: f"database {name!r} attached to this connection" for name, path in attached},
+                **super().protected_paths(sources)}
+
     def read_file(self, path: str, kind: str) -> exp.Expression:
         # A folder is a data set written in parts (as Spark writes Parquet): every file of the kind in it.
         files = os.path.join(path, "*.parquet") if os.path.isdir(path) else path

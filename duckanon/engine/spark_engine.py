@@ -62,9 +62,16 @@ def spark_session(master: str = "local[2]", app_name: str = "duckanon", **config
     builder = sql.SparkSession.builder.master(master).appName(app_name)
     defaults = {"spark.ui.showConsoleProgress": "false", "spark.sql.execution.arrow.pyspark.enabled": "true",
                 "spark.sql.session.timeZone": "UTC"}
+    if master.startswith("local"):
+        # Without a metastore, local Spark's catalog lives as long as the session, but its tables' files would stay
+        # in ./spark-warehouse and block the next session's tables of the same name.
+        defaults["spark.sql.warehouse.dir"] = tempfile.mkdtemp(prefix="duckanon-warehouse-")
     for key, value in {**defaults, **config}.items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    session = builder.getOrCreate()
+    # Spark warns of every window without PARTITION BY (numbering the small frequency table is one): errors only.
+    session.sparkContext.setLogLevel("ERROR")
+    return session
 
 
 class SparkEngine(Engine):
@@ -79,6 +86,7 @@ class SparkEngine(Engine):
         self.scratch = scratch or self.session.conf.get("spark.duckanon.scratch", None) or tempfile.mkdtemp(
             prefix="duckanon-spark-")
         self._materialized: dict[str, str] = {}  # temporary table → the folder holding its rows
+        self._files: dict[str, str] = {}  # view → the file it reads
 
     # ------------------------------------------------------------------ statements
     def prepare(self, statement: exp.Expression) -> Prepared:
@@ -118,7 +126,8 @@ class SparkEngine(Engine):
         return self.session.sql(text, args=list(parameters)) if parameters else self.session.sql(text)
 
     def _scratch_folder(self, table: str) -> str:
-        return f"{self.scratch.rstrip('/')}/{table}-{uuid.uuid4().hex}"
+        # Spark skips paths that start with _ or . as hidden.
+        return f"{self.scratch.rstrip('/')}/{table.lstrip('_.')}-{uuid.uuid4().hex}"
 
     def _keep(self, name: str, folder: str) -> int:
         """A temporary table: rows computed once and written to ``folder``, then read as the view ``name``, its row
@@ -205,13 +214,23 @@ class SparkEngine(Engine):
     def native_relation(self, source: object) -> exp.Expression | None:
         return self.view(source) if isinstance(source, _pyspark().DataFrame) else None
 
+    def protected_paths(self, sources: Sequence[exp.Expression]) -> dict[str, str]:
+        read = {table.name for source in sources for table in source.find_all(exp.Table)}
+        return {path: f"source file {path!r}" for name, path in self._files.items() if name in read}
+
+    def write_parquet(self, query: exp.Expression, folder: str) -> None:
+        """The query's rows as a folder of Parquet part files, written by the executors."""
+        self._execute(query).write.parquet(folder)
+
     def read_file(self, path: str, kind: str) -> exp.Table:
         reader = self.session.read
         if kind in ("csv", "tsv"):
             dataframe = reader.options(header=True, inferSchema=True, sep="\t" if kind == "tsv" else ",").csv(path)
         else:
             dataframe = reader.format(kind).load(path)
-        return self.view(dataframe)
+        view = self.view(dataframe)
+        self._files[view.name] = path
+        return view
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:

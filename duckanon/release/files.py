@@ -25,6 +25,7 @@ import json
 import math
 import os
 import re
+import shutil
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -45,6 +46,7 @@ from ..sqlgen import build as sb
 STORAGE_VERSION = "v1.2.0"
 INFO_TABLE = "release_info"
 INFO_SUFFIX = ".release_info.json"
+FOLDER_INFO = "_release_info.json"
 EXTENSIONS = {".duckdb": "duckdb", ".db": "duckdb", ".ddb": "duckdb", ".parquet": "parquet", ".csv": "csv"}
 _PARTIAL = re.compile(r"\.partial-(\d+)-[0-9a-f]{32}$")
 
@@ -94,9 +96,10 @@ class ReleaseContent:
     sources: Sequence[exp.Expression] = ()
 
 
-def release_format(path: str | os.PathLike, format: str | None = None) -> str:
-    """The format a release at ``path`` is written in: ``format`` when given, else the one its extension names."""
-    if Path(path).is_dir():
+def release_format(path: str | os.PathLike, format: str | None = None, engine: Engine | None = None) -> str:
+    """The format a release at ``path`` is written in: ``format`` when given, else the one its extension names; one
+    ``engine`` (when given) writes.  On Spark a release is Parquet, a folder of part files."""
+    if Path(path).is_dir() and not _is_release_folder(Path(path)):
         raise AnonymizationError(f"release path {str(path)!r} is a directory: name a file in it")
     suffix = Path(path).suffix.lower()
     named = EXTENSIONS.get(suffix)
@@ -105,20 +108,27 @@ def release_format(path: str | os.PathLike, format: str | None = None) -> str:
             raise AnonymizationError(
                 f"release path {str(path)!r}: unknown extension {suffix or '(none)'!r}; use one of "
                 f"{', '.join(EXTENSIONS)} or give format= ({', '.join(FORMATS)})")
-        return named
+        format = named
     if format not in _WRITERS:
         raise AnonymizationError(f"unknown release format {format!r}; known: {', '.join(_WRITERS)}")
     if named is not None and named != format:
         raise AnonymizationError(f"release path {str(path)!r} has the extension of a {named} file, but format="
                                  f"{format!r}: make them agree")
+    if engine is not None and format not in _engine_writers(engine):
+        raise AnonymizationError(f"on {engine.dialect}, a release is written as {' or '.join(_engine_writers(engine))} "
+                                 f"(a {format} release is written from DuckDB): name a .parquet path")
     return format
+
+
+def _engine_writers(engine: Engine) -> dict[str, _Writer]:
+    return _WRITERS if engine.dialect == "duckdb" else {"parquet": _FOLDER}
 
 
 def write_release(engine: Engine, path: str | os.PathLike, content: ReleaseContent,
                   verify: Callable[[Engine], None], *, format: str | None = None) -> Path:
     """Write ``content`` to ``path`` atomically; ``verify`` gets a fresh connection in which ``content.table`` reads
     the finished file (and ``release_info`` its info), and raises if anything is wrong."""
-    writer = _WRITERS[release_format(path, format)]
+    writer = _engine_writers(engine)[release_format(path, format, engine)]
     target = _checked_target(engine, path, content.sources)
     _remove_stale_partials(target)
     partial = target.with_name(f".{target.name}.partial-{os.getpid()}-{uuid.uuid4().hex}")
@@ -142,16 +152,16 @@ def write_release(engine: Engine, path: str | os.PathLike, content: ReleaseConte
 
 def read_release_info(path: str | os.PathLike, format: str | None = None) -> dict:
     """A release's info as a dict (JSON columns decoded), whatever its format."""
-    return _described(_WRITERS[release_format(path, format)], Path(path), None)
+    return _described(_reading_writer(Path(path), format), Path(path), None)
 
 
 def open_release(path: str | os.PathLike, format: str | None = None) -> tuple[DuckDBEngine, dict]:
     """A read-only connection in which the release at ``path`` reads as its table (under its own name) and
     ``release_info``, and its info decoded; a file that is not a release, or lacks its info, is an error saying so."""
     path = Path(path)
-    if not path.is_file():
+    if not path.is_file() and not _is_release_folder(path):
         raise AnonymizationError(f"{str(path)!r} is not a file: name a release written by duckanon")
-    writer = _WRITERS[release_format(path, format)]
+    writer = _reading_writer(path, format)
     info = _described(writer, path, None)
     reader = _readable(writer, path, info["released_table"])
     try:
@@ -163,6 +173,15 @@ def open_release(path: str | os.PathLike, format: str | None = None) -> tuple[Du
         reader.close()
         raise AnonymizationError(f"{str(path)!r}: its table {info['released_table']!r} has no columns")
     return reader, info
+
+
+def _reading_writer(path: Path, format: str | None) -> _Writer:
+    """What reads the release at ``path``: a folder of Parquet parts (written on Spark), or a file by its format."""
+    return _FOLDER if _is_release_folder(path) else _WRITERS[release_format(path, format)]
+
+
+def _is_release_folder(path: Path) -> bool:
+    return path.is_dir() and (path / FOLDER_INFO).is_file()
 
 
 def _readable(writer: _Writer, path: Path, table: str | None) -> DuckDBEngine:
@@ -209,14 +228,9 @@ def _checked_target(engine: Engine, path: str | os.PathLike, sources: Iterable[e
         raise AnonymizationError(f"release path {str(path)!r} holds a backslash, which DuckDB reads as a directory "
                                  f"separator: choose a name without one")
     target = Path(path).resolve()
-    protected = {Path(p).resolve(): f"database {name!r} attached to this connection"
-                 for name, p in engine.rows(exp.select("database_name", "path").from_(
-                     exp.Table(this=exp.Anonymous(this="duckdb_databases"))).where("path IS NOT NULL"))}
-    for source in sources:
-        for literal in source.find_all(exp.Literal):
-            if literal.is_string and literal.this and Path(literal.this).exists():
-                protected.setdefault(Path(literal.this).resolve(), f"source file {literal.this!r}")
+    protected = engine.protected_paths(sources)
     for protected_path, what in protected.items():
+        protected_path = Path(protected_path).resolve()
         if target in (protected_path, protected_path.with_name(protected_path.name + ".wal")):
             raise AnonymizationError(f"release path {str(path)!r} is the {what}: publishing there would destroy "
                                      f"it; choose another file")
@@ -233,8 +247,7 @@ def _remove_stale_partials(target: Path) -> None:
             found = _PARTIAL.search(name)
             if not name.startswith(prefix) or not found or _alive(int(found.group(1))):
                 continue
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(entry.path)
+            _remove_files(Path(entry.path))
 
 
 def _alive(pid: int) -> bool:
@@ -275,7 +288,9 @@ def _sync_directory(directory: Path) -> None:
 
 def _remove_files(*paths: Path) -> None:
     for path in paths:
-        with contextlib.suppress(FileNotFoundError):
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        with contextlib.suppress(FileNotFoundError, IsADirectoryError):
             os.remove(path)
 
 
@@ -463,6 +478,35 @@ class _ParquetFile(_Writer):
         return reader
 
 
+class _ParquetFolder(_Writer):
+    """A release written on Spark: a folder of Parquet part files as Spark writes them, with its info in
+    ``_release_info.json`` (a name Spark's and Hadoop's readers skip).  Read back, and verified, in DuckDB."""
+
+    def write(self, engine, partial, content, info):
+        engine.write_parquet(content.query, str(partial))
+        described = {INFO_TABLE: {c: _text(v) for c, v in info.items()}}
+        (partial / FOLDER_INFO).write_text(json.dumps(described, indent=1), encoding="utf-8")
+
+    def reader(self, path, table):
+        described = json.loads((path / FOLDER_INFO).read_text(encoding="utf-8"))
+        reader = _fresh_reader()
+        if table is not None:
+            parts = exp.Table(this=exp.Anonymous(this="read_parquet", expressions=[sb.lit(str(path / "*.parquet"))]))
+            reader.run(sb.create_view_as(sb.table(table), exp.select(exp.Star()).from_(parts)))
+        reader.run(sb.create_view_as(sb.table(INFO_TABLE), _info_select(described[INFO_TABLE])))
+        return reader
+
+    def replace(self, partial, target):
+        # A folder cannot be renamed over another: the earlier release steps aside, then goes.
+        if target.exists() and not _is_release_folder(target):
+            raise AnonymizationError(f"{str(target)!r} exists and is not a release folder: choose another path")
+        former = target.with_name(f".{target.name}.replaced-{uuid.uuid4().hex}")
+        if target.exists():
+            os.replace(target, former)
+        os.replace(partial, target)
+        _remove_files(former)
+
+
 class _CsvFile(_Writer):
     def write(self, engine, partial, content, info):
         engine.run(exp.Copy(this=content.query.subquery(), kind=False, files=[sb.lit(str(partial))], params=[
@@ -502,4 +546,5 @@ def _sha256(path: Path) -> str:
 
 
 _WRITERS: dict[str, _Writer] = {"duckdb": _DuckDBFile(), "parquet": _ParquetFile(), "csv": _CsvFile()}
+_FOLDER = _ParquetFolder()
 FORMATS = tuple(_WRITERS)
