@@ -209,7 +209,7 @@ class SparkEngine(Engine):
         if not catalog.databaseExists(schema):
             return {}
         present = {t.name for t in catalog.listTables(schema)} & set(names)
-        return {name: len(catalog.listColumns(name, schema)) for name in present}
+        return {name: len(catalog.listColumns(f"{schema}.{name}")) for name in present}
 
     def native_relation(self, source: object) -> exp.Expression | None:
         return self.view(source) if isinstance(source, _pyspark().DataFrame) else None
@@ -223,6 +223,8 @@ class SparkEngine(Engine):
         self._execute(query).write.parquet(folder)
 
     def read_file(self, path: str, kind: str) -> exp.Table:
+        # A local path is the caller's, relative to this process's folder (Spark's JVM may have started elsewhere).
+        path = path if "://" in path else os.path.abspath(path)
         reader = self.session.read
         if kind in ("csv", "tsv"):
             dataframe = reader.options(header=True, inferSchema=True, sep="\t" if kind == "tsv" else ",").csv(path)

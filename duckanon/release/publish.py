@@ -166,10 +166,18 @@ def suppress(engine: Engine, bound: BoundPolicy, generalized: exp.Table, tempora
                             allowed_suppressed=bound.allowed_suppressed, drop=dropping)
     if not report.within_limit:
         raise PolicyNotSatisfied(report.summary(), report)
-    suppressed_keys = temporaries.create(
-        exp.select(*classes.keys_of(), sb.col(SIZE)).from_(verdicts).where(sb.col(VIOLATED)))
+    violating = exp.select(*classes.keys_of(), sb.col(SIZE)).from_(verdicts).where(sb.col(VIOLATED))
+    kept = engine.rows(exp.select(exp.func("COUNT", exp.Star())).from_(verdicts).where(sb.col(VIOLATED).not_()))[0][0]
     absorbed = 0
     while True:
+        # The suppressed classes: the violating ones, and the ``absorbed`` smallest kept ones (a new table each time
+        # rather than rows added: Spark's temporary tables take no INSERT).
+        keys = violating.copy()
+        if absorbed:
+            smallest = (exp.select(*classes.keys_of(), sb.col(SIZE)).from_(verdicts).where(sb.col(VIOLATED).not_())
+                        .order_by(sb.col(SIZE), *classes.keys_of()).limit(absorbed))
+            keys = exp.union(keys, exp.select(exp.Star()).from_(smallest.subquery("smallest")), distinct=False)
+        suppressed_keys = temporaries.create(keys)
         final = _suppressed_query(generalized, bound.columns, quasi, suppressed_keys, policy.suppression)
         suppressed = engine.rows(exp.select(exp.func("COALESCE", exp.func("SUM", sb.col(SIZE)),
                                                      sb.lit(0))).from_(suppressed_keys))[0][0]
@@ -179,20 +187,12 @@ def suppress(engine: Engine, bound: BoundPolicy, generalized: exp.Table, tempora
         after = Classes.of(final.subquery("final"), quasi)
         if check(engine, after, models, key_names=quasi).satisfied:
             break
-        # Replaced records form one all-'*' class that violates: the smallest kept classes join it.
-        remaining = engine.rows(exp.select(exp.func("COUNT", exp.Star())).from_(verdicts)
-                                .where(sb.col(VIOLATED).not_()))[0][0]
-        if remaining == 0:
+        # Replaced records form one all-'*' class that violates: the smallest kept classes join it, 1, 2, 4, … more.
+        if absorbed >= kept:
             raise PolicyNotSatisfied(
                 "the suppressed records, all quasi-identifiers replaced by '*', still violate the policy with every "
                 "class suppressed: the table as a whole does not satisfy it", report)
-        absorbed = max(1, absorbed * 2)
-        smallest = (exp.select(*classes.keys_of(), sb.col(SIZE)).from_(verdicts).where(sb.col(VIOLATED).not_())
-                    .order_by(sb.col(SIZE), *classes.keys_of()).limit(absorbed))
-        engine.run(exp.insert(smallest, suppressed_keys))
-        engine.run(exp.update(verdicts, {VIOLATED: exp.true()}, where=exp.Exists(
-            this=exp.select(sb.lit(1)).from_(exp.alias_(suppressed_keys, "s", quoted=True))
-            .where(sb.null_safe_join("s", verdicts.name, classes.key_columns)))))
+        absorbed = min(kept, absorbed * 2 + 1)
     if suppressed > bound.allowed_suppressed:
         raise PolicyNotSatisfied(
             f"{report.summary()}; keeping the suppressed records' own class safe needs {suppressed} suppressed "

@@ -1,0 +1,263 @@
+"""Spark as an engine (issue 16): on Adult in local[2], every model's check, the optimal search (in process and in
+SQL), a Mondrian partition, risk and a release equal DuckDB's; the Spark release is checked with pandas alone.
+
+One SparkSession serves the module (starting one takes seconds); Spark reads Adult from a Parquet file DuckDB wrote,
+as a DataFrame, a path and a table of its catalog.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+import pytest
+
+pytest.importorskip("pyspark", reason="the spark extra is not installed")
+
+from adult_files import arx_map  # noqa: E402
+
+import duckanon  # noqa: E402
+from duckanon import (  # noqa: E402
+    AlphaKAnonymity,
+    DistinctLDiversity,
+    EntropyLDiversity,
+    Hierarchy,
+    KAnonymity,
+    Policy,
+    PSensitiveKAnonymity,
+    RecursiveCLDiversity,
+    TCloseness,
+)
+from duckanon.datasets import adult_hierarchy_dir, load_adult  # noqa: E402
+from duckanon.engine import spark_engine  # noqa: E402
+from duckanon.engine.spark_engine import SparkEngine, spark_session  # noqa: E402
+from duckanon.errors import AnonymizationError, HierarchyError  # noqa: E402
+from duckanon.privacy.models import AlphaLDiversityKAnonymity  # noqa: E402
+from duckanon.release import read_release_info  # noqa: E402
+
+README = Path(__file__).parents[1] / "README.md"
+QUASI = ["sex", "age", "race", "marital-status", "education"]
+LEVELS = {"sex": 0, "age": 2, "race": 0, "marital-status": 1, "education": 1}
+HIERARCHIES = {q: Hierarchy.from_arx_csv(adult_hierarchy_dir() / f"{q}.csv") for q in QUASI}
+
+
+@pytest.fixture(scope="module")
+def adult(tmp_path_factory):
+    """Adult in DuckDB (table ``adult``), and the same records as a Parquet file."""
+    con = duckdb.connect()
+    load_adult(con, "adult")
+    path = tmp_path_factory.mktemp("adult") / "adult.parquet"
+    con.execute("COPY adult TO ? (FORMAT parquet)", [str(path)])
+    yield con, path
+    con.close()
+
+
+@pytest.fixture(scope="module")
+def spark():
+    session = spark_session("local[2]", **{"spark.sql.shuffle.partitions": "4", "spark.ui.enabled": "false"})
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="module")
+def on_spark(spark):
+    return duckanon.connect(SparkEngine(spark))
+
+
+@pytest.fixture(scope="module")
+def people(spark, adult):
+    return spark.read.parquet(str(adult[1]))
+
+
+def policy_of(models, sensitive=(), hierarchies=HIERARCHIES, **settings) -> Policy:
+    return Policy(quasi_identifiers=dict(hierarchies), models=list(models), sensitive=list(sensitive), others="drop",
+                  **{"suppression_limit": 0.05, **settings})
+
+
+def listing(report) -> pd.DataFrame:
+    frame = report.violations
+    return frame.sort_values(list(frame.columns)).reset_index(drop=True)
+
+
+def test_every_model_checks_as_on_duckdb(adult, on_spark, people):
+    con, _ = adult
+    occupations = sorted(con.execute("SELECT DISTINCT occupation FROM adult").df()["occupation"])
+    models = [KAnonymity(5), DistinctLDiversity("occupation", 3), EntropyLDiversity("occupation", 2.5),
+              RecursiveCLDiversity("occupation", 3, 3), AlphaKAnonymity("occupation", 0.5, 5),
+              PSensitiveKAnonymity("occupation", 3, 5), TCloseness("salary-class", 0.2),
+              TCloseness("education-num", 0.3, "ordered"),
+              AlphaLDiversityKAnonymity("occupation", 0.6, 2, 5, {v: 1 + i % 3 for i, v in enumerate(occupations)})]
+    policy = policy_of(models, ["occupation", "salary-class", "education-num"])
+    spark_report = on_spark.check(people, policy, LEVELS)
+    duck_report = duckanon.connect(con).check("adult", policy, LEVELS)
+    assert spark_report.summary() == duck_report.summary()
+    pd.testing.assert_frame_equal(listing(spark_report), listing(duck_report), check_dtype=False)
+    # k-anonymity's flags against pandas: a class violates it when it holds fewer than 5 records.
+    raw = con.execute("SELECT * FROM adult").df()
+    generalized = pd.DataFrame({a: raw[a].astype(str).map(arx_map(a, level)) for a, level in LEVELS.items()})
+    sizes = generalized.groupby(QUASI).size()
+    flagged = spark_report.violations[spark_report.violations.iloc[:, len(QUASI) + 1]]
+    assert int(flagged["size"].sum()) == int(sizes[sizes < 5].sum())
+
+
+@pytest.mark.parametrize("evaluator", ["memory", "sql"])
+def test_optimal_search_finds_duckdbs_optimum(adult, on_spark, people, evaluator):
+    con, _ = adult
+    quasi = QUASI[:3] if evaluator == "sql" else QUASI  # the SQL evaluator runs a Spark job per node
+    policy = policy_of([KAnonymity(5), TCloseness("salary-class", 0.3)], ["salary-class"],
+                       {q: HIERARCHIES[q] for q in quasi})
+    on_duckdb = duckanon.connect(con).search("adult", policy, evaluator=evaluator)
+    found = on_spark.search(people, policy, evaluator=evaluator)
+    assert found.best.node == on_duckdb.best.node and found.proven
+    assert found.best.suppressed == on_duckdb.best.suppressed
+    assert found.best.values["loss"] == pytest.approx(on_duckdb.best.values["loss"], rel=1e-12)
+
+
+def test_risk_equals_duckdbs(adult, on_spark, people):
+    con, _ = adult
+    policy = policy_of([KAnonymity(5)])
+    spark_risk = on_spark.risk(people, policy, LEVELS)
+    duck_risk = duckanon.connect(con).risk("adult", policy, LEVELS)
+    scalars = ["records", "classes", "highest_risk", "average_risk", "threshold", "records_below_threshold"]
+    assert [getattr(spark_risk, f) for f in scalars] == pytest.approx([getattr(duck_risk, f) for f in scalars])
+    pd.testing.assert_frame_equal(spark_risk.histogram, duck_risk.histogram, check_dtype=False)
+    # Against pandas: the histogram of class sizes of the generalized records.
+    raw = con.execute("SELECT * FROM adult").df()
+    sizes = pd.DataFrame({a: raw[a].astype(str).map(arx_map(a, level)) for a, level in LEVELS.items()}).groupby(
+        QUASI).size()
+    assert spark_risk.classes == len(sizes) and spark_risk.highest_risk == 1 / sizes.min()
+
+
+def test_mondrian_partition_equals_duckdbs(adult, on_spark, spark):
+    con, path = adult
+    people = spark.read.parquet(str(path))
+    people.createOrReplaceTempView("adult_people")
+    policy = Policy(quasi_identifiers={"age": None, "education-num": None, "sex": HIERARCHIES["sex"]},
+                    models=[KAnonymity(50)], others="drop")
+    on_duckdb = duckanon.connect(con).mondrian("adult", policy)
+    found = on_spark.mondrian("adult_people", policy)  # a table (view) of Spark's catalog
+    assert found.partitioning.partitions == on_duckdb.partitioning.partitions
+    assert found.metrics == pytest.approx(on_duckdb.metrics, rel=1e-12)
+
+
+@pytest.fixture(scope="module")
+def spark_release(adult, on_spark, tmp_path_factory):
+    _, path = adult
+    target = tmp_path_factory.mktemp("spark") / "adult_k5.parquet"
+    policy = policy_of([KAnonymity(5)], ["salary-class"])
+    result, release = on_spark.anonymize(str(path), policy, target)  # a Parquet path as the source
+    return result, release, target
+
+
+def test_spark_release_checked_with_pandas(adult, spark_release):
+    con, _ = adult
+    result, release, target = spark_release
+    released = pd.read_parquet(target)  # pyarrow skips _release_info.json and Spark's _SUCCESS
+    raw = con.execute("SELECT * FROM adult").df()
+    levels = dict(zip(result.attributes, result.best.node))
+    assert len(released) == len(raw) == release.records_out
+    suppressed = (released[QUASI] == "*").all(axis=1)
+    assert int(suppressed.sum()) == release.suppressed == result.best.suppressed
+    assert released[~suppressed].groupby(QUASI).size().min() >= 5
+    # The kept records are exactly generalizations of source records: by the ARX files, read with csv.
+    expected = pd.DataFrame({a: raw[a].astype(str).map(arx_map(a, level)) for a, level in levels.items()})
+    expected["salary-class"] = raw["salary-class"]
+    counts = expected.groupby(QUASI + ["salary-class"]).size()
+    kept = released[~suppressed].groupby(QUASI + ["salary-class"]).size()
+    difference = counts.sub(kept, fill_value=0)
+    assert (difference >= 0).all() and difference.sum() == release.suppressed
+    assert sorted(released["salary-class"]) == sorted(raw["salary-class"])
+    assert not {"fnlwgt", "occupation"} & set(released.columns)
+    info = json.loads((target / "_release_info.json").read_text())["release_info"]
+    assert info["tool"] == "duckanon" and int(info["suppressed_records"]) == release.suppressed
+    assert json.loads(info["transformation"]) == {"full-domain generalization": levels}
+
+
+def test_spark_release_equals_duckdbs(adult, spark_release, tmp_path):
+    con, _ = adult
+    result, _, target = spark_release
+    levels = dict(zip(result.attributes, result.best.node))
+    duckanon.connect(con).publish("adult", policy_of([KAnonymity(5)], ["salary-class"]), levels,
+                                  tmp_path / "d.parquet")
+    ours, theirs = pd.read_parquet(target), pd.read_parquet(tmp_path / "d.parquet")
+    assert list(ours.columns) == list(theirs.columns)
+    columns = list(theirs.columns)
+    pd.testing.assert_frame_equal(ours.sort_values(columns).reset_index(drop=True),
+                                  theirs.sort_values(columns).reset_index(drop=True), check_dtype=False)
+    assert read_release_info(target)["released_records"] == len(theirs)
+
+
+def test_a_failed_spark_publish_leaves_no_output_and_the_earlier_release(adult, on_spark, spark_release,
+                                                                      monkeypatch):
+    _, path = adult
+    _, _, target = spark_release
+    before = pd.read_parquet(target)
+    from duckanon.release import publish
+
+    def failing(*args, **kwargs):
+        raise publish.ReleaseCheckFailed("release check: simulated")
+
+    monkeypatch.setattr(publish, "verify_release", failing)
+    with pytest.raises(publish.ReleaseCheckFailed, match="simulated"):
+        on_spark.publish(str(path), policy_of([KAnonymity(5)], ["salary-class"]), LEVELS, target)
+    assert sorted(p.name for p in target.parent.iterdir()) == [target.name]  # no partial folder left
+    pd.testing.assert_frame_equal(pd.read_parquet(target), before)
+
+
+def test_spark_names_the_formats_it_writes(adult, on_spark, tmp_path):
+    _, path = adult
+    with pytest.raises(AnonymizationError, match=r"on spark, a release is written as parquet.*\.parquet path"):
+        on_spark.publish(str(path), policy_of([KAnonymity(5)]), LEVELS, tmp_path / "r.duckdb")
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_column_the_hierarchy_does_not_cover_fails_as_on_duckdb(adult, on_spark, spark):
+    con, _ = adult
+    frame = con.execute("SELECT * REPLACE (CASE WHEN age = 39 THEN 'unknown' ELSE CAST(age AS VARCHAR) END AS age) "
+                        "FROM adult").df()
+    con.register("odd_ages", frame)
+    spark.createDataFrame(frame).createOrReplaceTempView("odd_ages")
+    policy = policy_of([KAnonymity(5)])
+    with pytest.raises(HierarchyError) as on_duckdb:
+        duckanon.connect(con).check("odd_ages", policy, LEVELS)
+    with pytest.raises(HierarchyError) as found:
+        on_spark.check("odd_ages", policy, LEVELS)
+    assert str(found.value) == str(on_duckdb.value) and "'unknown'" in str(found.value)
+
+
+def test_without_pyspark_the_error_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pyspark", None)
+    monkeypatch.setitem(sys.modules, "pyspark.sql", None)
+    with pytest.raises(AnonymizationError, match=r'pip install "duckanon\[spark\]"'):
+        SparkEngine(object())
+
+
+def test_without_java_the_error_says_what_to_install(monkeypatch):
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setattr(spark_engine.shutil, "which", lambda name: None)
+    with pytest.raises(AnonymizationError, match="Java 17 or newer.*openjdk-17-jre-headless"):
+        spark_session("local[1]")
+
+
+def test_readme_spark_section_runs(adult, tmp_path):
+    """The README's Spark example, as written, in a Python of its own started in a folder holding adult.parquet (as a
+    user runs it: Spark resolves relative paths against the folder its JVM started in)."""
+    block = re.search(r"## On Apache Spark.*?```py\n(.*?)```", README.read_text(encoding="utf-8"), flags=re.S)
+    assert block is not None
+    (tmp_path / "adult.parquet").write_bytes(adult[1].read_bytes())
+    (tmp_path / "example.py").write_text(block.group(1), encoding="utf-8")
+    environment = {**os.environ, "PYTHONPATH": str(README.parent)}
+    finished = subprocess.run([sys.executable, "example.py"], cwd=tmp_path, env=environment, capture_output=True,
+                              text=True, timeout=600)
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    assert "released 30162 of 30162 records" in finished.stdout
+    released = pd.read_parquet(tmp_path / "adult_release.parquet")
+    assert len(released) == 30162
+    kept = released[(released[QUASI] != "*").any(axis=1)]
+    assert kept.groupby(QUASI).size().min() >= 5
