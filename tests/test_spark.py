@@ -261,3 +261,22 @@ def test_readme_spark_section_runs(adult, tmp_path):
     assert len(released) == 30162
     kept = released[(released[QUASI] != "*").any(axis=1)]
     assert kept.groupby(QUASI).size().min() >= 5
+
+
+def test_duckanon_report_reads_a_spark_release_folder(adult, spark_release, tmp_path):
+    """The command line's report takes the release folder Spark wrote, its source a Parquet file."""
+    con, path = adult
+    _, release, target = spark_release
+    output = tmp_path / "report.html"
+    finished = subprocess.run([sys.executable, "-m", "duckanon", "report", str(target), "--source", str(path),
+                               "--no-tables", "-o", str(output)], capture_output=True, text=True, timeout=600,
+                              env={**os.environ, "PYTHONPATH": str(README.parent)})
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    text = output.read_text(encoding="utf-8")
+    shown = re.search(r'data-figure="suppression.records">([\d,]+)<', text)
+    assert shown is not None and int(shown.group(1).replace(",", "")) == release.suppressed
+
+
+def test_storing_a_policy_on_spark_says_to_give_the_policy(on_spark):
+    with pytest.raises(AnonymizationError, match="give the Policy itself"):
+        on_spark.save_policy("adult_k5", policy_of([KAnonymity(5)]))

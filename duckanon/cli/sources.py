@@ -63,8 +63,9 @@ def open_source(text: str | None, table: str | None) -> Source:
 
 
 def existing_file(text: str) -> Path:
+    """A file, or a folder of Parquet parts (as Spark writes a data set or a release) named ``*.parquet``."""
     path = Path(text)
-    if not path.is_file():
+    if not path.is_file() and not (path.is_dir() and path.suffix.lower() == ".parquet"):
         raise AnonymizationError(f"no such file: {text!r}" + (" (it is a directory)" if path.is_dir() else ""))
     return path
 

@@ -198,7 +198,7 @@ class SparkEngine(Engine):
     def unregister(self, name: str) -> None:
         self.session.catalog.dropTempView(name)
 
-    def view(self, dataframe, name: str | None = None) -> exp.Table:
+    def _view(self, dataframe, name: str | None = None) -> exp.Table:
         """A Spark DataFrame readable as a table of this engine (a temporary view of the session)."""
         name = name or f"__duckanon_source_{next(_serial)}"
         dataframe.createOrReplaceTempView(name)
@@ -212,7 +212,7 @@ class SparkEngine(Engine):
         return {name: len(catalog.listColumns(f"{schema}.{name}")) for name in present}
 
     def native_relation(self, source: object) -> exp.Expression | None:
-        return self.view(source) if isinstance(source, _pyspark().DataFrame) else None
+        return self._view(source) if isinstance(source, _pyspark().DataFrame) else None
 
     def protected_paths(self, sources: Sequence[exp.Expression]) -> dict[str, str]:
         read = {table.name for source in sources for table in source.find_all(exp.Table)}
@@ -230,18 +230,23 @@ class SparkEngine(Engine):
             dataframe = reader.options(header=True, inferSchema=True, sep="\t" if kind == "tsv" else ",").csv(path)
         else:
             dataframe = reader.format(kind).load(path)
-        view = self.view(dataframe)
+        view = self._view(dataframe)
         self._files[view.name] = path
         return view
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
-        raise AnonymizationError("Spark has no transactions: this step must run on DuckDB")
+        raise AnonymizationError("Spark has no transactions, which storing a policy or a report's tables needs: do that "
+                                 "on DuckDB, and on Spark give the Policy itself")
         yield  # pragma: no cover  (a generator, as the interface's context manager)
 
     def close(self) -> None:
+        """Drop the temporary tables (and their files) and the views of sources; the session stays open."""
         for name in list(self._materialized):
             self._release(name)
+        for name in self._files:
+            self.session.catalog.dropTempView(name)
+        self._files.clear()
 
 
 def _temporary_table(statement: exp.Expression) -> bool:
