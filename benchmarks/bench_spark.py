@@ -455,8 +455,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", type=Path, default=DATA_DIR)
     parser.add_argument("--output", type=Path, default=RESULTS)
     parser.add_argument("--json", type=Path, default=None)
-    parser.add_argument("--notes", type=Path, default=None,
-                        help="a file of markdown bullets to add to the notes (what the figures show)")
     parser.add_argument("--child-output", type=Path, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--workdir", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -486,8 +484,9 @@ def main(argv: list[str] | None = None) -> int:
         f"occupation (ARX hierarchies), salary-class sensitive, others dropped, 5 % suppression; check at "
         f"{', '.join(f'{q} {l}' for q, l in LEVELS.items())}; Mondrian strict with age numeric.",
         "- wall s: one run each. tree CPU s: CPU of the process and all its descendants (Spark's JVM included). "
-        "peak MB: highest summed RSS of the process tree, sampled every 0.2 s during the step (the JVM keeps the "
-        "heap it grew, so later Spark steps start from an earlier step's high-water mark).",
+        "peak MB: highest summed RSS of the process tree, sampled every 0.2 s during the step; on Spark mostly the "
+        "JVM's heap, which grows towards the 8 GB driver memory before it collects and may give memory back between "
+        "steps, so it says how big the heap was let grow more than what the step needed.",
         "- jobs / shuffles / shuffle MB: Spark UI REST API, per job group: jobs of the step, completed stages with "
         "shuffle write > 0, and the sums of their shuffle write and read bytes.",
         "- agree: same check summary text, same best node and loss, same partitions and suppressed records (and "
@@ -499,8 +498,6 @@ def main(argv: list[str] | None = None) -> int:
     for r in results:
         if "load_average_end" in r:
             lines.append(f"- {r['engine']} {r['rows']:,}: load average at the end {r['load_average_end']}.")
-    if args.notes is not None:
-        lines += [line for line in args.notes.read_text().splitlines() if line.strip()]
     command = "python benchmarks/bench_spark.py " + " ".join(argv if argv is not None else sys.argv[1:])
     for r in results:  # the tracebacks stay in the JSON only
         for s in r["steps"]:
