@@ -182,3 +182,17 @@ def test_hostile_names_are_names(tmp_path):
     assert list(released.columns) == HOSTILE[1:]
     assert released.groupby(HOSTILE[1]).size().to_dict() == {"f": 2, "m": 2}
     assert con.execute("SELECT count(*) FROM x").fetchone() == (0,)
+
+
+def test_a_folder_reads_only_as_parquet_parts(con, tmp_path):
+    """A folder of Parquet parts (as Spark writes them) is a source; a folder named like another kind is refused."""
+    parts = tmp_path / "people.parquet"
+    parts.mkdir()
+    con.execute(f"COPY (SELECT * FROM people WHERE sex = 'f') TO '{parts / 'part-0.parquet'}' (FORMAT parquet)")
+    con.execute(f"COPY (SELECT * FROM people WHERE sex = 'm') TO '{parts / 'part-1.parquet'}' (FORMAT parquet)")
+    report = duckanon.connect(con).check(str(parts), policy(), {"sex": 0, "age": 2})
+    assert report.records == 6 and report.satisfied  # both parts read: 3 + 3 records, one class of each sex
+    folder = tmp_path / "people.csv"
+    folder.mkdir()
+    with pytest.raises(AnonymizationError, match=r"is a folder: DuckDB reads a folder only as Parquet parts"):
+        duckanon.connect(con).check(str(folder), policy(), {"sex": 0, "age": 2})

@@ -76,8 +76,8 @@ class Catalog:
     def stored(self, given: Mapping[str, Hierarchy | str]) -> dict[str, tuple[Hierarchy, exp.Table]]:
         """Each column's hierarchy (a Hierarchy, or a stored hierarchy's name) with the table that stores it.
 
-        An inline hierarchy gets the column's name (other characters than letters, digits and _ as _) unless a different hierarchy already holds it; an equal stored
-        one is reused rather than rewritten.  The stored tables it may reuse are read once, in one query."""
+        An inline hierarchy gets the column's name (characters other than letters, digits and _ made _) unless a
+        different hierarchy already holds it; an equal stored one is reused rather than rewritten.  The stored tables it may reuse are read once, in one query."""
         for column, hierarchy in given.items():
             if not isinstance(hierarchy, (Hierarchy, str)):
                 raise PolicyError(f"the hierarchy of {column!r} must be a Hierarchy or a stored hierarchy's name, "
@@ -108,10 +108,9 @@ class Catalog:
         if not names:
             return {}
         tables = {hierarchy_table(n).name: n for n in names}
-        listed = self.engine.table_widths(SCHEMA, list(tables))
-        if not listed:
+        widths = self.engine.table_widths(SCHEMA, list(tables))
+        if not widths:
             return {}
-        widths = listed
         widest = max(widths.values())
         reads = [exp.select(sb.lit(table).as_("__table", quoted=True),
                             *[sb.col(level_column(j)) if j < width else

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 from sqlglot import exp
 
+from ..errors import AnonymizationError
 from .base import Engine, Prepared, Statement
 
 
@@ -59,8 +60,13 @@ class DuckDBEngine(Engine):
                 **super().protected_paths(sources)}
 
     def read_file(self, path: str, kind: str) -> exp.Expression:
-        # A folder is a data set written in parts (as Spark writes Parquet): every file of the kind in it.
-        files = os.path.join(path, "*.parquet") if os.path.isdir(path) else path
+        files = path
+        if os.path.isdir(path):
+            # A folder is a data set written in parts, as Spark writes Parquet.
+            if kind != "parquet":
+                raise AnonymizationError(f"{path!r} is a folder: DuckDB reads a folder only as Parquet parts "
+                                         f"(name it *.parquet), or name one {kind} file in it")
+            files = os.path.join(path, "*.parquet")
         return exp.Table(this=exp.Anonymous(this=self._READERS[kind], expressions=[exp.Literal.string(files)]))
 
     def run_many(self, statement: exp.Expression, rows: Sequence[Sequence[object]]) -> None:

@@ -113,12 +113,13 @@ class SparkEngine(Engine):
             elif _renamed_temporary(statement, self._materialized):
                 folder = self._materialized[statement.this.name]
                 self._release(statement.this.name, keep_rows=True)
-                return [(self._keep(statement.args["actions"][0].this.name, folder),)]
+                self._keep(statement.args["actions"][0].this.name, folder)
+                return []
         if isinstance(statement, _PreparedTable):
             folder = self._scratch_folder(statement.table)
             self._sql(statement, parameters).write.parquet(folder)
             self._release(statement.table)
-            return [(self._keep(statement.table, folder),)]
+            return [(self._keep(statement.table, folder).count(),)]
         text = statement if isinstance(statement, Prepared) else statement.sql(dialect=self.dialect)
         return self._sql(text, parameters)
 
@@ -129,14 +130,14 @@ class SparkEngine(Engine):
         # Spark skips paths that start with _ or . as hidden.
         return f"{self.scratch.rstrip('/')}/{table.lstrip('_.')}-{uuid.uuid4().hex}"
 
-    def _keep(self, name: str, folder: str) -> int:
-        """A temporary table: rows computed once and written to ``folder``, then read as the view ``name``, its row
-        count returned.  Files, not a cached plan: a cached or checkpointed plan carries what Spark inferred of the
+    def _keep(self, name: str, folder: str):
+        """A temporary table: rows computed once and written to ``folder``, then read as the view ``name`` (returned
+        as a DataFrame).  Files, not a cached plan: a cached or checkpointed plan carries what Spark inferred of the
         plans it came from, which over Mondrian's rounds grows until planning alone exhausts the driver's memory."""
         frame = self.session.read.parquet(folder)
         frame.createOrReplaceTempView(name)
         self._materialized[name] = folder
-        return frame.count()
+        return frame
 
     def _release(self, name: str, *, keep_rows: bool = False) -> None:
         folder = self._materialized.pop(name, None)
@@ -190,9 +191,8 @@ class SparkEngine(Engine):
     def register(self, name: str, frame: pd.DataFrame) -> None:
         types = _pyspark().types
         schema = types.StructType([types.StructField(str(c), _spark_type(frame[c], types)) for c in frame.columns])
-        rows = [[None if (v is None or (isinstance(v, float) and np.isnan(v))) else
-                 (v.item() if isinstance(v, np.generic) else v) for v in row]
-                for row in frame.itertuples(index=False, name=None)]
+        # As Python objects (pandas boxes NumPy scalars) with None for missing values, which Spark's schema takes.
+        rows = frame.astype(object).where(frame.notna(), None).to_numpy().tolist()
         self.session.createDataFrame(rows, schema=schema).createOrReplaceTempView(name)
 
     def unregister(self, name: str) -> None:

@@ -497,9 +497,10 @@ class _ParquetFolder(_Writer):
         return reader
 
     def replace(self, partial, target):
-        # A folder cannot be renamed over another: the earlier release steps aside, then goes.
-        if target.exists() and not _is_release_folder(target):
-            raise AnonymizationError(f"{str(target)!r} exists and is not a release folder: choose another path")
+        # A folder cannot be renamed over another: the earlier release steps aside, then goes.  (A file at the target
+        # is replaced, as the other formats replace it; a folder that is no release was refused before any work.)
+        if target.is_dir() and not _is_release_folder(target):
+            raise AnonymizationError(f"{str(target)!r} is a folder but not a release: choose another path")
         former = target.with_name(f".{target.name}.replaced-{uuid.uuid4().hex}")
         if target.exists():
             os.replace(target, former)
