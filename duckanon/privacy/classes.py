@@ -63,9 +63,7 @@ class Classes:
 
     def source(self, alias: str) -> exp.Expression:
         """The relation under ``alias``, to select from."""
-        if isinstance(self.relation, exp.Query):
-            return self.relation.subquery(alias)
-        return exp.alias_(self.relation, alias, quoted=True)
+        return sb.derived(self.relation, alias)
 
     def sizes(self) -> exp.Select:
         """``__k… , __size``: one row per class."""

@@ -39,6 +39,19 @@ def table(name: str, schema: str | None = None, catalog: str | None = None) -> e
     )
 
 
+def derived(relation: exp.Expression, alias: str) -> exp.Expression:
+    """``relation`` under ``alias``, to select from: a table aliased, a query as a derived table.
+
+    A query that is already a derived table is re-aliased rather than wrapped: ``FROM ((SELECT …) AS a) AS b`` is
+    rejected by every DuckDB but 2.0.0.
+    """
+    while isinstance(relation, exp.Subquery) and not any(v for k, v in relation.args.items() if k not in ("this", "alias")):
+        relation = relation.this
+    if isinstance(relation, exp.Query):
+        return relation.subquery(alias)
+    return exp.alias_(relation, alias, quoted=True)
+
+
 def lit(value: object) -> exp.Expression:
     """A literal for a Python value (NULL for None)."""
     if value is None:
