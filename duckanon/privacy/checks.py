@@ -149,12 +149,14 @@ class DropFixedPoint:
         return int(engine.value(held) - before)
 
 
-def suppressed_class_violates(engine: Engine, classes: Classes,
-                              models: Sequence[PrivacyModel]) -> bool:
+def suppressed_class_violates(engine: Engine, classes: Classes, models: Sequence[PrivacyModel],
+                              verdicts: exp.Expression | None = None) -> bool:
     """Whether the records of the violating classes, replaced by one class of their own (every quasi-identifier
     ``*``, as replacement suppression publishes them), violate the models.  Every record stays in the table, so
-    models that compare with the whole table (t-closeness) see the same table as before."""
-    verdicts = class_verdicts(classes, models).subquery("v")
+    models that compare with the whole table (t-closeness) see the same table as before.  ``verdicts``: a table of
+    :func:`class_verdicts` of ``classes`` and ``models`` already computed (else it is computed here)."""
+    verdicts = (class_verdicts(classes, models) if verdicts is None else exp.select(exp.Star()).from_(verdicts)
+                ).subquery("v")
     flag = sb.col(VIOLATED, "v")
     starred_keys = [f"__starred{i}" for i in range(len(classes.keys))]
     starred = (exp.select(exp.Column(this=exp.Star(), table=sb.ident("r")), *[
@@ -184,6 +186,8 @@ class CheckReport:
     # Drop mode: of the violating records, those in classes that violate only against the records kept once the
     # others are dropped (models that compare with the whole table; see settle_drops).
     cascaded_records: int = 0
+    # Replace mode: the violating records, all quasi-identifiers '*', form one class that violates the policy itself.
+    replaced_class_violates: bool = False
 
     @property
     def satisfied(self) -> bool:
@@ -192,26 +196,35 @@ class CheckReport:
 
     @property
     def within_limit(self) -> bool:
-        """True when suppressing every violating class stays within the suppression limit."""
-        return self.violating_records <= self.allowed_suppressed
+        """True when suppressing every violating class stays within the suppression limit and, when suppressed
+        records are replaced, their own class satisfies the policy: what a search accepts and publishing releases."""
+        return self.violating_records <= self.allowed_suppressed and not self.replaced_class_violates
 
     def summary(self) -> str:
         share = f"{self.violating_records / self.records:.2%}"
         cascaded = (f", {self.cascaded_records} of them in classes that violate only against the records left once "
                     f"the others are dropped" if self.cascaded_records else "")
-        verdict = "holds" if self.satisfied else (
-            f"holds after suppressing {self.violating_records} records in {self.violating_classes} classes "
-            f"({share}{cascaded})" if self.within_limit else
-            f"fails: {self.violating_records} records in {self.violating_classes} classes violate it "
-            f"({share}{cascaded}; at most {self.allowed_suppressed} may be suppressed)")
+        if self.satisfied:
+            verdict = "holds"
+        elif self.within_limit:
+            verdict = (f"holds after suppressing {self.violating_records} records in {self.violating_classes} classes "
+                       f"({share}{cascaded})")
+        elif self.replaced_class_violates:
+            verdict = (f"fails: the {self.violating_records} records of the {self.violating_classes} violating "
+                       f"classes ({share}), suppressed with every quasi-identifier '*', would form a class that "
+                       f"violates it too (generalize further, or drop suppressed records)")
+        else:
+            verdict = (f"fails: {self.violating_records} records in {self.violating_classes} classes violate it "
+                       f"({share}{cascaded}; at most {self.allowed_suppressed} may be suppressed)")
         return f"{self.records} records in {self.classes} classes (smallest {self.smallest_class}); the policy {verdict}"
 
 
 def check(engine: Engine, classes: Classes, models: Sequence[PrivacyModel], *,
           key_names: Sequence[str], allowed_suppressed: int = 0, most_violations: int = 1000,
           drop: bool = False) -> CheckReport:
-    """How ``classes`` fare under ``models``.  ``drop``: suppressed records are dropped, not kept as replaced ones, so
-    the violating classes are those of drop mode's fixed point (:func:`settle_drops`)."""
+    """How ``classes`` fare under ``models``.  ``drop``: suppressed records are dropped, so the violating classes are
+    those of drop mode's fixed point (:func:`settle_drops`); otherwise they are replaced, and their own class must
+    satisfy the models too (:func:`suppressed_class_violates`)."""
     # The verdicts feed both the totals and the listing: computed once into a temporary table.
     verdicts = sb.table(f"__duckanon_verdicts_{next(_serial)}")
     engine.run(sb.create_table_as(verdicts, class_verdicts(classes, models), temporary=True))
@@ -226,7 +239,8 @@ def verdict_report(engine: Engine, verdicts: exp.Table, classes: Classes,
                    models: Sequence[PrivacyModel], *, key_names: Sequence[str], allowed_suppressed: int = 0,
                    most_violations: int = 1000, drop: bool = False) -> CheckReport:
     """The :class:`CheckReport` of ``verdicts``, a table of :func:`class_verdicts` of ``classes`` and ``models``; with
-    ``drop`` the table is first settled in place (:func:`settle_drops`), so it then marks what drop mode suppresses."""
+    ``drop`` the table is first settled in place (:func:`settle_drops`), so it then marks what drop mode suppresses;
+    without it, violating records within the limit are checked as the one class replacement makes of them."""
     cascaded = settle_drops(engine, classes, models, verdicts) if drop else 0
     size, violated = sb.col(SIZE), sb.col(VIOLATED)
 
@@ -253,6 +267,9 @@ def verdict_report(engine: Engine, verdicts: exp.Table, classes: Classes,
                           *[sb.col(verdict_column(i)).as_(model.describe(), quoted=True) for i, model in enumerate(models)])
                .from_(verdicts).where(violated).order_by(size, *[sb.col(k) for k in classes.key_columns])
                .limit(most_violations))
+    replaced_class_violates = (not drop and 0 < bad_records <= allowed_suppressed
+                               and suppressed_class_violates(engine, classes, models, verdicts))
     return CheckReport(records=records, classes=n_classes, smallest_class=smallest, violating_classes=bad_classes,
                        violating_records=bad_records, allowed_suppressed=allowed_suppressed, per_model=per_model,
-                       violations=engine.frame(listing), cascaded_records=cascaded)
+                       violations=engine.frame(listing), cascaded_records=cascaded,
+                       replaced_class_violates=replaced_class_violates)

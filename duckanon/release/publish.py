@@ -154,50 +154,20 @@ def suppress(engine: Engine, bound: BoundPolicy, generalized: exp.Table, tempora
 
     Dropped records leave the table: what is dropped is drop mode's fixed point
     (:func:`~duckanon.privacy.checks.settle_drops`), as checks and searches count it.  Replaced records form one class
-    of their own (every quasi-identifier ``*``), which must satisfy the policy too: while it does not, the smallest
-    kept classes join it.
+    of their own (every quasi-identifier ``*``), which must satisfy the policy too, as checks and searches require.
     """
     policy, quasi = bound.policy, bound.quasi_identifiers
-    models = policy.models
     dropping = policy.suppression == "drop"
     classes = Classes.of(generalized, quasi)
-    verdicts = temporaries.create(class_verdicts(classes, models))
-    report = verdict_report(engine, verdicts, classes, models, key_names=quasi,
+    verdicts = temporaries.create(class_verdicts(classes, policy.models))
+    report = verdict_report(engine, verdicts, classes, policy.models, key_names=quasi,
                             allowed_suppressed=bound.allowed_suppressed, drop=dropping)
     if not report.within_limit:
         raise PolicyNotSatisfied(report.summary(), report)
-    violating = exp.select(*classes.keys_of(), sb.col(SIZE)).from_(verdicts).where(sb.col(VIOLATED))
-    kept = engine.rows(exp.select(exp.func("COUNT", exp.Star())).from_(verdicts).where(sb.col(VIOLATED).not_()))[0][0]
-    absorbed = 0
-    while True:
-        # The suppressed classes: the violating ones, and the ``absorbed`` smallest kept ones (a new table each time
-        # rather than rows added: Spark's temporary tables take no INSERT).
-        keys = violating.copy()
-        if absorbed:
-            smallest = (exp.select(*classes.keys_of(), sb.col(SIZE)).from_(verdicts).where(sb.col(VIOLATED).not_())
-                        .order_by(sb.col(SIZE), *classes.keys_of()).limit(absorbed))
-            keys = exp.union(keys, exp.select(exp.Star()).from_(smallest.subquery("smallest")), distinct=False)
-        suppressed_keys = temporaries.create(keys)
-        final = _suppressed_query(generalized, bound.columns, quasi, suppressed_keys, policy.suppression)
-        suppressed = engine.rows(exp.select(exp.func("COALESCE", exp.func("SUM", sb.col(SIZE)),
-                                                     sb.lit(0))).from_(suppressed_keys))[0][0]
-        # Dropped records leave no class behind, and no kept class violates at the fixed point.
-        if suppressed == 0 or dropping:
-            break
-        after = Classes.of(final.subquery("final"), quasi)
-        if check(engine, after, models, key_names=quasi).satisfied:
-            break
-        # Replaced records form one all-'*' class that violates: the smallest kept classes join it, 1, 2, 4, … more.
-        if absorbed >= kept:
-            raise PolicyNotSatisfied(
-                "the suppressed records, all quasi-identifiers replaced by '*', still violate the policy with every "
-                "class suppressed: the table as a whole does not satisfy it", report)
-        absorbed = min(kept, absorbed * 2 + 1)
-    if suppressed > bound.allowed_suppressed:
-        raise PolicyNotSatisfied(
-            f"{report.summary()}; keeping the suppressed records' own class safe needs {suppressed} suppressed "
-            f"records, above the limit", report)
-    return report, final, int(suppressed)
+    suppressed_keys = temporaries.create(
+        exp.select(*classes.keys_of(), sb.col(SIZE)).from_(verdicts).where(sb.col(VIOLATED)))
+    final = _suppressed_query(generalized, bound.columns, quasi, suppressed_keys, policy.suppression)
+    return report, final, report.violating_records
 
 
 def _suppressed_query(generalized: exp.Table, columns: Sequence[str], quasi: Sequence[str], suppressed: exp.Table,
