@@ -172,21 +172,21 @@ class Anonymizer:
     def report(self, release: str | os.PathLike | Reportable, path: str | os.PathLike | None = None, *, source=None,
                policy: Policy | str | None = None, label: str | None = None, sampling_fraction: float | None = None,
                population=None, frontier: Sequence[object] | None = None, parameter: str = "k",
-               metric: str = "loss", threshold: float = 0.2, store_tables: bool = True) -> Path:
+               metric: str = "loss", threshold: float = 0.2, tables: str | os.PathLike | None = None) -> Path:
         """Write one self-contained HTML report on a release (a path, or what a publish returned) to ``path``
         (default: the release's path with ``.html``): its policy, transformation and suppression, re-identification
         risk (prosecutor; journalist and population uniqueness given ``sampling_fraction`` or a ``population``
         table), each attribute's distribution in ``source`` and release, classification accuracy for ``label``,
-        and, given ``frontier`` values of ``parameter``, the optimum's ``metric`` and risk for each.  The same
-        figures go into a DuckDB release as ``report_*`` tables unless ``store_tables`` is False.  See
-        :mod:`duckanon.report`."""
+        and, given ``frontier`` values of ``parameter``, the optimum's ``metric`` and risk for each.  Given
+        ``tables`` (a ``.duckdb`` path), the same figures go there as ``report_*`` tables; the release is only read.
+        See :mod:`duckanon.report`."""
         if isinstance(release, Reportable):
             return release.report(path, label=label, sampling_fraction=sampling_fraction, population=population,
                                   frontier=frontier, parameter=parameter, metric=metric, threshold=threshold,
-                                  store_tables=store_tables)
+                                  tables=tables)
         return report.report(self.workspace, release, path, source=source, policy=policy, label=label,
                              sampling_fraction=sampling_fraction, population=population, frontier=frontier,
-                             parameter=parameter, metric=metric, threshold=threshold, store_tables=store_tables)
+                             parameter=parameter, metric=metric, threshold=threshold, tables=tables)
 
     # --------------------------------------------------- the other algorithms
     def mondrian(self, source, policy: Policy | str, path: str | os.PathLike | None = None, *, relaxed: bool = False,

@@ -191,50 +191,69 @@ def test_bad_input_is_one_clear_error_and_writes_nothing(anon, folder, tmp_path,
         anon.report(reports["full-domain"][0], tmp_path / "report.txt")
 
 
-def test_figures_go_into_a_duckdb_release_and_leave_it_as_it_was(anon, tmp_path):
+def test_a_report_never_changes_a_release_and_its_tables_go_into_a_file_of_their_own(anon, tmp_path):
+    # The released table is named like a report table: an earlier report took it for a stale one and dropped it.
     policy = Policy(quasi_identifiers=hierarchies(["sex", "age", "race"]), models=[KAnonymity(10)],
                     sensitive=[LABEL], others="drop", suppression_limit=0.01)
-    result, release = anon.anonymize("sample", policy, tmp_path / "r.duckdb", table="people")
-
-    def contents():
-        con = duckdb.connect(str(release.path), read_only=True)
-        try:
-            return (con.sql("SELECT * FROM people ORDER BY ALL").df(), con.sql("SELECT * FROM release_info").df(),
-                    con.sql("SELECT * FROM people_classes ORDER BY ALL").df())
-        finally:
-            con.close()
-
-    before = contents()
-    release.report(tmp_path / "r.html", sampling_fraction=0.5, frontier=[2, 10])
-    after = contents()
-    for old, new in zip(before, after):
-        pd.testing.assert_frame_equal(old, new)
-    con = duckdb.connect(str(release.path), read_only=True)
+    result, release = anon.anonymize("sample", policy, tmp_path / "r.duckdb", table="report_people")
+    parquet = anon.publish("sample", policy, result.levels, tmp_path / "r.parquet")
+    csv = anon.publish("sample", policy, result.levels, tmp_path / "r.csv")
+    written = {r.path: r.path.read_bytes() for r in (release, parquet, csv)}
+    release.report(tmp_path / "r.html", sampling_fraction=0.5, frontier=[2, 10], tables=tmp_path / "figures.duckdb")
+    for other in (parquet, csv):
+        kind = other.path.suffix[1:]
+        other.report(tmp_path / f"{kind}.html", tables=tmp_path / f"{kind}.duckdb")
+    assert {path: path.read_bytes() for path in written} == written
+    assert not (tmp_path / "r.duckdb.wal").exists()
+    con = duckdb.connect(str(tmp_path / "figures.duckdb"), read_only=True)
     risk = con.sql("SELECT * FROM report_risk").df().set_index("measure")
     frontier_table = con.sql("SELECT * FROM report_frontier ORDER BY k").df()
     tables = {r[0] for r in con.sql("SELECT table_name FROM duckdb_tables()").fetchall()}
     con.close()
-    people = before[0]
+    people = released_frame(release.path)
     sizes = people.groupby(["sex", "age", "race"], dropna=False).size()
     assert risk.loc["highest prosecutor risk", "release"] == pytest.approx(1 / sizes.min())
     assert risk.loc["classes", "release"] == len(sizes)
     assert list(frontier_table["k"]) == [2, 10]
-    assert tables == {"people", "release_info", "report_metrics", "report_risk", "report_population_uniqueness",
-                      "report_class_sizes", "report_frontier"}
-    assert not (tmp_path / "r.duckdb.wal").exists()
-    # A later report without a frontier or a population leaves no table of the earlier one behind.
-    release.report(tmp_path / "again.html")
-    con = duckdb.connect(str(release.path), read_only=True)
-    tables = {r[0] for r in con.sql("SELECT table_name FROM duckdb_tables()").fetchall()}
-    con.close()
-    assert tables == {"people", "release_info", "report_metrics", "report_risk", "report_class_sizes"}
-    pd.testing.assert_frame_equal(contents()[0], before[0])
-    # Parquet releases have no room for the tables: the report says so and the file stays as it was.
-    parquet = anon.publish("sample", policy, result.levels, tmp_path / "r.parquet")
-    written = parquet.path.read_bytes()
-    page = parquet.report(tmp_path / "p.html").read_text()
-    assert parquet.path.read_bytes() == written
-    assert "stored only inside DuckDB releases" in page
+    assert tables == {"report_metrics", "report_risk", "report_population_uniqueness", "report_class_sizes",
+                      "report_frontier"}
+    with pytest.raises(AnonymizationError, match="is the release"):
+        release.report(tmp_path / "again.html", tables=release.path)
+    assert release.path.read_bytes() == written[release.path]
+
+
+def test_a_failed_report_leaves_no_file(anon, tmp_path, monkeypatch):
+    from duckanon.report import tables as report_tables
+    policy = Policy(quasi_identifiers=hierarchies(["sex", "race"]), models=[KAnonymity(5)], sensitive=[LABEL],
+                    others="drop")
+    _, release = anon.anonymize("sample", policy, tmp_path / "r.duckdb")
+    before = release.path.read_bytes()
+
+    def full_disk(figures, partial):
+        partial.write_bytes(b"half")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(report_tables, "write_tables", full_disk)
+    monkeypatch.setattr("duckanon.report.write_tables", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        release.report(tmp_path / "r.html", tables=tmp_path / "t.duckdb")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.duckdb"]
+    assert release.path.read_bytes() == before
+    with pytest.raises(AnonymizationError, match="does not exist"):
+        release.report(tmp_path / "missing" / "r.html")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.duckdb"]
+
+
+def test_values_that_look_like_mathtext_are_drawn_as_written(tmp_path):
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t AS SELECT CASE WHEN i % 2 = 0 THEN '$$' ELSE '$x^2$' END AS q, i % 3 AS s "
+                "FROM range(40) r(i)")
+    anon = duckanon.connect(con)
+    policy = Policy(quasi_identifiers={"q": Hierarchy.from_lists([["$$", "*"], ["$x^2$", "*"]])},
+                    models=[KAnonymity(5)], insensitive=["s"])
+    release = anon.publish("t", policy, {"q": 0}, tmp_path / "m.duckdb")
+    page = anon.report(release.path, tmp_path / "m.html", source="t").read_text()
+    assert "$x^2$" in page
 
 
 def test_journalist_risk_of_a_release_counts_its_classes_in_the_population(anon, adult, tmp_path):
@@ -244,11 +263,11 @@ def test_journalist_risk_of_a_release_counts_its_classes_in_the_population(anon,
     policy = Policy(quasi_identifiers=tree, models=[KAnonymity(5)], sensitive=[LABEL], others="drop",
                     suppression_limit=0.03)
     result, release = anon.anonymize("sample", policy, tmp_path / "s.duckdb", table="people")
-    release.report(tmp_path / "s.html", population="adult")
-    con = duckdb.connect(str(release.path), read_only=True)
+    release.report(tmp_path / "s.html", population="adult", tables=tmp_path / "figures.duckdb")
+    con = duckdb.connect(str(tmp_path / "figures.duckdb"), read_only=True)
     risk = con.sql("SELECT * FROM report_risk").df().set_index("measure")
-    people = con.sql("SELECT * FROM people").df()
     con.close()
+    people = released_frame(release.path)
     population = adult.sql("SELECT * FROM adult").df()
     maps = {q: {row[0]: row[result.levels[q]] for row in tree[q].rows} for q in quasi}
     recoded = pd.DataFrame({q: population[q].astype(str).map(maps[q]) for q in quasi})

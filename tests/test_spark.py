@@ -269,7 +269,7 @@ def test_duckanon_report_reads_a_spark_release_folder(adult, spark_release, tmp_
     _, release, target = spark_release
     output = tmp_path / "report.html"
     finished = subprocess.run([sys.executable, "-m", "duckanon", "report", str(target), "--source", str(path),
-                               "--no-tables", "-o", str(output)], capture_output=True, text=True, timeout=600,
+                               "-o", str(output)], capture_output=True, text=True, timeout=600,
                               env={**os.environ, "PYTHONPATH": str(README.parent)})
     assert finished.returncode == 0, finished.stderr[-3000:]
     text = output.read_text(encoding="utf-8")

@@ -249,9 +249,9 @@ def _report_options(parser: Parser) -> None:
                                                         "%(default)s)")
     parser.add_argument("--threshold", type=values.share, default=0.2, metavar="R",
                         help="a record is at risk when its risk exceeds R (default %(default)s)")
-    parser.add_argument("--no-tables", action="store_true",
-                        help="leave the release file as it is (by default a DuckDB release gets the figures as "
-                             "report_* tables)")
+    parser.add_argument("--tables", type=Path, metavar="FILE.duckdb",
+                        help="also write the figures as report_* tables into this DuckDB file (the release itself is "
+                             "never written to)")
 
 
 def _hierarchy_command(commands, name: str, help_text: str) -> Parser:

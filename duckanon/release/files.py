@@ -209,15 +209,32 @@ def _described(writer: _Writer, path: Path, table: str | None) -> dict:
 def write_atomically(path: Path, write: Callable[[Path], None]) -> None:
     """``write(temporary)`` beside ``path``, then rename it over ``path``: no partial file, an earlier one intact on
     failure."""
-    if path.is_dir():
-        raise AnonymizationError(f"{str(path)!r} is a directory: name a file in it")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.partial-{uuid.uuid4().hex}")
+    write_together({path: write})
+
+
+def write_together(writes: Mapping[Path, Callable[[Path], None]]) -> None:
+    """Each ``write(temporary)`` beside its path; only once all succeeded, each renamed over its path.  A failure
+    leaves no partial file and every earlier file intact."""
+    partials = {}
+    for path in writes:
+        if path.is_dir():
+            raise AnonymizationError(f"{str(path)!r} is a directory: name a file in it")
+        existing_folder(path)
+        partials[path] = path.with_name(f".{path.name}.partial-{uuid.uuid4().hex}")
     try:
-        write(partial)
-        os.replace(partial, path)
+        for path, write in writes.items():
+            write(partials[path])
+        for path, partial in partials.items():
+            os.replace(partial, path)
     finally:
-        partial.unlink(missing_ok=True)
+        for partial in partials.values():
+            partial.unlink(missing_ok=True)
+
+
+def existing_folder(path: Path) -> None:
+    """Refuse a path whose folder does not exist: a typo in a folder's name would otherwise create it silently."""
+    if not path.parent.is_dir():
+        raise AnonymizationError(f"the folder of {str(path)!r} does not exist: create it first, or name another path")
 
 
 # ---------------------------------------------------------------------------- the target
@@ -234,7 +251,7 @@ def _checked_target(engine: Engine, path: str | os.PathLike, sources: Iterable[e
         if target in (protected_path, protected_path.with_name(protected_path.name + ".wal")):
             raise AnonymizationError(f"release path {str(path)!r} is the {what}: publishing there would destroy "
                                      f"it; choose another file")
-    target.parent.mkdir(parents=True, exist_ok=True)
+    existing_folder(target)
     return target
 
 

@@ -3,7 +3,8 @@
 :func:`write_report` gathers the figures (:mod:`.figures`: risk under the prosecutor, journalist and marketer models
 with population uniqueness estimates, each attribute's distribution before and after, classification accuracy, the
 privacy/utility frontier), draws them (:mod:`.plots`, matplotlib from the ``report`` extra) and writes the page
-(:mod:`.render`).  The page is written under a temporary name and renamed into place: a failed report leaves nothing.
+(:mod:`.render`).  The page (and, when asked, a DuckDB file of the figures' tables) is written under a temporary name
+and renamed into place: a failed report leaves nothing.  The release is only read.
 """
 
 from __future__ import annotations
@@ -14,11 +15,11 @@ from pathlib import Path
 from ..declare.policy import Policy
 from ..encode.binding import Workspace
 from ..errors import AnonymizationError
-from ..release.files import write_atomically
+from ..release.files import write_together
 from . import plots
 from .figures import FrontierRequest, Population, ReportFigures, collect
 from .render import render
-from .tables import store
+from .tables import checked_tables_path, write_tables
 
 __all__ = ["FrontierRequest", "Population", "ReportFigures", "collect", "render", "report", "write_report"]
 HTML_SUFFIXES = (".html", ".htm")
@@ -27,31 +28,30 @@ HTML_SUFFIXES = (".html", ".htm")
 def write_report(workspace: Workspace, release_path: str | os.PathLike, output: str | os.PathLike, *,
                  source=None, policy: Policy | None = None, label: str | None = None,
                  population: Population | None = None, frontier: FrontierRequest | None = None,
-                 threshold: float = 0.2, store_tables: bool = True) -> Path:
-    """Write the report on the release at ``release_path`` to ``output`` (an ``.html`` file) and, unless
-    ``store_tables`` is False, its figures as ``report_*`` tables into a DuckDB release (:mod:`.tables`); see
+                 threshold: float = 0.2, tables: str | os.PathLike | None = None) -> Path:
+    """Write the report on the release at ``release_path`` to ``output`` (an ``.html`` file) and, given ``tables``
+    (a ``.duckdb`` path), its figures as ``report_*`` tables into that file (:mod:`.tables`); see
     :func:`.figures.collect` for the rest."""
     output = Path(output)
     if output.suffix.lower() not in HTML_SUFFIXES:
         raise AnonymizationError(f"report path {str(output)!r} must end in .html")
-    plots.require()  # a missing extra fails before anything is stored
+    tables = None if tables is None else checked_tables_path(Path(tables), Path(release_path))
+    plots.require()  # a missing extra fails before any work
     figures = collect(workspace, release_path, source=source, policy=policy, label=label, population=population,
                       frontier=frontier, threshold=threshold)
-    if store_tables:
-        workspace.announce(f"storing the figures' tables in {str(release_path)!r}")
-        unstored = store(figures)
-        if unstored is not None:
-            figures.notes.append(unstored)
-    workspace.announce(f"writing {str(output)!r}")
+    workspace.announce(f"writing {str(output)!r}" + ("" if tables is None else f" and {str(tables)!r}"))
     page = render(figures)
-    write_atomically(output, lambda partial: partial.write_text(page, encoding="utf-8"))
+    writes = {output: lambda partial: partial.write_text(page, encoding="utf-8")}
+    if tables is not None:
+        writes[tables] = lambda partial: write_tables(figures, partial)
+    write_together(writes)
     return output
 
 
 def report(workspace: Workspace, release_path: str | os.PathLike, output: str | os.PathLike | None = None, *,
            source=None, policy: Policy | str | None = None, label: str | None = None,
            sampling_fraction: float | None = None, population=None, frontier=None, parameter: str = "k",
-           metric: str = "loss", threshold: float = 0.2, store_tables: bool = True) -> Path:
+           metric: str = "loss", threshold: float = 0.2, tables: str | os.PathLike | None = None) -> Path:
     """:func:`write_report` with its options as plain values: ``source`` and ``population`` as any source (a table
     name, a data file, a relation), ``frontier`` the values of ``parameter`` to search the optimum under ``metric``
     for; ``output`` defaults to the release's path with ``.html``."""
@@ -69,5 +69,4 @@ def report(workspace: Workspace, release_path: str | os.PathLike, output: str | 
         raise AnonymizationError("frontier: give at least one value of the parameter")
     return write_report(workspace, release_path, output,
                         source=None if source is None else source_relation(engine, source), policy=policy,
-                        label=label, population=chosen, frontier=request, threshold=threshold,
-                        store_tables=store_tables)
+                        label=label, population=chosen, frontier=request, threshold=threshold, tables=tables)

@@ -21,8 +21,9 @@ def require():
     except ImportError as error:
         raise ImportError(f"the report's plots need matplotlib, part of duckanon's `report` extra: {EXTRA}") from error
     matplotlib.use("Agg")
+    # Labels are data: a value such as '$$' must be drawn as written, never parsed as mathtext.
     matplotlib.rcParams.update({"svg.fonttype": "none", "font.size": 9, "axes.spines.top": False,
-                                "axes.spines.right": False, "svg.hashsalt": "duckanon"})
+                                "axes.spines.right": False, "svg.hashsalt": "duckanon", "text.parse_math": False})
     import matplotlib.pyplot as plt
     return plt
 

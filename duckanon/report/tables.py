@@ -1,12 +1,13 @@
-"""The report's figures as tables inside a DuckDB release, for those who read it with SQL.
+"""The report's figures as tables in a DuckDB file of their own, for those who read them with SQL.
 
 Only aggregates go in: risk measures, class-size shares, population-uniqueness estimates, classification accuracy
-and the frontier, never a source value (the per-value distributions stay in the HTML, which the custodian keeps).
-The tables are replaced in one transaction on the release's file (an earlier report's ``report_*`` tables that this
-one lacks are dropped); its released table, views and ``release_info`` are not touched.  Parquet and CSV releases have no room for them.
+and the frontier, never a source value (the per-value distributions stay in the HTML).  The release itself is never
+written to: once verified, nothing of ours changes its bytes.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import duckdb
 import pandas as pd
@@ -14,11 +15,11 @@ from sqlglot import exp
 
 from ..engine import DuckDBEngine
 from ..errors import AnonymizationError
-from ..release.files import release_format
 from ..sqlgen import build as sb
 from .figures import ReportFigures
 
 PREFIX = "report_"
+SUFFIXES = (".duckdb", ".db")
 
 
 def report_tables(figures: ReportFigures) -> dict[str, pd.DataFrame]:
@@ -36,37 +37,22 @@ def report_tables(figures: ReportFigures) -> dict[str, pd.DataFrame]:
     return {PREFIX + name: frame for name, frame in tables.items() if len(frame.columns)}
 
 
-def store(figures: ReportFigures) -> str | None:
-    """Write the figures' tables into the release when it is a DuckDB file; None when stored, else why not."""
-    if release_format(figures.path) != "duckdb":
-        return (f"The figures' tables are stored only inside DuckDB releases; this one is "
-                f"{release_format(figures.path)}.")
+def checked_tables_path(path: Path, release: Path) -> Path:
+    """The tables file's path, refused before any work when it could not be one (or is the release itself)."""
+    if path.suffix.lower() not in SUFFIXES:
+        raise AnonymizationError(f"report tables path {str(path)!r} must end in .duckdb")
+    if path.resolve() == release.resolve():
+        raise AnonymizationError(f"report tables path {str(path)!r} is the release: a report never writes into it; "
+                                 f"name another file")
+    return path
+
+
+def write_tables(figures: ReportFigures, partial: Path) -> None:
+    """The figures' tables into a new DuckDB file at ``partial`` (renamed into place by the caller)."""
+    engine = DuckDBEngine(duckdb.connect(str(partial)))
     try:
-        connection = duckdb.connect(str(figures.path))
-    except duckdb.IOException as error:  # another process holds the file (a BI tool reading it)
-        return f"The figures' tables were not stored in the release: it could not be opened for writing ({error})."
-    engine = DuckDBEngine(connection)
-    tables = report_tables(figures)
-    try:
-        if figures.info["released_table"] in tables:
-            raise AnonymizationError(f"the release's table is named {figures.info['released_table']!r}, as one of "
-                                     f"the report's tables would be: its tables were not stored")
-        with engine.transaction():
-            # An earlier report's tables that this one has no figures for would contradict it: they go.
-            for stale in set(_stored(engine)) - set(tables):
-                engine.run(sb.drop("TABLE", sb.table(stale)))
-            for name, frame in tables.items():
-                with engine.registered(frame) as registered:
-                    engine.run(sb.create_table_as(sb.table(name), exp.select(exp.Star()).from_(registered),
-                                                  replace=True))
-    except duckdb.Error as error:
-        raise AnonymizationError(f"storing the report's tables in {str(figures.path)!r} failed: {error}") from error
+        for name, frame in report_tables(figures).items():
+            with engine.registered(frame) as registered:
+                engine.run(sb.create_table_as(sb.table(name), exp.select(exp.Star()).from_(registered)))
     finally:
         engine.close()
-    return None
-
-
-def _stored(engine: DuckDBEngine) -> list[str]:
-    catalog = exp.Table(this=exp.Anonymous(this="duckdb_tables", expressions=[]))
-    return [row[0] for row in engine.rows(exp.select(sb.col("table_name")).from_(catalog)
-                                          .where(exp.func("STARTS_WITH", sb.col("table_name"), sb.lit(PREFIX))))]
