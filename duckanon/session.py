@@ -172,21 +172,25 @@ class Anonymizer:
     def report(self, release: str | os.PathLike | Reportable, path: str | os.PathLike | None = None, *, source=None,
                policy: Policy | str | None = None, label: str | None = None, sampling_fraction: float | None = None,
                population=None, frontier: Sequence[object] | None = None, parameter: str = "k",
-               metric: str = "loss", threshold: float = 0.2, tables: str | os.PathLike | None = None) -> Path:
+               metric: str = "loss", threshold: float = 0.2, tables: str | os.PathLike | None = None,
+               custodian_view: bool = False) -> Path:
         """Write one self-contained HTML report on a release (a path, or what a publish returned) to ``path``
         (default: the release's path with ``.html``): its policy, transformation and suppression, re-identification
         risk (prosecutor; journalist and population uniqueness given ``sampling_fraction`` or a ``population``
         table), each attribute's distribution in ``source`` and release, classification accuracy for ``label``,
         and, given ``frontier`` values of ``parameter``, the optimum's ``metric`` and risk for each.  Given
         ``tables`` (a ``.duckdb`` path), the same figures go there as ``report_*`` tables; the release is only read.
-        See :mod:`duckanon.report`."""
+        The source's side shows only the release's own categories with small counts withheld, unless
+        ``custodian_view`` (the source's own values; the page then says it is not to be passed on).  See
+        :mod:`duckanon.report`."""
         if isinstance(release, Reportable):
             return release.report(path, label=label, sampling_fraction=sampling_fraction, population=population,
                                   frontier=frontier, parameter=parameter, metric=metric, threshold=threshold,
-                                  tables=tables)
+                                  tables=tables, custodian_view=custodian_view)
         return report.report(self.workspace, release, path, source=source, policy=policy, label=label,
                              sampling_fraction=sampling_fraction, population=population, frontier=frontier,
-                             parameter=parameter, metric=metric, threshold=threshold, tables=tables)
+                             parameter=parameter, metric=metric, threshold=threshold, tables=tables,
+                             custodian_view=custodian_view)
 
     # --------------------------------------------------- the other algorithms
     def mondrian(self, source, policy: Policy | str, path: str | os.PathLike | None = None, *, relaxed: bool = False,

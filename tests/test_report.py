@@ -5,6 +5,7 @@ narrow width go to the test's folder (``DUCKANON_REPORT_SCREENSHOTS`` names a fo
 
 from __future__ import annotations
 
+import html
 import os
 import re
 import shutil
@@ -19,7 +20,10 @@ import duckanon
 from duckanon import MDAV, EmpiricalSynthesis, Hierarchy, KAnonymity, Policy, datasets
 from duckanon.errors import AnonymizationError
 from duckanon.release.files import read_release_info
-from duckanon.utility.distributions import Bins
+from duckanon.report.figures import collect
+from duckanon.report.protected import NOT_SHOWN
+from duckanon.sqlgen import build as sb
+from duckanon.utility.distributions import MISSING, OTHERS, Bins
 from tests.browser import Browser
 
 pytest.importorskip("matplotlib")
@@ -27,7 +31,7 @@ pytest.importorskip("sklearn")
 
 QUASI = ["sex", "age", "race", "marital-status", "education", "native-country", "workclass", "occupation"]
 LABEL = "salary-class"
-FIGURE = re.compile(r'data-figure="([^"]+)">([^<]*)<')
+FIGURE = re.compile(r'data-figure="([^"]+)" data-value="([^"]*)"')
 
 
 @pytest.fixture(scope="module")
@@ -99,6 +103,8 @@ def released_frame(path: Path) -> pd.DataFrame:
     con = duckdb.connect()
     if path.suffix == ".parquet":
         return con.sql(f"SELECT * FROM read_parquet('{path}')").df()
+    if path.suffix == ".csv":
+        return pd.read_csv(path, dtype=str, keep_default_na=False)
     con.execute(f"ATTACH '{path}' AS r (READ_ONLY)")
     return con.sql(f'SELECT * FROM r."{info["released_table"]}"').df()
 
@@ -142,7 +148,7 @@ def test_report_renders_and_shows_the_right_figures(kind, reports, adult, browse
     assert int(figures["risk.records at risk (prosecutor).release"]) == at_risk
     share_in_small = float(source_sizes[source_sizes <= 1].sum() / len(source))
     assert number(figures["class_sizes.1.source"]) == pytest.approx(share_in_small, rel=1e-5, abs=1e-12)
-    assert {"logistic_regression", "decision_tree"} <= {key.split(".")[1] for key in figures
+    assert {"logistic regression", "decision tree"} <= {key.split(".")[1] for key in figures
                                                         if key.startswith("accuracy.")}
     if kind == "full-domain":
         assert number(figures["frontier.5.metric"]) == pytest.approx(info["metrics"]["loss"], rel=1e-5)
@@ -303,3 +309,50 @@ def test_without_the_report_extra_nothing_is_written(anon, tmp_path, monkeypatch
         release.report(tmp_path / "r.html")
     assert release.path.read_bytes() == before
     assert list(tmp_path.glob("*.html")) == [] and list(tmp_path.glob(".r.html*")) == []
+
+
+@pytest.mark.parametrize("suffix", [".duckdb", ".parquet", ".csv"])
+def test_a_report_shows_nothing_the_release_hides(suffix, tmp_path):
+    """The issue's probe: a unique zip 98765 and age 97, whose record the release drops, and exact ages where the
+    release shows decades.  The report's source side must show only the release's categories, small counts withheld;
+    the custodian's view shows the values and says on the page that it is not to be passed on."""
+    rng = np.random.default_rng(5)
+    frame = pd.DataFrame({"zip": rng.choice(["10001", "10002", "10003"], 300), "age": rng.integers(30, 40, 300),
+                          "illness": rng.choice(["flu", "cold"], 300)})
+    frame.loc[len(frame)] = ["98765", 97, "flu"]
+    con = duckdb.connect()
+    con.register("frame", frame)
+    con.execute("CREATE TABLE people AS SELECT * FROM frame")
+    anon = duckanon.connect(con)
+    policy = Policy(quasi_identifiers={"zip": Hierarchy.redaction(frame["zip"].unique()),
+                                       "age": Hierarchy.intervals(frame["age"].unique(), widths=[10, 100])},
+                    models=[KAnonymity(5)], insensitive=["illness"], suppression="drop", suppression_limit=0.01)
+    release = anon.publish("people", policy, {"zip": 0, "age": 1}, tmp_path / f"r{suffix}")
+    assert release.suppressed == 1
+    page = anon.report(release.path, tmp_path / "r.html", source="people", policy=policy).read_text()
+    # What a reader sees: the text of the page and of its charts (their labels are SVG text), not styles or paths.
+    seen = html.unescape(re.sub(r"<[^>]+>", " ", re.sub(r"<style>.*?</style>", "", page, flags=re.DOTALL)))
+    assert "98765" not in page
+    assert re.search(r"(?<![\d.,])97(?![\d.,])", seen) is None
+    figures = collect(anon.workspace, release.path, source=sb.table("people"), policy=policy)
+    released = released_frame(release.path)
+    for comparison in figures.comparisons:  # every category shown is one the release shows (or a pooled one)
+        assert set(comparison.original["value"]) <= set(released[comparison.attribute].astype(str)) | {
+            NOT_SHOWN, MISSING, OTHERS}, comparison.attribute
+    zips, ages = figures.comparisons
+    assert list(zips.original["value"]) == ["10001", "10002", "10003", NOT_SHOWN]
+    assert list(ages.original["value"]) == [*released["age"].unique(), NOT_SHOWN]  # one decade
+    assert np.isnan(zips.original["records"].iloc[-1]) and np.isnan(ages.original["records"].iloc[-1])
+    assert "Custodian" not in page and "withheld" in page
+    custodian = anon.report(release.path, tmp_path / "c.html", source="people", policy=policy,
+                            custodian_view=True).read_text()
+    assert "98765" in custodian
+    assert custodian.count("do not pass it on") >= 2 and "Custodian's report" in html.unescape(custodian)
+
+
+def test_small_counts_are_withheld_with_a_complement():
+    from duckanon.report.protected import withheld
+    shown = withheld(np.array([0.0, 3, 40, 12, 7]), 5)
+    assert list(np.isnan(shown)) == [False, True, False, False, True]  # 3 alone would follow from the total
+    assert list(np.isnan(withheld(np.array([2.0, 3, 40]), 5))) == [True, True, False]
+    assert not np.isnan(withheld(np.array([0.0, 5, 40]), 5)).any()

@@ -82,7 +82,7 @@ def test_perturbed_numbers_compare_over_the_same_bins(adult):
     released.execute("CREATE TABLE r AS SELECT age + 0.5 AS age FROM (SELECT * FROM range(30162)) t(i), "
                      "(SELECT 40 AS age)")
     comparison = compare(as_engine(adult), sb.table("adult"), as_engine(released), sb.table("r"), "age")
-    assert comparison.binned
+    assert comparison.aligned
     assert list(comparison.original["value"]) == list(comparison.released["value"])
     assert comparison.total_variation == pytest.approx(
         0.5 * np.abs(comparison.original["records"] / 30162 - comparison.released["records"] / 30162).sum())

@@ -242,7 +242,7 @@ def report(args: argparse.Namespace, console: Console) -> int:
     written = anon.report(release, output, source=source.relation, policy=policy, label=args.label,
                           sampling_fraction=args.sampling_fraction, population=population, frontier=frontier,
                           parameter=args.frontier_parameter, metric=args.metric, threshold=args.threshold,
-                          tables=args.tables)
+                          tables=args.tables, custodian_view=args.custodian_view)
     console.say(f"wrote the report on {release} to {written} ({console.seconds():.2f} s)")
     return OK
 

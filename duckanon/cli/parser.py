@@ -249,6 +249,10 @@ def _report_options(parser: Parser) -> None:
                                                         "%(default)s)")
     parser.add_argument("--threshold", type=values.share, default=0.2, metavar="R",
                         help="a record is at risk when its risk exceeds R (default %(default)s)")
+    parser.add_argument("--custodian-view", action="store_true",
+                        help="show the source's own values beside the release (by default the source is shown only "
+                             "in the release's categories, small counts withheld); the page says it is not to be "
+                             "passed on")
     parser.add_argument("--tables", type=Path, metavar="FILE.duckdb",
                         help="also write the figures as report_* tables into this DuckDB file (the release itself is "
                              "never written to)")

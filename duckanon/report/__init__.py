@@ -28,17 +28,18 @@ HTML_SUFFIXES = (".html", ".htm")
 def write_report(workspace: Workspace, release_path: str | os.PathLike, output: str | os.PathLike, *,
                  source=None, policy: Policy | None = None, label: str | None = None,
                  population: Population | None = None, frontier: FrontierRequest | None = None,
-                 threshold: float = 0.2, tables: str | os.PathLike | None = None) -> Path:
+                 threshold: float = 0.2, tables: str | os.PathLike | None = None,
+                 custodian_view: bool = False) -> Path:
     """Write the report on the release at ``release_path`` to ``output`` (an ``.html`` file) and, given ``tables``
     (a ``.duckdb`` path), its figures as ``report_*`` tables into that file (:mod:`.tables`); see
-    :func:`.figures.collect` for the rest."""
+    :func:`.figures.collect` for the rest (``custodian_view``: the source's own values, for the custodian only)."""
     output = Path(output)
     if output.suffix.lower() not in HTML_SUFFIXES:
         raise AnonymizationError(f"report path {str(output)!r} must end in .html")
     tables = None if tables is None else checked_tables_path(Path(tables), Path(release_path))
     plots.require()  # a missing extra fails before any work
     figures = collect(workspace, release_path, source=source, policy=policy, label=label, population=population,
-                      frontier=frontier, threshold=threshold)
+                      frontier=frontier, threshold=threshold, custodian_view=custodian_view)
     workspace.announce(f"writing {str(output)!r}" + ("" if tables is None else f" and {str(tables)!r}"))
     page = render(figures)
     writes = {output: lambda partial: partial.write_text(page, encoding="utf-8")}
@@ -51,7 +52,8 @@ def write_report(workspace: Workspace, release_path: str | os.PathLike, output: 
 def report(workspace: Workspace, release_path: str | os.PathLike, output: str | os.PathLike | None = None, *,
            source=None, policy: Policy | str | None = None, label: str | None = None,
            sampling_fraction: float | None = None, population=None, frontier=None, parameter: str = "k",
-           metric: str = "loss", threshold: float = 0.2, tables: str | os.PathLike | None = None) -> Path:
+           metric: str = "loss", threshold: float = 0.2, tables: str | os.PathLike | None = None,
+           custodian_view: bool = False) -> Path:
     """:func:`write_report` with its options as plain values: ``source`` and ``population`` as any source (a table
     name, a data file, a relation), ``frontier`` the values of ``parameter`` to search the optimum under ``metric``
     for; ``output`` defaults to the release's path with ``.html``."""
@@ -69,4 +71,5 @@ def report(workspace: Workspace, release_path: str | os.PathLike, output: str | 
         raise AnonymizationError("frontier: give at least one value of the parameter")
     return write_report(workspace, release_path, output,
                         source=None if source is None else source_relation(engine, source), policy=policy,
-                        label=label, population=chosen, frontier=request, threshold=threshold, tables=tables)
+                        label=label, population=chosen, frontier=request, threshold=threshold, tables=tables,
+                        custodian_view=custodian_view)

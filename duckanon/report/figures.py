@@ -9,6 +9,7 @@ classes) is listed in ``notes`` with the reason, never silently left out.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,9 +20,13 @@ from sqlglot import exp
 
 from ..declare.policy import SUPPRESSED, Policy
 from ..encode.binding import Workspace, bind
+from ..hierarchy.hierarchy import Hierarchy
 from ..errors import AnonymizationError
 from ..parameters import checked_number
-from ..privacy.models import KAnonymity
+from ..errors import PolicyError
+from ..privacy.checks import check
+from ..privacy.classes import Classes
+from ..privacy.models import KAnonymity, model_from_params
 from ..recode.generalization import FullDomainGeneralization
 from ..release.files import open_release
 from ..risk.counting import class_size_histogram, population_pairs, records
@@ -31,6 +36,7 @@ from ..search.run import frontier as optima_by_parameter
 from ..sqlgen import build as sb
 from ..utility.classification import classifier_accuracy, trained_on_release_accuracy
 from ..utility.distributions import Comparison, compare
+from . import protected
 
 QUASI_IDENTIFIER = "quasi-identifier"
 WEIGHT = "__duckanon_records"
@@ -72,8 +78,10 @@ class ReportFigures:
     accuracy: pd.DataFrame | None
     frontier: pd.DataFrame | None
     frontier_request: FrontierRequest | None
-    levels: pd.DataFrame | None  # attribute, level, highest
+    levels: pd.DataFrame | None  # attribute, level, highest, examples
     notes: list[str]
+    verdict: pd.DataFrame  # guarantee, holds (True, False, or None: not re-checked), how
+    custodian_view: bool = False  # the source's own values are shown: not to be passed on with the release
 
     @property
     def metrics(self) -> pd.DataFrame:
@@ -84,9 +92,11 @@ class ReportFigures:
 
 def collect(workspace: Workspace, release_path: str | os.PathLike, *, source: exp.Expression | None = None,
             policy: Policy | None = None, label: str | None = None, population: Population | None = None,
-            frontier: FrontierRequest | None = None, threshold: float = 0.2) -> ReportFigures:
+            frontier: FrontierRequest | None = None, threshold: float = 0.2,
+            custodian_view: bool = False) -> ReportFigures:
     """The figures of a report on the release at ``release_path``; ``source`` (a relation of ``workspace``'s engine)
-    adds the source's side, ``label`` classification accuracy, ``policy`` (with ``frontier``) the frontier."""
+    adds the source's side (:mod:`.protected`: nothing the release hides, unless ``custodian_view``), ``label``
+    classification accuracy, ``policy`` (with ``frontier``) the frontier and the hierarchies' labels."""
     announce = workspace.announce
     threshold = checked_number(threshold, "threshold", "report", low=0, high=1)
     announce(f"reading the release {str(release_path)!r}")
@@ -101,12 +111,20 @@ def collect(workspace: Workspace, release_path: str | os.PathLike, *, source: ex
             if missing:
                 raise AnonymizationError(f"the source lacks the release's quasi-identifiers {missing}: is it the "
                                          f"release's source?")
+        announce("re-checking the release's guarantees from the file")
+        verdict = _verdict(reader, released, quasi, info)
         announce("counting classes and estimating risk")
         risk, buckets = _risk(workspace, reader, released, source, quasi, info, policy, population, threshold, notes)
         announce("comparing each attribute's distribution")
-        shown = quasi or list(_perturbed(info))
-        comparisons = ([compare(workspace.engine, source, reader, released, a) for a in shown if a in released_columns]
-                       if source is not None else [])
+        shown = [a for a in quasi or list(_perturbed(info)) if a in released_columns]
+        hierarchies = _known_hierarchies(workspace, policy)
+        if source is None:
+            comparisons = []
+        elif custodian_view:
+            comparisons = [compare(workspace.engine, source, reader, released, a) for a in shown]
+        else:
+            comparisons = protected.comparisons(workspace, source, reader, released, shown, info, hierarchies,
+                                                threshold)
         if source is None:
             notes.append("No source was given: the report shows the release alone (no comparison with the original "
                          "data, no source risk, no classification accuracy or frontier).")
@@ -119,11 +137,50 @@ def collect(workspace: Workspace, release_path: str | os.PathLike, *, source: ex
         frontier_frame = None
         if frontier is not None:
             frontier_frame = _frontier(workspace, source, policy, frontier, info, threshold, notes)
-        levels = _levels(workspace, policy, info)
+        levels = _levels(hierarchies, info)
     finally:
         reader.close()
     return ReportFigures(Path(release_path), info, risk, buckets, comparisons, accuracy, frontier_frame,
-                         frontier, levels, notes)
+                         frontier, levels, notes, verdict, custodian_view)
+
+
+def _verdict(reader, released, quasi: list[str], info: dict) -> pd.DataFrame:
+    """Each guarantee the release claims, re-checked from the released rows alone (read from the file, not from
+    what publishing remembered): the record count, the suppression limit, and each privacy model."""
+    rows = []
+    counted = int(reader.value(exp.select(exp.func("COUNT", exp.Star())).from_(released)))
+    rows.append({"guarantee": f"{info['released_records']:,} records, as its release_info says",
+                 "holds": counted == info["released_records"], "how": f"{counted:,} rows counted in the file"})
+    policy = info.get("policy") or {}
+    if policy:
+        allowed = (policy["max_suppressed"] if policy.get("max_suppressed") is not None
+                   else math.floor(float(policy.get("suppression_limit") or 0) * info["source_records"]))
+        rows.append({"guarantee": f"at most {allowed:,} records suppressed",
+                     "holds": info["suppressed_records"] <= allowed,
+                     "how": f"{info['suppressed_records']:,} suppressed, as its release_info says"})
+    for described in policy.get("models") or []:
+        try:
+            model = model_from_params(described["model"], described["params"])
+        except (PolicyError, KeyError, TypeError) as error:
+            rows.append({"guarantee": described["model"], "holds": None, "how": f"not re-checked: {error}"})
+            continue
+        report = check(reader, Classes.of(released, quasi), [model], key_names=quasi)
+        rows.append({"guarantee": plain_model(model.name, model.params()), "holds": report.satisfied,
+                     "how": (f"every one of its {report.classes:,} classes re-checked from the file (smallest "
+                             f"{report.smallest_class:,} records)" if report.satisfied else
+                             f"{report.violating_classes:,} classes ({report.violating_records:,} records) violate it")})
+    if not policy.get("models"):
+        rows.append({"guarantee": "no class-based model", "holds": None,
+                     "how": "a perturbation publishes new values: its disclosure measures are below"})
+    return pd.DataFrame(rows)
+
+
+def plain_model(name: str, params: dict) -> str:
+    """A model in words a reader knows: ``k-anonymity with k = 5``, ``t-closeness of salary-class with t = 0.2``."""
+    shown = {k: v for k, v in params.items() if not isinstance(v, (dict, list)) and v is not None}
+    sensitive = shown.pop("sensitive", None)
+    settings = ", ".join(f"{k} = {v}" for k, v in shown.items())
+    return f"{name}{f' of {sensitive}' if sensitive else ''}{f' with {settings}' if settings else ''}"
 
 
 def _risk(workspace, reader, released, source, quasi, info, policy, population, threshold, notes):
@@ -207,8 +264,8 @@ def _perturbed(info: dict) -> dict[str, dict]:
 
 
 def _accuracy(workspace, reader, released, source, released_columns, shown, label, info) -> pd.DataFrame:
-    """Seed 000's measure (cross-validated accuracy on the source and on the release) and, for a perturbed release,
-    seed 004's (trained on the release, tested on the source); the features are the compared attributes, perturbed
+    """Cross-validated accuracy on the source and on the release (the measure of the seed papers' generalization
+    study) and, for a perturbed release, trained on the release and tested on the source (the perturbation study's); the features are the compared attributes, perturbed
     numbers as numbers and everything else as categories."""
     if label not in released_columns or label not in workspace.engine.columns(source):
         raise AnonymizationError(f"label {label!r} is not a column of both the source and the release (the "
@@ -218,14 +275,14 @@ def _accuracy(workspace, reader, released, source, released_columns, shown, labe
     columns = [sb.col(c) for c in [*features, label]]
     original = workspace.engine.frame(exp.select(*columns).from_(source))
     release = reader.frame(exp.select(*columns).from_(released))
-    measures = {"cross-validated on the source (seed 000)": lambda: classifier_accuracy(original, features, label,
-                                                                                        numeric=numeric),
-                "cross-validated on the release (seed 000)": lambda: classifier_accuracy(release, features, label,
-                                                                                         numeric=numeric)}
+    measures = {"cross-validated on the source": lambda: classifier_accuracy(original, features, label,
+                                                                             numeric=numeric),
+                "cross-validated on the release": lambda: classifier_accuracy(release, features, label,
+                                                                              numeric=numeric)}
     if info["kind"] == "perturbation":
-        measures["trained on the release, tested on the source (seed 004)"] = (
+        measures["trained on the release, tested on the source"] = (
             lambda: trained_on_release_accuracy(release, original, features, label, numeric=numeric))
-    return pd.DataFrame([{"classifier": name, "measure": measure, "accuracy": score}
+    return pd.DataFrame([{"classifier": name.replace("_", " "), "measure": measure, "accuracy": score}
                          for measure, scores in measures.items() for name, score in scores().items()])
 
 
@@ -248,16 +305,34 @@ def _frontier(workspace, source, policy, request, info, threshold, notes) -> pd.
     return pd.DataFrame(rows)
 
 
-def _levels(workspace, policy, info) -> pd.DataFrame | None:
-    """Each quasi-identifier's level and, where the policy's hierarchy is known, its highest."""
-    chosen = (info.get("transformation") or {}).get("full-domain generalization")
-    if not chosen:
-        return None
-    heights = {}
+def _known_hierarchies(workspace: Workspace, policy: Policy | None) -> dict[str, Hierarchy]:
+    """The policy's hierarchies that are known here (given, or stored in the workspace's catalog)."""
+    known = {}
     for attribute, hierarchy in (policy.quasi_identifiers.items() if policy is not None else ()):
         if isinstance(hierarchy, str):
             hierarchy = workspace.catalog.hierarchy(hierarchy)
         if hierarchy is not None:
-            heights[attribute] = hierarchy.levels - 1
+            known[attribute] = hierarchy
+    return known
+
+
+def _levels(hierarchies: dict[str, Hierarchy], info: dict) -> pd.DataFrame | None:
+    """Each quasi-identifier's level, its highest where the hierarchy is known, and labels that level releases."""
+    chosen = (info.get("transformation") or {}).get("full-domain generalization")
+    if not chosen:
+        return None
     return pd.DataFrame({"attribute": list(chosen), "level": list(chosen.values()),
-                         "highest": [heights.get(a) for a in chosen]})
+                         "highest": [hierarchies[a].levels - 1 if a in hierarchies else None for a in chosen],
+                         "example labels": [_examples(hierarchies.get(a), level) for a, level in chosen.items()]})
+
+
+def _examples(hierarchy: Hierarchy | None, level: int, most: int = 4) -> str:
+    """A few of the labels ``level`` releases (labels only: a hierarchy built from the data lists its values)."""
+    if hierarchy is None:
+        return ""
+    if level == 0:
+        return "the values themselves"
+    labels = list(dict.fromkeys(label for label in hierarchy.level_values(level) if label is not None))
+    if len(labels) > most:
+        labels = [labels[round(i * (len(labels) - 1) / (most - 1))] for i in range(most)] + ["…"]
+    return ", ".join(labels)

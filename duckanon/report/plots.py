@@ -52,19 +52,28 @@ def class_sizes(buckets: pd.DataFrame) -> str:
     return _svg(figure)
 
 
-def distribution(original: pd.DataFrame, released: pd.DataFrame, attribute: str, binned: bool) -> str:
-    """Records per value of one attribute: the source's and the release's bars over the same bins when ``binned``,
-    otherwise side by side (their values differ: generalized labels against original values)."""
+def distribution(original: pd.DataFrame, released: pd.DataFrame, attribute: str, aligned: bool,
+                 withheld_below: int | None = None) -> str:
+    """Records per value of one attribute.  ``aligned``: both sides over the same categories, drawn as pairs of bars
+    per category, a withheld source count (NaN) marked ``< k`` instead of a bar; otherwise side by side (the source's
+    own values against the release's labels)."""
     plt = require()
-    if binned:
-        figure, axes = plt.subplots(figsize=(6.4, 2.6))
-        x = np.arange(len(original))
-        axes.bar(x - 0.2, original["records"], width=0.4, color=SOURCE_COLOUR, label="source")
-        axes.bar(x + 0.2, released["records"].reindex(range(len(original)), fill_value=0), width=0.4,
-                 color=RELEASE_COLOUR, label="release")
-        axes.set_xticks(x, original["value"], rotation=60, ha="right")
-        axes.legend(frameon=False)
-        axes.set_ylabel("records")
+    if aligned:
+        count = len(original)
+        figure, axes = plt.subplots(figsize=(6.4, 0.9 + 0.3 * count))
+        y = np.arange(count)
+        source = original["records"].to_numpy(dtype=float)
+        axes.barh(y - 0.2, np.nan_to_num(source), height=0.4, color=SOURCE_COLOUR, label="source")
+        axes.barh(y + 0.2, released["records"].to_numpy(dtype=float), height=0.4, color=RELEASE_COLOUR,
+                  label="release")
+        for position in np.where(np.isnan(source))[0]:
+            axes.annotate(f"< {withheld_below}", (0, position - 0.2), xytext=(3, 0), textcoords="offset points",
+                          va="center", fontsize=7, color="#59636e")
+        axes.set_yticks(y, [_short(v) for v in original["value"]])
+        axes.invert_yaxis()
+        axes.set_xlabel("records")
+        # Above the bars, beside the title: inside the axes it would cover the longest bar.
+        axes.legend(frameon=False, fontsize=8, loc="lower right", bbox_to_anchor=(1, 1), ncols=2)
         axes.set_title(attribute, loc="left")
         return _svg(figure)
     height = 0.9 + 0.17 * max(len(original), len(released))

@@ -1,7 +1,7 @@
 """The report as one self-contained HTML file: inline CSS and SVG, no script, nothing fetched from a network.
 
-Every figure in a table cell carries ``data-figure="<section>.<name>"`` so that a test (or a reader's tool) finds the
-number the page shows; the numbers are written with enough digits to compare with an independent computation.
+Every figure carries ``data-figure="<section>.<name>"`` and its exact value in ``data-value`` so that a test (or a
+reader's tool) finds it; the page itself shows numbers for people (thousands separators, percentages).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import math
 import pandas as pd
 
 from . import plots
-from .figures import ReportFigures
+from .figures import ReportFigures, plain_model
 
 _STYLE = """
 :root { color-scheme: light; --ink: #1f2328; --muted: #59636e; --rule: #d1d9e0; --accent: #1f6feb; }
@@ -35,50 +35,81 @@ figcaption { color: var(--muted); font-size: .88em; }
 .note { background: #f6f8fa; border-left: 3px solid var(--rule); padding: 6px 12px; margin: 6px 0; }
 code { font-size: .9em; overflow-wrap: anywhere; }
 pre { overflow-x: auto; max-width: 100%; background: #f6f8fa; padding: 8px; font-size: .85em; }
+.verdict { border: 2px solid var(--rule); border-radius: 8px; padding: 10px 14px; margin: 14px 0; }
+.verdict.holds { border-color: #1a7f37; } .verdict.fails { border-color: #d1242f; background: #fff5f5; }
+.verdict p { margin: 4px 0; font-weight: 600; }
+.custodian { background: #9a6700; color: #fff; font-weight: 600; padding: 8px 14px; margin: 0 -20px 16px; }
+@media print { .custodian { position: fixed; top: 0; left: 0; right: 0; margin: 0; } main { padding-top: 56px; } }
 """
+
+
+CUSTODIAN = ("Custodian's view: this page shows the source's own values, which the release hides. Keep it with the "
+             "source; do not pass it on with the release.")
 
 
 def render(figures: ReportFigures) -> str:
     info = figures.info
-    body = [f"<h1>Release report: {_text(figures.path.name)}</h1>",
+    title = ("Custodian's report" if figures.custodian_view else "Release report") + f": {figures.path.name}"
+    body = ([f'<div class="custodian" role="alert">{_text(CUSTODIAN)}</div>'] if figures.custodian_view else []) + [
+            f"<h1>{_text(title)}</h1>",
             f'<p class="lead">{_text(info["kind"])} · table <code>{_text(info["released_table"])}</code> · written '
             f'{_text(info["created"])} UTC by duckanon {_text(info["tool_version"])}</p>',
-            _cards(figures), _policy(figures), _transformation(figures), _suppression(figures), _risk(figures),
-            _utility(figures), _frontier(figures)]
+            _verdict(figures), _cards(figures), _policy(figures), _transformation(figures), _suppression(figures),
+            _risk(figures), _utility(figures), _frontier(figures)]
     if figures.notes:
         body.append("<h2>What this report leaves out</h2>" + "".join(f'<p class="note">{_text(n)}</p>'
                                                                     for n in figures.notes))
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-            f"<title>Release report: {_text(figures.path.name)}</title><style>{_STYLE}</style></head>"
+            f"<title>{_text(title)}</title><style>{_STYLE}</style></head>"
             f"<body><main>{''.join(body)}</main></body></html>\n")
+
+
+def _verdict(figures: ReportFigures) -> str:
+    verdict = figures.verdict
+    checked = verdict[verdict["holds"].notna()]
+    failed = checked[~checked["holds"].astype(bool)]
+    if len(failed):
+        lead = (f"This release does not hold what it claims: {', '.join(failed['guarantee'])} "
+                f"{'fails' if len(failed) == 1 else 'fail'} when re-checked from the file.")
+    elif len(checked):
+        lead = "Every guarantee this release claims holds, re-checked from the released rows in the file."
+    else:
+        lead = "This release claims no guarantee that can be re-checked from its rows."
+    table = verdict.assign(holds=[{True: "holds", False: "FAILS"}.get(v, "not re-checked") for v in verdict["holds"]])
+    return (f'<section class="verdict {"fails" if len(failed) else "holds"}"><p>{_text(lead)}</p>'
+            + _table(table, "verdict") + "</section>")
 
 
 def _cards(figures: ReportFigures) -> str:
     info = figures.info
-    cards = [("records released", info["released_records"], "release.records"),
-             ("records suppressed", info["suppressed_records"], "release.suppressed"),
-             ("source records", info["source_records"], "source.records")]
+    cards = [("records released", info["released_records"], "release.records", _count),
+             ("records suppressed", info["suppressed_records"], "release.suppressed", _count),
+             ("source records", info["source_records"], "source.records", _count)]
     if figures.risk is not None:
         prosecutor = figures.risk.prosecutor("release")
-        cards += [("highest prosecutor risk", prosecutor["highest"], "release.highest_risk"),
-                  ("average prosecutor risk", prosecutor["average"], "release.average_risk")]
+        cards += [("highest prosecutor risk", prosecutor["highest"], "release.highest_risk", _percent),
+                  ("average prosecutor risk", prosecutor["average"], "release.average_risk", _percent)]
     return '<div class="cards">' + "".join(
-        f'<div class="card"><div class="value" data-figure="{key}">{_number(value)}</div>'
-        f'<div class="name">{_text(name)}</div></div>' for name, value, key in cards) + "</div>"
+        f'<div class="card"><div class="value" {_tag(key, value)}>{shown(value)}</div>'
+        f'<div class="name">{_text(name)}</div></div>' for name, value, key, shown in cards) + "</div>"
 
 
 def _policy(figures: ReportFigures) -> str:
     policy = figures.info.get("policy")
     if not policy:
         return "<h2>Policy</h2><p>The release records no privacy policy (a perturbation publishes new values).</p>"
-    columns = pd.DataFrame(policy["columns"]).rename(columns={"hierarchy": "hierarchy table"})
-    models = pd.DataFrame([{"model": m["model"], "sensitive": m["sensitive"],
-                            "parameters": json.dumps(m["params"], sort_keys=True)} for m in policy["models"]])
-    settings = {k: policy.get(k) for k in ("suppression", "suppression_limit", "max_suppressed", "others")}
-    return ("<h2>Policy</h2>" f"<p><strong>{_text(policy.get('description', ''))}</strong></p>"
-            + _table(models, "policy.models") + _table(columns, "policy.columns")
-            + "<p>" + ", ".join(f"{_text(k)}: <code>{_text(v)}</code>" for k, v in settings.items()) + "</p>")
+    columns = pd.DataFrame([{"column": c["column"], "role": c["role"], "hierarchy table": c.get("hierarchy") or ""}
+                            for c in policy["columns"]])
+    models = pd.DataFrame({"model": [plain_model(m["model"], m["params"]) for m in policy["models"]]})
+    limit = (f"at most {_count(policy['max_suppressed'])} records" if policy.get("max_suppressed") is not None else
+             f"at most {_percent(float(policy.get('suppression_limit') or 0))} of the records")
+    how = {"replace": "their quasi-identifiers replaced by *", "drop": "left out of the release"}.get(
+        policy.get("suppression"), "")
+    others = {"drop": "dropped", "insensitive": "released as they are", "error": "refused"}.get(policy.get("others"), "")
+    return ("<h2>Policy</h2>" + _table(models, "policy.models") + _table(columns, "policy.columns")
+            + f"<p>Records in classes that violate the policy are suppressed ({_text(how)}): {_text(limit)}. "
+            + (f"Columns the policy does not name are {_text(others)}." if others else "") + "</p>")
 
 
 def _transformation(figures: ReportFigures) -> str:
@@ -86,11 +117,14 @@ def _transformation(figures: ReportFigures) -> str:
     parts = ["<h2>Transformation</h2>"]
     if figures.levels is not None:
         levels = figures.levels
+        parts.append("<p>Each quasi-identifier is generalized to one level of its hierarchy (0: the value itself, "
+                     "higher levels: ever coarser labels, up to * at the top); a few labels of each chosen level "
+                     "show what the release holds.</p>")
         parts.append(_table(levels, "transformation.levels"))
         if levels["highest"].notna().all():
             height, top = int(levels["level"].sum()), int(levels["highest"].sum())
-            parts.append(f'<p>The transformation sits at height <span data-figure="transformation.height">{height}'
-                         f'</span> of <span data-figure="transformation.top">{top}</span> in the lattice of '
+            parts.append(f'<p>The transformation sits at height <span {_tag("transformation.height", height)}>{height}'
+                         f'</span> of <span {_tag("transformation.top", top)}>{top}</span> in the lattice of '
                          f"full-domain generalizations (0 releases every value as it is, {top} generalizes every "
                          f"attribute to its top).</p>")
             parts.append(_figure(plots.levels(list(levels["attribute"]), list(levels["level"]),
@@ -107,9 +141,9 @@ def _suppression(figures: ReportFigures) -> str:
     share = suppressed / source if source else 0.0
     mode = info.get("suppression")
     how = {"replace": "their quasi-identifiers replaced by *", "drop": "left out of the release"}.get(mode, "")
-    return (f"<h2>Suppression</h2><p><span data-figure=\"suppression.records\">{suppressed}</span> of {source} records "
-            f"(<span data-figure=\"suppression.share\">{_number(share)}</span>) were suppressed{', ' + how if how else ''}"
-            f".</p>")
+    return (f"<h2>Suppression</h2><p><span {_tag('suppression.records', suppressed)}>{_count(suppressed)}</span> of "
+            f"{_count(source)} records (<span {_tag('suppression.share', share)}>{_percent(share)}</span>) were "
+            f"suppressed{', ' + how if how else ''}.</p>")
 
 
 def _risk(figures: ReportFigures) -> str:
@@ -123,7 +157,7 @@ def _risk(figures: ReportFigures) -> str:
     parts.append("<p>Prosecutor: the attacker knows the target is in the data. Journalist: the attacker knows only "
                   "that the target is in the population. Marketer: the share of records an attacker who re-identifies "
                   "as many as possible gets right. A record is <em>at risk</em> when its risk exceeds the threshold "
-                  f"{_number(figures.risk.threshold)}.</p>")
+                  f"{_percent(figures.risk.threshold)}. Risks and shares are in percent.</p>")
     parts.append(_table(figures.risk.table(), "risk"))
     estimates = figures.risk.population_table()
     if estimates is not None:
@@ -141,19 +175,33 @@ def _risk(figures: ReportFigures) -> str:
 def _utility(figures: ReportFigures) -> str:
     parts = ["<h2>Utility</h2>"]
     if len(figures.metrics):
+        parts.append("<p>How much the release generalized (lower is better; shares in percent).</p>")
         parts.append(_table(figures.metrics, "metrics"))
     if figures.accuracy is not None:
-        parts.append("<h3>Classification accuracy</h3>" + _table(figures.accuracy, "accuracy"))
+        parts.append("<h3>Classification accuracy</h3><p>How well a classifier predicts the label from the "
+                     "released attributes, against the same on the source.</p>" + _table(figures.accuracy, "accuracy"))
+    if figures.comparisons:
+        parts.append("<h3>Each attribute, source beside release</h3>")
+        first = figures.comparisons[0]
+        if figures.custodian_view:
+            parts.append(f'<p class="note">{_text(CUSTODIAN)}</p>')
+        elif first.withheld_below is not None:
+            parts.append(f"<p>The source side is counted only over the release's own categories, and counts below "
+                         f"{first.withheld_below} are withheld (shown as “&lt; {first.withheld_below}”), as statistical "
+                         f"offices suppress small cells: the page shows nothing the release hides.</p>")
     for comparison in figures.comparisons:
         parts.append(f"<h3>{_text(comparison.attribute)}</h3>")
-        summary = (f"{comparison.original_distinct} distinct values in the source, {comparison.released_distinct} "
-                   f"in the release")
+        summary = (f"{_count(comparison.original_distinct)} distinct values in the source, "
+                   f"{_count(comparison.released_distinct)} in the release; the source side is counted "
+                   f"{_text(comparison.how)}")
         if comparison.total_variation is not None:
-            summary += (f"; total variation distance over the same bins <span data-figure=\"distribution."
-                        f"{_text(comparison.attribute)}.tv\">{_number(comparison.total_variation)}</span>")
+            key = f"distribution.{comparison.attribute}.tv"
+            summary += (f". Total variation distance between the two: <span {_tag(key, comparison.total_variation)}>"
+                        f"{_percent(comparison.total_variation)}</span> of the records would have to move to turn one "
+                        f"into the other")
         parts.append(f"<p>{summary}.</p>")
         parts.append(_figure(plots.distribution(comparison.original, comparison.released, comparison.attribute,
-                                                comparison.binned),
+                                                comparison.aligned, comparison.withheld_below),
                              f"Records per value of {comparison.attribute}: source and release."))
     return "".join(parts)
 
@@ -184,12 +232,13 @@ def _chosen_value(figures: ReportFigures) -> object | None:
 
 # ------------------------------------------------------------------------------------------------ pieces
 def _table(frame: pd.DataFrame, section: str) -> str:
-    """``frame`` as an HTML table; each numeric cell tagged ``section.<row key>.<column>``, the row key being the
-    first column's value."""
+    """``frame`` as an HTML table for people: headers without underscores, whole numbers with thousands
+    separators, shares in percent.  Each numeric cell is tagged ``section.<row key>.<column>`` (the row key being the
+    first column's value) with its exact value in ``data-value``."""
     key_column = frame.columns[0]
     numeric = [pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c])
                for c in frame.columns]
-    head = "".join(f'<th class="{"n" if n else ""}">{_text(c)}</th>' for c, n in zip(frame.columns, numeric))
+    head = "".join(f'<th class="{"n" if n else ""}">{_text(_words(c))}</th>' for c, n in zip(frame.columns, numeric))
     rows = []
     for record in frame.to_dict(orient="records"):
         key = record[key_column]
@@ -197,7 +246,7 @@ def _table(frame: pd.DataFrame, section: str) -> str:
         for column, is_number in zip(frame.columns, numeric):
             value = record[column]
             if is_number:
-                cells.append(f'<td class="n" data-figure="{_text(f"{section}.{key}.{column}")}">{_number(value)}</td>')
+                cells.append(f'<td class="n" {_tag(f"{section}.{key}.{column}", value)}>{_number(value)}</td>')
             else:
                 cells.append(f"<td>{_text('' if _missing(value) else value)}</td>")
         rows.append("<tr>" + "".join(cells) + "</tr>")
@@ -216,20 +265,46 @@ def _missing(value: object) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA
 
 
-def _number(value: object) -> str:
-    """Whole numbers as they are; others with 6 significant digits (enough to compare at rel 1e-5)."""
+def _tag(key: str, value: object) -> str:
+    """The attributes that let a test or a reader's tool find a figure and its exact value."""
+    value = value.item() if hasattr(value, "item") else value
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        value = int(value)  # a count held in a float column
+    exact = "" if _missing(value) else repr(value)
+    return f'data-figure="{_text(key)}" data-value="{_text(exact)}"'
+
+
+def _count(value: object) -> str:
+    return "–" if _missing(value) else f"{int(value):,}"
+
+
+def _percent(value: object) -> str:
+    """A share as a percentage with three significant digits (0 and 100 as they are)."""
     if _missing(value):
         return "–"
-    if isinstance(value, bool):
-        return str(value)
-    if isinstance(value, (int,)) or (isinstance(value, float) and value.is_integer() and abs(value) < 1e15):
-        return str(int(value))
+    percent = 100 * float(value)
+    return f"{percent:.0f} %" if percent in (0, 100) or percent >= 99.95 else f"{percent:.3g} %"
+
+
+def _number(value: object) -> str:
+    """Whole numbers with thousands separators, shares (0 to 1) in percent, others with four significant digits."""
+    if _missing(value):
+        return "–"
     if hasattr(value, "item"):
-        return _number(value.item())
-    return f"{value:.6g}"
+        value = value.item()
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int) or (isinstance(value, float) and value.is_integer() and abs(value) < 1e15):
+        return _count(value)
+    if 0 <= value <= 1:
+        return _percent(value)
+    return f"{value:,.4g}" if abs(value) < 1e4 else f"{value:,.0f}"
+
+
+def _words(value: object) -> str:
+    """Names as words: ``records_at_risk`` → ``records at risk``."""
+    return str(value).replace("_", " ")
 
 
 def _text(value: object) -> str:
     return html.escape(str(value))
-
-

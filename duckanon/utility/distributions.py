@@ -10,6 +10,7 @@ values and pool the rest.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -102,24 +103,51 @@ def value_counts(engine: Engine, relation: exp.Expression, column: str, *, bins:
     return frame.reset_index(drop=True)
 
 
+def spread_counts(engine: Engine, relation: exp.Expression, low: str, high: str, bins: Bins, *,
+                  whole: bool) -> pd.DataFrame:
+    """Records per bin when each record stands for a range ``low <= value <= high`` of its own (a generalized number
+    released with its bounds): a record's weight is spread evenly over its range, so a bin gets the share of the
+    range it covers (``whole``: whole numbers, the range being ``[low, high + 1)``).  Columns ``value`` (the bins'
+    labels) and ``records`` (fractions); records without bounds (suppressed, ``*``) are left out."""
+    lo, hi = sb.as_double(sb.col(low)), sb.as_double(sb.col(high))
+    end = hi + sb.lit(1) if whole else hi
+    edges = [(i, bins.low + i * bins.width, bins.low + (i + 1) * bins.width) for i in range(bins.count)]
+    branches = []
+    for i, left, right in edges:
+        overlap = exp.func("GREATEST", sb.lit(0), exp.func("LEAST", end.copy(), sb.lit(right))
+                           - exp.func("GREATEST", lo.copy(), sb.lit(left)))
+        # A range of one point (a float range low = high) falls wholly in the bin holding it.
+        point = exp.Case().when(exp.and_(lo.copy() >= sb.lit(left), lo.copy() < sb.lit(right)), sb.lit(1.0)) \
+            .else_(sb.lit(0.0))
+        share = exp.Case().when(end.copy() > lo.copy(), overlap / (end.copy() - lo.copy())).else_(point)
+        branches.append(exp.func("SUM", share).as_(f"b{i}"))
+    known = exp.and_(sb.col(low).is_(exp.Null()).not_(), sb.col(high).is_(exp.Null()).not_())
+    row = engine.rows(exp.select(*branches).from_(_from(relation)).where(known))[0]
+    return pd.DataFrame({"value": bins.labels(), "records": [float(v or 0.0) for v in row]})
+
+
 @dataclass(frozen=True)
 class Comparison:
-    """One attribute's distribution in the source and in the release, with the figures that summarize the change."""
+    """One attribute's distribution in the source and in the release, with the figures that summarize the change.
+
+    ``aligned``: both sides are counted over the same categories (bins or the release's labels), in the same order,
+    so the two compare bar by bar and :attr:`total_variation` is defined.  ``withheld_below``: source counts from 1 to
+    this minus 1 are withheld (NaN), as statistical offices suppress small cells; None when nothing is withheld."""
 
     attribute: str
     original: pd.DataFrame  # value, records
     released: pd.DataFrame  # value, records
-    binned: bool  # both sides counted over the source's bins (numbers in both)
+    aligned: bool
     original_distinct: int
     released_distinct: int
+    total_variation: float | None = None
+    withheld_below: int | None = None
+    how: str = ""  # how the source side was counted, for the reader
 
-    @property
-    def total_variation(self) -> float | None:
-        """Half the L1 distance between the two distributions, where both were counted over the same bins."""
-        if not self.binned:
-            return None
-        p = self.original["records"].to_numpy(dtype=float)
-        q = self.released["records"].to_numpy(dtype=float)
+    @staticmethod
+    def distance(original: Sequence[float], released: Sequence[float]) -> float:
+        """Half the L1 distance between two distributions over the same categories (counts, normalized here)."""
+        p, q = np.asarray(original, dtype=float), np.asarray(released, dtype=float)
         size = max(len(p), len(q))
         p, q = np.pad(p, (0, size - len(p))), np.pad(q, (0, size - len(q)))
         return float(0.5 * np.abs(p / max(p.sum(), 1) - q / max(q.sum(), 1)).sum())
@@ -127,7 +155,8 @@ class Comparison:
 
 def compare(original_engine: Engine, original: exp.Expression, released_engine: Engine, released: exp.Expression,
             attribute: str) -> Comparison:
-    """``attribute`` counted in the source (``original`` read by ``original_engine``) and in the release."""
+    """``attribute`` counted in the source (``original`` read by ``original_engine``) and in the release, the source
+    by its own values: what only the custodian may see."""
     numbers = is_numeric(original_engine, original, attribute)
     bins = bins_for(original_engine, original, attribute) if numbers else None
     shared = None  # the bins both sides are counted over, where both hold numbers
@@ -135,9 +164,12 @@ def compare(original_engine: Engine, original: exp.Expression, released_engine: 
         shared = bins or _covering_bins(original_engine, original, released_engine, released, attribute)
     original_counts = value_counts(original_engine, original, attribute, bins=shared or bins)
     released_counts = value_counts(released_engine, released, attribute, bins=shared)
-    return Comparison(attribute, original_counts, released_counts, binned=shared is not None,
-                      original_distinct=_distinct(original_engine, original, attribute),
-                      released_distinct=_distinct(released_engine, released, attribute))
+    distance = (Comparison.distance(original_counts["records"], released_counts["records"])
+                if shared is not None else None)
+    return Comparison(attribute, original_counts, released_counts, aligned=shared is not None,
+                      original_distinct=distinct_values(original_engine, original, attribute),
+                      released_distinct=distinct_values(released_engine, released, attribute),
+                      total_variation=distance, how="the source's own values")
 
 
 def _covering_bins(original_engine: Engine, original: exp.Expression, released_engine: Engine,
@@ -157,6 +189,6 @@ def _from(relation: exp.Expression) -> exp.Expression:
     return relation.subquery("r") if isinstance(relation, exp.Select) else relation
 
 
-def _distinct(engine: Engine, relation: exp.Expression, column: str) -> int:
+def distinct_values(engine: Engine, relation: exp.Expression, column: str) -> int:
     return int(engine.value(exp.select(exp.func("COUNT", exp.Distinct(expressions=[sb.col(column)])))
                             .from_(_from(relation))))
