@@ -12,14 +12,17 @@ import subprocess
 import sys
 import textwrap
 import threading
+from pathlib import Path
 
 import duckdb
 import pandas as pd
 import pytest
+from sqlglot import exp
 
 import duckanon
 from duckanon import AnonymizationError, Hierarchy, KAnonymity, Policy
-from duckanon.release.files import INFO_COLUMNS, read_release_info
+from duckanon.release.files import INFO_COLUMNS, open_release, read_release_info
+from duckanon.sqlgen import build as sb
 
 PEOPLE = pd.DataFrame({"name": [f"person {i}" for i in range(400)], "age": [20 + i % 40 for i in range(400)],
                        "disease": [["flu", "cold", "asthma"][i % 3] for i in range(400)]})
@@ -257,6 +260,49 @@ def test_a_csv_whose_info_file_does_not_match_is_refused(tmp_path, frame_anon):
         read_release_info(target)
 
 
+@pytest.mark.parametrize("name", ["r.csv", "r.parquet", "r.duckdb"])
+def test_a_replacement_stopped_at_any_rename_leaves_a_whole_release(tmp_path, frame_anon, name, monkeypatch):
+    """A kill between the renames of a replacement (simulated: the n-th rename is interrupted, and nothing after it
+    runs) leaves at the path a release that reads whole: the earlier one or the new one, never a mismatched pair
+    (a CSV beside the other release's info was refused, so the earlier release was lost)."""
+    import duckanon.release.files as files
+
+    expected = {}
+    for level in (1, 2):
+        (tmp_path / f"level{level}").mkdir()
+        frame_anon.publish("frame", POLICY, {"age": level}, tmp_path / f"level{level}" / name, table="people")
+        expected[level] = sorted(released_ages(tmp_path / f"level{level}" / name))
+    target, real_replace = tmp_path / name, os.replace
+    for step in range(4):
+        frame_anon.publish("frame", POLICY, {"age": 1}, target, table="people")
+        done = []
+
+        def interrupted(source, destination, done=done, step=step):
+            if len(done) == step:
+                raise KeyboardInterrupt("killed between renames")
+            real_replace(source, destination)
+            done.append(destination)
+
+        monkeypatch.setattr(files.os, "replace", interrupted)
+        try:
+            frame_anon.publish("frame", POLICY, {"age": 2}, target, table="people")
+        except KeyboardInterrupt:
+            pass
+        finally:
+            monkeypatch.setattr(files.os, "replace", real_replace)
+        assert sorted(released_ages(target)) in (expected[1], expected[2]), (name, step)
+    assert sorted(released_ages(target)) == expected[2]  # the last step let the publish finish
+    assert [p.name for p in tmp_path.iterdir() if ".partial-" in p.name] == []
+
+
+def released_ages(path) -> list[str]:
+    reader, info = open_release(path)
+    try:
+        return [r[0] for r in reader.rows(exp.select(sb.col("age")).from_(sb.table(info["released_table"])))]
+    finally:
+        reader.close()
+
+
 # ------------------------------------------------------------------ fault 7: cursors, partials
 def test_two_publishes_through_cursors_of_one_connection_do_not_collide(tmp_path, frame_anon):
     frame_anon.add_hierarchy("age", AGES)  # stored once: both publishes read it
@@ -383,3 +429,51 @@ def test_a_release_that_fails_its_check_raises_the_check_error_and_the_cli_exits
         frame_anon.publish("frame", POLICY, {"age": 1}, tmp_path / "r.duckdb", table="people")
     assert exit_code(failed.value) == 3
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_release_folder_is_swapped_in_one_rename_whatever_step_is_interrupted(tmp_path, monkeypatch):
+    """Spark's releases are folders, which cannot be renamed over one another: the path is a link to a hidden folder,
+    swapped in one rename.  Interrupting the replacement at each of its steps leaves the earlier or the new release at
+    the path (the earlier folder used to step aside first, and a kill then left no release there)."""
+    import duckanon.release.files as files
+
+    def made(name: str, marker: str) -> Path:
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / files.FOLDER_INFO).write_text(marker)
+        (folder / "part-0.parquet").write_text(marker)
+        return folder
+
+    def shown(target: Path) -> str:
+        assert files._is_release_folder(target)
+        return (target / files.FOLDER_INFO).read_text()
+
+    target = tmp_path / "release"
+    files._FOLDER.replace(made(".release.partial-1", "first"), target)
+    assert shown(target) == "first" and target.is_symlink()
+    real = {"replace": os.replace, "symlink": os.symlink}
+    for step in range(4):
+        generation = f"new {step}"
+        calls = []
+
+        def interrupted(kind, *args, calls=calls, step=step):
+            if len(calls) == step:
+                raise KeyboardInterrupt("killed")
+            calls.append(kind)
+            real[kind](*args)
+
+        monkeypatch.setattr(files.os, "replace", lambda *a: interrupted("replace", *a))
+        monkeypatch.setattr(files.os, "symlink", lambda *a: interrupted("symlink", *a))
+        before = shown(target)
+        try:
+            files._FOLDER.replace(made(f".release.partial-{step + 2}", generation), target)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            monkeypatch.setattr(files.os, "replace", real["replace"])
+            monkeypatch.setattr(files.os, "symlink", real["symlink"])
+        assert shown(target) in (before, generation), step
+    assert shown(target) == "new 3"
+    # Once the earlier release is replaced, its folder is gone; only the linked one stays.
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".release.release-")) == [
+        target.resolve().name]

@@ -244,11 +244,12 @@ def _checked_target(engine: Engine, path: str | os.PathLike, sources: Iterable[e
         # DuckDB reads a backslash as a path separator: the file would land at another path than the one named.
         raise AnonymizationError(f"release path {str(path)!r} holds a backslash, which DuckDB reads as a directory "
                                  f"separator: choose a name without one")
-    target = Path(path).resolve()
+    # The path itself, not what a link there points to: a Spark release's path is a link that a new release swaps.
+    target = Path(path).absolute().parent.resolve() / Path(path).name
     protected = engine.protected_paths(sources)
     for protected_path, what in protected.items():
         protected_path = Path(protected_path).resolve()
-        if target in (protected_path, protected_path.with_name(protected_path.name + ".wal")):
+        if target.resolve() in (protected_path, protected_path.with_name(protected_path.name + ".wal")):
             raise AnonymizationError(f"release path {str(path)!r} is the {what}: publishing there would destroy "
                                      f"it; choose another file")
     existing_folder(target)
@@ -256,13 +257,16 @@ def _checked_target(engine: Engine, path: str | os.PathLike, sources: Iterable[e
 
 
 def _remove_stale_partials(target: Path) -> None:
-    """Partial files of publishes to this target whose process is gone (killed before it could clean up)."""
-    prefix = f".{target.name}.partial-"
+    """Partial files of publishes to this target whose process is gone (killed before it could clean up), and
+    release folders (of Spark releases) that the path no longer links to."""
+    prefixes = (f".{target.name}.partial-", f".{target.name}.release-")
+    current = target.resolve() if target.is_symlink() else None
     with contextlib.suppress(FileNotFoundError):
         for entry in os.scandir(target.parent):
-            name = entry.name.removesuffix(".wal").removesuffix(INFO_SUFFIX)
-            found = _PARTIAL.search(name)
-            if not name.startswith(prefix) or not found or _alive(int(found.group(1))):
+            name = entry.name.removesuffix(".wal").removesuffix(INFO_SUFFIX).removesuffix(".link")
+            found = _PARTIAL.search(name.replace(".release-", ".partial-"))
+            if (not name.startswith(prefixes) or not found or _alive(int(found.group(1)))
+                    or Path(entry.path).resolve() == current):
                 continue
             _remove_files(Path(entry.path))
 
@@ -514,18 +518,40 @@ class _ParquetFolder(_Writer):
         return reader
 
     def replace(self, partial, target):
-        # A folder cannot be renamed over another: the earlier release steps aside, then goes.  (A file at the target
-        # is replaced, as the other formats replace it; a folder that is no release was refused before any work.)
-        if target.is_dir() and not _is_release_folder(target):
+        # A folder cannot be renamed over another, so the path is a symbolic link to a hidden folder beside it, and a
+        # new release swaps the link in one rename: a kill leaves the earlier release or the new one at the path.
+        if target.is_dir() and not target.is_symlink() and not _is_release_folder(target):
             raise AnonymizationError(f"{str(target)!r} is a folder but not a release: choose another path")
-        former = target.with_name(f".{target.name}.replaced-{uuid.uuid4().hex}")
-        if target.exists():
-            os.replace(target, former)
-        os.replace(partial, target)
-        _remove_files(former)
+        folder = target.with_name(f".{target.name}.release-{os.getpid()}-{uuid.uuid4().hex}")
+        link = target.with_name(f"{partial.name}.link")
+        earlier = target.resolve() if target.is_symlink() else None
+        os.replace(partial, folder)
+        try:
+            os.symlink(folder.name, link)
+            if target.is_dir() and not target.is_symlink():
+                # A release folder written before releases were links: it steps aside for the one rename.
+                former = target.with_name(f".{target.name}.replaced-{uuid.uuid4().hex}")
+                os.replace(target, former)
+                earlier = former
+            os.replace(link, target)
+        except BaseException:
+            _remove_files(link, folder)
+            raise
+        if earlier is not None and earlier != folder:
+            _remove_files(earlier)
+
+    def remove(self, partial):
+        _remove_files(partial, partial.with_name(f"{partial.name}.link"))
 
 
 class _CsvFile(_Writer):
+    """A CSV file and its ``.json`` (column types, the CSV's SHA-256, the info).
+
+    Two files cannot be renamed at once, so replacing a release goes through a companion that describes both the new
+    CSV and the earlier one (``previous``): first that companion goes into place (the earlier CSV still reads, as
+    ``previous``), then the new CSV, then the new companion alone.  A kill at any point leaves a release that reads
+    whole, the earlier or the new one."""
+
     def write(self, engine, partial, content, info):
         engine.run(exp.Copy(this=content.query.subquery(), kind=False, files=[sb.lit(str(partial))], params=[
             exp.CopyParameter(this=exp.var("FORMAT"), expression=exp.var("csv")),
@@ -538,11 +564,40 @@ class _CsvFile(_Writer):
     def companions(self, path):
         return [path.with_name(path.name + INFO_SUFFIX)]
 
+    def replace(self, partial, target):
+        [companion], [final] = self.companions(partial), self.companions(target)
+        earlier = self._generation(target) if target.is_file() and final.is_file() else None
+        if earlier is not None:
+            both = {**json.loads(companion.read_text(encoding="utf-8")), "previous": earlier}
+            self._bridge(partial).write_text(json.dumps(both, indent=1), encoding="utf-8")
+            os.replace(self._bridge(partial), final)
+        os.replace(partial, target)
+        os.replace(companion, final)
+
+    def remove(self, partial):
+        _remove_files(partial, *self.companions(partial), self._bridge(partial))
+
+    def _bridge(self, partial: Path) -> Path:
+        """The companion describing both the new CSV and the earlier one, while one replaces the other."""
+        return partial.with_name(partial.name + ".bridge" + INFO_SUFFIX)
+
+    def _generation(self, path: Path) -> dict | None:
+        """What the companion says of the CSV at ``path`` now (itself or its ``previous``); None if neither matches."""
+        try:
+            described = json.loads(self.companions(path)[0].read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        digest = _sha256(path)
+        for generation in (described, described.get("previous")):
+            if generation and generation.get("sha256") == digest:
+                return {k: v for k, v in generation.items() if k != "previous"}
+        return None
+
     def reader(self, path, table):
-        described = json.loads(self.companions(path)[0].read_text(encoding="utf-8"))
-        if described["sha256"] != _sha256(path):
-            raise AnonymizationError(f"{str(path)!r} does not match its {INFO_SUFFIX} (a publish was interrupted "
-                                     f"between moving the two files): publish it again")
+        described = self._generation(path)
+        if described is None:
+            raise AnonymizationError(f"{str(path)!r} does not match its {INFO_SUFFIX}: the CSV or its info was "
+                                     f"changed after publishing")
         reader = _fresh_reader()
         if table is not None:
             columns = exp.Struct(expressions=[exp.PropertyEQ(this=sb.ident(c), expression=sb.lit(t))
