@@ -1,4 +1,7 @@
-"""Errors duckanon raises.  All are ValueErrors so callers that validate input can catch one type."""
+"""Errors duckanon raises.  Errors of input are ValueErrors so callers that validate input can catch one type; a
+missing optional part is an ImportError, and SQL of ours that DuckDB rejects a ``duckdb.Error``."""
+
+import duckdb
 
 
 class AnonymizationError(ValueError):
@@ -23,3 +26,16 @@ class PolicyNotSatisfied(AnonymizationError):
 
 class ReleaseCheckFailed(AnonymizationError):
     """A written release failed its verification (read back in a fresh connection); nothing was published."""
+
+
+class MissingExtra(ImportError):
+    """An optional part of duckanon is not installed; the message names the extra that brings it."""
+
+
+class GeneratedSqlError(duckdb.Error):
+    """DuckDB rejected a statement duckanon built as malformed (a bug of ours, not of the input); ``statement`` is its
+    text.  A ``duckdb.Error`` still, for code that treats any database error alike."""
+
+    def __init__(self, message: str, statement: str):
+        super().__init__(message)
+        self.statement = statement

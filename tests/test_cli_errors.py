@@ -128,3 +128,90 @@ def test_the_installed_script_reports_the_issues_failures_in_one_line(tmp_path):
         assert len(done.stderr.splitlines()) == 1 and done.stderr.startswith("duckanon: error: "), done.stderr
         assert done.stdout == ""
     assert not list(tmp_path.iterdir())
+
+
+# ------------------------------------------------------------------ issue 24, item 8
+def test_a_misspelled_command_names_the_closest_one(capsys):
+    assert main(["serch", "-k", "5"]) == 2
+    assert "'serch' is neither a command nor a file: did you mean 'search'?" in _one_error_line(capsys)
+    assert main(["xyzzy"]) == 2
+    assert "commands: search, check" in _one_error_line(capsys)
+
+
+def test_a_missing_output_folder_is_an_error_before_any_work(tmp_path, capsys):
+    out = io.StringIO()
+    with pytest.raises(AnonymizationError, match="does not exist"):
+        run(["-o", str(tmp_path / "missing" / "x.duckdb")], out=out)
+    assert out.getvalue() == ""  # nothing was searched
+    assert main(["-o", str(tmp_path / "missing" / "x.duckdb")]) == 2
+    assert "does not exist" in _one_error_line(capsys)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("name, said", [("release_info", "is the name of the release's own"),
+                                        ("", "give a non-empty name")])
+def test_a_release_table_that_cannot_be_one_is_refused_before_any_work(name, said, tmp_path, capsys):
+    out = io.StringIO()
+    with pytest.raises(AnonymizationError, match=said):
+        run(["-o", str(tmp_path / "x.duckdb"), "--release-table", name], out=out)
+    assert out.getvalue() == "" and list(tmp_path.iterdir()) == []
+
+
+def test_a_missing_extra_is_named_with_exit_2(monkeypatch, capsys):
+    from duckanon.errors import MissingExtra
+    from duckanon.report import plots
+
+    def missing():
+        raise MissingExtra("the report's plots need matplotlib, part of duckanon's `report` extra: "
+                           "pip install 'duckanon[report]'")
+
+    monkeypatch.setattr(plots, "require", missing)
+    assert main(["report", "nothing.duckdb"]) in (2,)
+    line = _one_error_line(capsys)
+    assert "internal error" not in line
+
+
+def test_sql_duckdb_rejects_is_an_internal_error_with_the_statement_in_the_debug_log(monkeypatch, capsys, caplog):
+    from sqlglot import exp
+
+    from duckanon.engine import duckdb_engine
+
+    real = duckdb_engine.DuckDBEngine.prepare
+
+    def broken(self, statement):
+        if isinstance(statement, exp.Select) and "salary" in statement.sql():
+            return real(self, statement) + " GARBAGE"
+        return real(self, statement)
+
+    monkeypatch.setattr(duckdb_engine.DuckDBEngine, "prepare", broken)
+    monkeypatch.setenv("DUCKANON_DEBUG", "1")
+    assert main(["check", "-q", "--levels", "sex=1,age=1,race=1,marital-status=1,education=1,native-country=1,"
+                 "workclass=1,occupation=1"]) == 70
+    err = capsys.readouterr().err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("duckanon: error: internal error: DuckDB") and "please report it" in last
+    logged = [r.getMessage() for r in caplog.records if r.name == "duckanon.sql"]
+    assert any("rejected: SELECT" in m and "GARBAGE" in m for m in logged)  # the statement, in the debug log
+
+
+def test_a_renamed_hierarchy_column_names_the_table_and_the_columns(tmp_path, capsys):
+    import duckdb
+
+    import duckanon
+    from duckanon import Hierarchy
+    from duckanon.datasets import adult_hierarchy_dir, load_adult
+    source = tmp_path / "people.duckdb"
+    with duckdb.connect(str(source)) as con:
+        load_adult(con, "adult")
+        duckanon.connect(con).add_hierarchy("sex", Hierarchy.from_arx_csv(adult_hierarchy_dir() / "sex.csv"))
+        con.execute("ALTER TABLE anon.hierarchy_sex RENAME COLUMN level_1 TO top")
+    assert main(["check", str(source), "--table", "adult", "--qi", "sex", "-k", "2", "--others", "drop",
+                 "--levels", "sex=1", "-q"]) == 2
+    line = _one_error_line(capsys)
+    assert "'anon.hierarchy_sex' has columns ['level_0', 'top']" in line and "['level_0', 'level_1']" in line
+
+
+def test_help_speaks_to_users_not_to_the_papers(capsys):
+    for command in ([], ["cluster"], ["perturb"], ["check"], ["report"]):
+        assert main([*command, "--help"]) == 0
+        assert "seed 00" not in capsys.readouterr().out

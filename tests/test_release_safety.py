@@ -477,3 +477,31 @@ def test_a_release_folder_is_swapped_in_one_rename_whatever_step_is_interrupted(
     # Once the earlier release is replaced, its folder is gone; only the linked one stays.
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".release.release-")) == [
         target.resolve().name]
+
+
+def test_cursors_storing_the_same_inline_hierarchy_at_once_do_not_collide(tmp_path, frame_anon):
+    """Each publish stores the policy's inline hierarchy; two cursors doing so at once conflicted in DuckDB's catalog
+    (TransactionException).  Fresh hierarchy names each round, so every round stores anew."""
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(2)
+
+    def publish(i: int) -> None:
+        try:
+            cursor = duckanon.connect(frame_anon.con.cursor())
+            for round_ in range(4):
+                ages = Hierarchy.intervals(range(20, 60), widths=[10, 20 * (round_ + 1)])
+                policy = Policy(identifiers=["name"], quasi_identifiers={"age": ages}, sensitive=["disease"],
+                                models=[KAnonymity(5)])
+                barrier.wait()
+                cursor.publish("frame", policy, {"age": 1}, tmp_path / f"r{i}.duckdb", table="people")
+        except BaseException as error:  # noqa: BLE001 - collected for the assertion
+            errors.append(error)
+            barrier.abort()
+
+    threads = [threading.Thread(target=publish, args=(i,)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert all(len(rows(tmp_path / f"r{i}.duckdb")) == len(PEOPLE) for i in range(2))

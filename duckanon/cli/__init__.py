@@ -8,14 +8,17 @@ codes; every failure is one line ``duckanon: error: …`` on stderr.
 
 from __future__ import annotations
 
+import difflib
+import logging
 import os
+import re
 import sys
 import traceback
 from collections.abc import Sequence
 
 import duckdb
 
-from ..errors import PolicyNotSatisfied, ReleaseCheckFailed
+from ..errors import GeneratedSqlError, MissingExtra, PolicyNotSatisfied, ReleaseCheckFailed
 from .commands import COMMANDS
 from .console import Console
 from .parser import (
@@ -34,10 +37,15 @@ _TOP_LEVEL = ("-h", "--help", "--version")
 
 
 def _with_command(argv: Sequence[str]) -> list[str]:
-    """The arguments with ``search`` in front when they name no command (``duckanon -o x.duckdb``)."""
+    """The arguments with ``search`` in front when they name no command (``duckanon -o x.duckdb``).  A first word
+    that is neither a command nor a file (``duckanon serch``) is refused, with the closest command."""
     argv = list(argv)
     if argv and (argv[0] in COMMANDS or argv[0] in _TOP_LEVEL):
         return argv
+    if argv and not argv[0].startswith("-") and not os.path.exists(argv[0]) and not re.search(r"[./\\]", argv[0]):
+        close = difflib.get_close_matches(argv[0], COMMANDS, n=1)
+        hint = f"did you mean {close[0]!r}?" if close else f"commands: {', '.join(COMMANDS)}"
+        raise UsageError(f"{argv[0]!r} is neither a command nor a file: {hint} (see duckanon --help)")
     return [DEFAULT_COMMAND, *argv]
 
 
@@ -54,6 +62,10 @@ def run(argv: Sequence[str] | None = None, out=None, err=None) -> int:
 def exit_code(error: BaseException) -> int:
     if isinstance(error, (KeyboardInterrupt, duckdb.InterruptException)):
         return EXIT_INTERRUPTED
+    if isinstance(error, GeneratedSqlError):
+        return EXIT_INTERNAL
+    if isinstance(error, MissingExtra):
+        return EXIT_INPUT
     if isinstance(error, PolicyNotSatisfied):
         return EXIT_NOT_MET
     if isinstance(error, ReleaseCheckFailed):
@@ -71,13 +83,18 @@ def _message(error: BaseException) -> str:
     text = " ".join(str(error).split()) or type(error).__name__  # one line, whatever the message holds
     if isinstance(error, OSError) and error.filename is not None and str(error.filename) not in text:
         text = f"{text}: {error.filename}"
-    if exit_code(error) == EXIT_INTERNAL:
+    if isinstance(error, GeneratedSqlError):
+        text = f"internal error: {text}; please report it (DUCKANON_DEBUG=1 logs the statement)"
+    elif exit_code(error) == EXIT_INTERNAL:
         text = f"internal error ({type(error).__name__}: {text}); please report it (DUCKANON_TRACEBACK=1 shows where)"
     return text
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The console script: :func:`run`, with every failure reported as one line and a documented exit code."""
+    if os.environ.get("DUCKANON_DEBUG"):
+        logging.basicConfig(level=logging.WARNING, format="duckanon: debug: %(message)s")
+        logging.getLogger("duckanon").setLevel(logging.DEBUG)
     try:
         return run(argv)
     except SystemExit as done:  # --help and --version

@@ -20,7 +20,7 @@ from ..engine import DuckDBEngine
 from ..errors import AnonymizationError
 from ..hierarchy.hierarchy import Hierarchy
 from ..perturb.perturbation import AdditiveNoise, EmpiricalSynthesis, RandomizedResponse
-from ..release.files import read_release_info, release_format, write_atomically
+from ..release.files import checked_table_name, read_release_info, release_format, write_atomically
 from ..session import Anonymizer, connect
 from ..sqlgen import build as sb
 from . import policy_options
@@ -46,11 +46,12 @@ def _output(args: argparse.Namespace) -> Path:
 
 
 def _release_table(args: argparse.Namespace, source: Source) -> str:
-    return args.release_table or source.name
+    return checked_table_name(source.name if args.release_table is None else args.release_table)
 
 
 def _generalize(args: argparse.Namespace, console: Console, anon: Anonymizer, source: Source, policy: Policy) -> int:
     """Search (or take --levels), report the check, and publish to ``args.output`` unless --check-only."""
+    table = _release_table(args, source)  # a bad name fails before the search
     console.say(f"policy: {policy.describe()}")
     if args.levels:
         levels = args.levels
@@ -68,7 +69,7 @@ def _generalize(args: argparse.Namespace, console: Console, anon: Anonymizer, so
     console.say(report.per_model.to_string(index=False))
     if args.check_only:
         return OK if report.within_limit else NOT_MET
-    release = anon.publish(source.relation, policy, levels, args.output, table=_release_table(args, source),
+    release = anon.publish(source.relation, policy, levels, args.output, table=table,
                            format=args.format)
     console.say(release.summary())
     console.say(f"time: {console.seconds():.2f} s")

@@ -31,10 +31,11 @@ EPILOG = """exit codes:
   0    done (check: the policy holds)
   1    the policy cannot be met: no transformation satisfies it within the suppression limit, or the given one does not
   2    usage or input error: a bad option or value; a missing file, table, column, hierarchy or policy; bad data for
-       the method; an output path that cannot be a release
+       the method; an output path that cannot be a release; an optional extra that is not installed (it is named)
   3    the written release failed its verification; nothing was published
   4    a file or database could not be read or written (operating system or DuckDB error)
-  70   internal error (a bug: please report it; DUCKANON_TRACEBACK=1 shows the traceback)
+  70   internal error (a bug: please report it; DUCKANON_TRACEBACK=1 shows the traceback, DUCKANON_DEBUG=1 logs the
+       SQL statement DuckDB rejected)
   130  interrupted
 Every failure is one line `duckanon: error: …` on stderr."""
 
@@ -113,7 +114,8 @@ def _policy() -> Parser:
                         type=values.column_values("COLUMN:P", values.whole), help="p-sensitive k-anonymity with -k")
     models.add_argument("--alpha-l-k", action="append", default=[], metavar="COLUMN:ALPHA:L",
                         type=values.column_values("COLUMN:ALPHA:L", values.number, values.whole),
-                        help="(alpha,l)-diversity k-anonymity with -k and --sensitivity-levels (seed 003)")
+                        help="(alpha,l)-diversity k-anonymity with -k and --sensitivity-levels (personalized "
+                             "sensitivity levels)")
     models.add_argument("--sensitivity-levels", type=values.assignments("VALUE=LEVEL,…", values.whole),
                         metavar="VALUE=LEVEL,…", help="every sensitive value's sensitivity level, for --alpha-l-k")
     models.add_argument("--t-closeness", action="append", default=[], metavar="COLUMN:T[:ordered]",
@@ -188,15 +190,16 @@ def _mondrian_options(parser: Parser) -> None:
 def _cluster_options(parser: Parser) -> None:
     group = parser.add_argument_group("clustering")
     group.add_argument("--method", choices=CLUSTER_METHODS, required=True,
-                       help="semi-supervised: seed 001's (alpha,k) clustering; top-down: seed 003's top-down "
-                            "partitioning; mdav: MDAV microaggregation (numbers replaced by their group's mean)")
+                       help="semi-supervised: (alpha,k) clustering guided by the sensitive values; top-down: "
+                            "top-down partitioning with personalized protection; mdav: MDAV microaggregation (numbers "
+                            "replaced by their group's mean)")
     group.add_argument("--numeric", action="append", metavar="COLUMN",
                        help="a quasi-identifier treated as a number (default: those of a numeric type)")
     group.add_argument("--seed", type=values.whole, default=0,
                        help="top-down: seed of the random first records (default %(default)s)")
     group.add_argument("--personalization", type=values.column_file, metavar="COLUMN=TREE.csv",
                        help="top-down: each record's protection level column and the sensitive attribute's ARX-format "
-                            "tree (seed 003)")
+                            "tree (personalized anonymity)")
 
 
 def _perturb_options(parser: Parser) -> None:
@@ -206,8 +209,8 @@ def _perturb_options(parser: Parser) -> None:
                        help="a categorical column to perturb")
     _other_roles(group)
     group.add_argument("--method", choices=NUMERIC_PERTURBATIONS, default="empirical-synthesis",
-                       help="for numeric columns: seed 004's empirical synthesis, or additive noise "
-                            "(default %(default)s)")
+                       help="for numeric columns: empirical synthesis (values drawn from the column's own "
+                            "histogram), or additive noise (default %(default)s)")
     group.add_argument("--bins", type=values.whole, default=20,
                        help="empirical synthesis: division points (default %(default)s)")
     group.add_argument("--noise", choices=("gaussian", "uniform"), default="gaussian",

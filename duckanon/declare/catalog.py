@@ -13,9 +13,11 @@ import hashlib
 import json
 import os
 import re
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import duckdb
 import pandas as pd
 from sqlglot import exp
 
@@ -98,9 +100,25 @@ class Catalog:
             if name in stored and not same(name):
                 name = hashed
             if not same(name):
-                self.add_hierarchy(name, hierarchy)
+                name = self._store_shared(name, hashed, hierarchy, rows)
             found[column] = (hierarchy, hierarchy_table(name))
         return found
+
+    def _store_shared(self, name: str, hashed: str, hierarchy: Hierarchy, rows: set[tuple]) -> str:
+        """Store an inline hierarchy as ``name``; returns the name it is stored under.  Another cursor storing one at
+        the same moment makes DuckDB refuse ours (a write-write conflict): its rows are then read, and if they are
+        ours there is nothing to do, else ours goes under ``hashed``."""
+        for attempt in range(3):
+            try:
+                self.add_hierarchy(name, hierarchy)
+                return name
+            except duckdb.TransactionException:
+                if self._stored_rows([name]).get(name) == rows:
+                    return name
+                name = hashed
+                time.sleep(0.01 * (attempt + 1))
+        self.add_hierarchy(name, hierarchy)
+        return name
 
     def _stored_rows(self, names: Sequence[str]) -> dict[str, set[tuple]]:
         """The rows of those of the hierarchies ``names`` that are stored: one catalog query, then one query reading

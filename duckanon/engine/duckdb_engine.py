@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 from collections.abc import Iterator, Sequence
 
@@ -11,8 +12,10 @@ import numpy as np
 import pandas as pd
 from sqlglot import exp
 
-from ..errors import AnonymizationError
+from ..errors import AnonymizationError, GeneratedSqlError
 from .base import Engine, Prepared, Statement
+
+_LOG = logging.getLogger("duckanon.sql")
 
 
 class DuckDBEngine(Engine):
@@ -27,7 +30,15 @@ class DuckDBEngine(Engine):
 
     def _execute(self, statement: Statement, parameters: Sequence[object] | None = None) -> duckdb.DuckDBPyConnection:
         sql = statement if isinstance(statement, Prepared) else self.prepare(statement)
-        return self.connection.execute(sql, parameters) if parameters is not None else self.connection.execute(sql)
+        try:
+            return self.connection.execute(sql, parameters) if parameters is not None else self.connection.execute(sql)
+        except (duckdb.ParserException, duckdb.BinderException, duckdb.InternalException) as error:
+            # Input is checked before SQL runs, so DuckDB refusing the statement itself is our fault: say so, and
+            # keep the statement for the report (the debug log; the exception's ``statement``).
+            text = str(sql)
+            _LOG.debug("DuckDB %s rejected: %s", duckdb.__version__, text)
+            raise GeneratedSqlError(f"DuckDB {duckdb.__version__} rejected a statement duckanon built: "
+                                    f"{str(error).splitlines()[0]}", text) from error
 
     def run(self, statement, parameters=None) -> None:
         self._execute(statement, parameters)
@@ -42,8 +53,10 @@ class DuckDBEngine(Engine):
         return self._execute(query).fetchnumpy()
 
     def types(self, relation: exp.Expression) -> dict[str, str]:
+        # DESCRIBE names each column's SQL type on every DuckDB; a cursor's description gives only DB-API type codes
+        # ('NUMBER', 'STRING') on older ones (1.2).
         query = relation if isinstance(relation, exp.Query) else exp.select(exp.Star()).from_(relation)
-        return {d[0]: str(d[1]) for d in self._execute(query.limit(0)).description}
+        return {row[0]: str(row[1]) for row in self._execute(exp.Describe(this=query)).fetchall()}
 
     def table_widths(self, schema: str, names: Sequence[str]) -> dict[str, int]:
         literal = exp.Literal.string

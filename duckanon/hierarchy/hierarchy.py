@@ -204,6 +204,12 @@ class Hierarchy:
         engine = as_engine(database)
         source = sb.table(table_name, schema)
         names = engine.columns(source)
+        expected = [level_column(i) for i in range(len(names))]
+        if names != expected:
+            where = f"{schema}.{table_name}" if schema else table_name
+            raise HierarchyError(f"hierarchy table {where!r} has columns {names}; a hierarchy table's columns are "
+                                 f"{expected} (the original value, then each level): rename them back, or store the "
+                                 f"hierarchy again")
         query = exp.select(*(sb.col(c) for c in names)).from_(source)
         return cls(engine.rows(query), name=name or table_name)
 

@@ -95,12 +95,30 @@ class ReleaseContent:
     # Relations read to make the release: a target that is one of their files is refused.
     sources: Sequence[exp.Expression] = ()
 
+    def __post_init__(self):
+        checked_table_name(self.table)
+        for view in self.views:
+            if view in (self.table, INFO_TABLE):
+                raise AnonymizationError(f"the release's view {view!r} would take the name of its table or of "
+                                         f"{INFO_TABLE}: name the table otherwise")
+
+
+def checked_table_name(table: str) -> str:
+    """The name of a release's table, refused when it cannot be one: empty, or the name of the release's info."""
+    if not isinstance(table, str) or not table.strip():
+        raise AnonymizationError(f"release table name {table!r}: give a non-empty name")
+    if table.lower() == INFO_TABLE:
+        raise AnonymizationError(f"release table name {table!r} is the name of the release's own {INFO_TABLE} "
+                                 f"table: choose another")
+    return table
+
 
 def release_format(path: str | os.PathLike, format: str | None = None, engine: Engine | None = None) -> str:
     """The format a release at ``path`` is written in: ``format`` when given, else the one its extension names; one
     ``engine`` (when given) writes.  On Spark a release is Parquet, a folder of part files."""
     if Path(path).is_dir() and not _is_release_folder(Path(path)):
         raise AnonymizationError(f"release path {str(path)!r} is a directory: name a file in it")
+    existing_folder(Path(path))
     suffix = Path(path).suffix.lower()
     named = EXTENSIONS.get(suffix)
     if format is None:

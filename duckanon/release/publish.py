@@ -31,7 +31,7 @@ from ..recode.ranges import Ranges
 from ..recode.recoding import PartitionMap
 from ..risk.counting import class_size_histogram
 from ..sqlgen import build as sb
-from .files import ReleaseContent, ReleaseInfo, release_format, write_release
+from .files import ReleaseContent, ReleaseInfo, checked_table_name, release_format, write_release
 
 _temporaries = itertools.count()
 
@@ -75,7 +75,8 @@ def publish_source(workspace: Workspace, source, policy: Policy | str, transform
                    measure: Callable[[BoundPolicy], Mapping[str, float]] | None = None) -> Release:
     """Bind ``policy`` to ``source`` and :func:`publish` ``transformation`` of it; ``measure`` gives the metrics the
     release records (a partition map measures itself without it)."""
-    release_format(path, format)  # an unknown extension fails before any work
+    release_format(path, format)  # an unknown extension or a bad table name fails before any work
+    checked_table_name(table)
     with bind(workspace, source, policy, partitioning=isinstance(transformation, PartitionMap)) as bound:
         return publish(workspace, bound, transformation, path, table, format,
                        measure(bound) if measure is not None else None)

@@ -20,10 +20,9 @@ from sqlglot import exp
 
 from ..declare.policy import SUPPRESSED, Policy
 from ..encode.binding import Workspace, bind
+from ..errors import AnonymizationError, PolicyError
 from ..hierarchy.hierarchy import Hierarchy
-from ..errors import AnonymizationError
 from ..parameters import checked_number
-from ..errors import PolicyError
 from ..privacy.checks import check
 from ..privacy.classes import Classes
 from ..privacy.models import KAnonymity, model_from_params

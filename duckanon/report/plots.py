@@ -10,6 +10,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from ..errors import MissingExtra
+
 EXTRA = "pip install 'duckanon[report]'"
 SOURCE_COLOUR, RELEASE_COLOUR, ACCENT = "#7a869a", "#1f6feb", "#d1242f"
 
@@ -19,7 +21,7 @@ def require():
     try:
         import matplotlib
     except ImportError as error:
-        raise ImportError(f"the report's plots need matplotlib, part of duckanon's `report` extra: {EXTRA}") from error
+        raise MissingExtra(f"the report's plots need matplotlib, part of duckanon's `report` extra: {EXTRA}") from error
     matplotlib.use("Agg")
     # Labels are data: a value such as '$$' must be drawn as written, never parsed as mathtext.
     matplotlib.rcParams.update({"svg.fonttype": "none", "font.size": 9, "axes.spines.top": False,

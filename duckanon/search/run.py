@@ -25,7 +25,7 @@ from ..errors import PolicyError, PolicyNotSatisfied
 from ..hierarchy.hierarchy import SCHEMA
 from ..parameters import checked_number
 from ..recode.generalization import FullDomainGeneralization
-from ..release.files import release_format
+from ..release.files import checked_table_name, release_format
 from ..release.publish import Release, publish_source, released_class_sizes
 from ..sqlgen import build as sb
 from ..utility.metrics import METRICS, WEIGHTED, Loss, Metric, metric_names
@@ -239,6 +239,7 @@ def anonymize(workspace: Workspace, source, policy: Policy | str, path: str | os
     """Search the best transformation (within the limits, as :func:`search`) and publish it; an
     :class:`EncodedSource` publishes from the source it encoded, read again."""
     release_format(path, format)
+    checked_table_name(table)
     result = search(workspace, source, policy, metric, strategy, label, evaluator_kind, memory_budget, time_limit,
                     check_limit)
     if not result.found:

@@ -97,7 +97,8 @@ def create_view_as(target: exp.Table, query: exp.Expression) -> exp.Create:
 
 
 def drop(kind: str, target: exp.Table) -> exp.Drop:
-    return exp.Drop(tables=[target], kind=kind, exists=True)
+    # sqlglot before 28 generates a DROP's ``this``, later versions its ``tables``: both are given.
+    return exp.Drop(this=target.copy(), tables=[target], kind=kind, exists=True)
 
 
 def to_sql(statement: exp.Expression, dialect: str = DIALECT) -> str:

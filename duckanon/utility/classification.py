@@ -8,6 +8,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from ..errors import MissingExtra
+
 MISSING = "<missing>"
 EXTRA = "pip install 'duckanon[eval]'"
 
@@ -16,7 +18,7 @@ def _sklearn():
     try:
         import sklearn  # noqa: F401
     except ImportError as error:
-        raise ImportError(f"classification accuracy needs scikit-learn, part of duckanon's `eval` extra: {EXTRA}"
+        raise MissingExtra(f"classification accuracy needs scikit-learn, part of duckanon's `eval` extra: {EXTRA}"
                           ) from error
 
 

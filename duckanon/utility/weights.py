@@ -115,7 +115,7 @@ def _require_records(relation: exp.Expression, rows: list[tuple]) -> None:
 def _set_position(attributes: list[str]) -> exp.Expression:
     """Which grouping set a row of ``GROUP BY GROUPING SETS`` comes from: the position of the one attribute it groups
     by.  GROUPING() tells a grouped-out column from a NULL value, so NULL stays a value of its own."""
-    return exp.Case(ifs=[exp.If(this=exp.Grouping(expressions=[sb.col(a)]).eq(0), true=sb.lit(i))
+    return exp.Case(ifs=[exp.If(this=exp.func("GROUPING", sb.col(a)).eq(0), true=sb.lit(i))
                          for i, a in enumerate(attributes)])
 
 
