@@ -281,3 +281,21 @@ def test_duckanon_report_reads_a_spark_release_folder(adult, spark_release, tmp_
 def test_storing_a_policy_on_spark_says_to_give_the_policy(on_spark):
     with pytest.raises(AnonymizationError, match="give the Policy itself"):
         on_spark.save_policy("adult_k5", policy_of([KAnonymity(5)]))
+
+
+def test_a_later_session_creates_the_catalog_where_an_earlier_left_its_folder(spark, tmp_path):
+    """A second run from the same folder: the earlier session's in-memory catalog is gone, but the folder of its
+    `anon` schema stayed in the warehouse, and CREATE SCHEMA anon failed on it (LOCATION_ALREADY_EXISTS).  The
+    schema now lives in the engine's scratch folder."""
+    warehouse = spark.conf.get("spark.sql.warehouse.dir").removeprefix("file:")
+    spark.sql("DROP SCHEMA IF EXISTS anon CASCADE")
+    left = os.path.join(warehouse, "anon.db", "hierarchy_sex")  # what an earlier session left
+    os.makedirs(left, exist_ok=True)
+    with open(os.path.join(left, "part-00000.parquet"), "wb") as file:
+        file.write(b"PAR1")
+    engine = SparkEngine(spark, scratch=str(tmp_path))
+    anon = duckanon.connect(engine)
+    anon.add_hierarchy("sex", HIERARCHIES["sex"])
+    assert sorted(anon.hierarchy("sex").rows) == sorted(HIERARCHIES["sex"].rows)
+    location = spark.sql("DESCRIBE SCHEMA anon").collect()
+    assert any(str(tmp_path) in str(row) for row in location)

@@ -26,6 +26,7 @@ import pandas as pd
 from sqlglot import exp
 
 from ..errors import AnonymizationError
+from ..sqlgen import build as sb
 from .base import Engine, Prepared, Statement
 
 INSTALL_HINT = 'install the extra "spark" (pip install "duckanon[spark]")'
@@ -102,9 +103,11 @@ class SparkEngine(Engine):
         if isinstance(statement, exp.Expression):
             if _temporary_table(statement):
                 statement = self.prepare(statement)
+            elif _new_schema(statement) and self._catalog_in_memory():
+                statement = self._located(statement)
             elif _replaced_table(statement):
                 target = statement.this.this if isinstance(statement.this, exp.Schema) else statement.this
-                self._sql(exp.Drop(tables=[target.copy()], kind="TABLE", exists=True).sql(dialect=self.dialect))
+                self._sql(sb.drop("TABLE", target.copy()).sql(dialect=self.dialect))
                 statement = statement.copy()
                 statement.set("replace", False)
             elif _dropped_temporary(statement, self._materialized):
@@ -122,6 +125,17 @@ class SparkEngine(Engine):
             return [(self._keep(statement.table, folder).count(),)]
         text = statement if isinstance(statement, Prepared) else statement.sql(dialect=self.dialect)
         return self._sql(text, parameters)
+
+    def _catalog_in_memory(self) -> bool:
+        return self.session.conf.get("spark.sql.catalogImplementation", "in-memory") == "in-memory"
+
+    def _located(self, create: exp.Create) -> exp.Create:
+        """A schema of an in-memory catalog, located in this engine's scratch folder: in the default warehouse its
+        folder outlives the session, and the next session's CREATE SCHEMA fails on it (LOCATION_ALREADY_EXISTS)."""
+        located = create.copy()
+        folder = os.path.join(self.scratch, f"schema-{create.this.name}-{uuid.uuid4().hex}")
+        located.set("properties", exp.Properties(expressions=[exp.LocationProperty(this=sb.lit(folder))]))
+        return located
 
     def _sql(self, text: str, parameters: Sequence[object] | None = None):
         return self.session.sql(text, args=list(parameters)) if parameters else self.session.sql(text)
@@ -253,6 +267,11 @@ def _temporary_table(statement: exp.Expression) -> bool:
     properties = statement.args.get("properties")
     return (isinstance(statement, exp.Create) and statement.kind == "TABLE" and properties is not None
             and any(isinstance(p, exp.TemporaryProperty) for p in properties.expressions))
+
+
+def _new_schema(statement: exp.Expression) -> bool:
+    return (isinstance(statement, exp.Create) and statement.kind == "SCHEMA" and bool(statement.args.get("exists"))
+            and not statement.args.get("properties"))
 
 
 def _replaced_table(statement: exp.Expression) -> bool:
