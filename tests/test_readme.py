@@ -1,4 +1,4 @@
-"""The README's Python examples run as written, on a small patients database made here."""
+"""The README's Python examples run as written, in a folder `duckanon example-data` made."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import re
 from pathlib import Path
 
 import duckdb
-import numpy as np
-import pandas as pd
+
+from duckanon.datasets.examples import write_examples
 
 README = Path(__file__).parents[1] / "README.md"
 
@@ -17,16 +17,8 @@ def python_blocks() -> list[str]:
 
 
 def test_readme_python_examples_run(tmp_path, monkeypatch):
-    rng = np.random.default_rng(0)
+    write_examples(tmp_path)  # what `duckanon example-data` writes: the files the examples read
     n = 3000
-    zips = [f"{z:05d}" for z in rng.choice([47677, 47678, 47602, 47905, 47906, 47909], n)]
-    patients = pd.DataFrame({
-        "name": [f"person {i}" for i in range(n)], "age": rng.integers(20, 80, n), "zip": zips,
-        "disease": rng.choice(["flu", "cold", "hiv", "cancer", "asthma"], n), "visit_count": rng.integers(1, 9, n)})
-    with duckdb.connect(str(tmp_path / "people.duckdb")) as con:
-        con.register("frame", patients)
-        con.execute("CREATE TABLE patients AS SELECT * FROM frame")
-    (tmp_path / "zip.csv").write_text("".join(f"{z};{z[:4]}*;{z[:3]}**;{z[:2]}***;*\n" for z in sorted(set(zips))))
     monkeypatch.chdir(tmp_path)
     blocks = python_blocks()
     assert len(blocks) >= 2

@@ -119,7 +119,7 @@ def test_sql_first_workflow_through_the_shell_and_the_command(people, tmp_path):
     # The source database: unchanged, and the shell still opens it with everything the user declared.
     assert digest(db) == before
     assert shell_json(db, "SELECT count(*) AS n FROM patients", tmp_path) == [{"n": RECORDS}]
-    assert shell_json(db, "SELECT name FROM anon.policies", tmp_path) == [{"name": "patients_k5"}]
+    assert shell_json(db, "SELECT name FROM anon.policies", tmp_path) == [{"name": "patients_sql"}]
 
     # The release, checked with pandas against the Python builders' hierarchies of the same values.
     with duckdb.connect(str(release), read_only=True) as con:
@@ -155,13 +155,13 @@ def test_the_shell_reads_the_database_after_the_python_package_wrote_to_it(peopl
     db, frame = people
     anon = duckanon.connect(str(db))  # Python duckdb 2.0, read-write, on the file the 1.5 shell made
     try:
-        declared = anon.policy("patients_k5")
+        declared = anon.policy("patients_sql")
         assert declared == Policy(
             quasi_identifiers={"age": Hierarchy.intervals(frame["age"], widths=[5, 10, 20]),
                                "zip": Hierarchy.redaction(frame["zip"])},
             models=[KAnonymity(5), DistinctLDiversity("disease", 3)], identifiers=["name"], sensitive=["disease"],
             insensitive=["visit_count"], suppression_limit=0.02)
-        result = anon.search("patients", "patients_k5")
+        result = anon.search("patients", "patients_sql")
         assert result.found
         anon.add_hierarchy("visits", Hierarchy.intervals(frame["visit_count"], widths=[2, 4]))
         anon.save_policy("patients_k10", Policy(quasi_identifiers={"age": "age", "zip": "zip"},
@@ -170,10 +170,35 @@ def test_the_shell_reads_the_database_after_the_python_package_wrote_to_it(peopl
     finally:
         anon.con.close()
     assert shell_json(db, "SELECT name FROM anon.policies ORDER BY name", tmp_path) == [
-        {"name": "patients_k10"}, {"name": "patients_k5"}]
+        {"name": "patients_k10"}, {"name": "patients_sql"}]
     assert shell_json(db, "SELECT count(*) AS n FROM anon.hierarchy_visits", tmp_path) == [{"n": 8}]
     proc = shell(db, ".read sql/duckanon.sql\nSELECT * FROM anon_k_anonymity('patients', ['age', 'zip']);\n", ROOT,
                  "-json", "-readonly")
     assert proc.returncode == 0, proc.stderr
     sizes = frame.groupby(["age", "zip"]).size()
     assert parse_json_results(proc.stdout) == [[{"k": int(sizes.min()), "classes": len(sizes), "records": RECORDS}]]
+
+
+def test_the_readmes_shell_blocks_run_in_the_folder_example_data_makes(tmp_path):
+    """What a newcomer does: `duckanon example-data`, then the README's shell SQL on its people.duckdb (from the
+    repository's folder, as the README says), then its `duckanon run`; the file the Python package made opens in the
+    1.5 shell throughout."""
+    made = subprocess.run([str(SCRIPT), "example-data", str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert made.returncode == 0, made.stderr
+    db = tmp_path / "people.duckdb"
+    text = README.read_text(encoding="utf-8")
+    macros = next(b for b in re.findall(r"```sql\n(.*?)```", text, flags=re.S) if "anon_k_anonymity(" in b)
+    proc = shell(db, macros, ROOT, "-json")
+    assert proc.returncode == 0, proc.stderr
+    counted = parse_json_results(proc.stdout)[0][0]
+    assert counted["records"] == 3000 and counted["k"] >= 1
+    sql, command = workflow()
+    proc = shell(db, sql, ROOT)
+    assert proc.returncode == 0, proc.stderr
+    done = subprocess.run([str(SCRIPT), *shlex.split(command)[1:]], capture_output=True, text=True, cwd=tmp_path,
+                          timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert shell_json(tmp_path / "patients_release.duckdb", "SELECT count(*) AS n FROM patients", tmp_path) == [
+        {"n": 3000}]
+    assert shell_json(db, "SELECT name FROM anon.policies ORDER BY name", tmp_path) == [
+        {"name": "patients_k5"}, {"name": "patients_sql"}]

@@ -12,6 +12,7 @@ import duckdb
 from sqlglot import exp
 
 from .. import datasets
+from ..datasets import examples
 from ..cluster.mdav import MDAV
 from ..cluster.personalized import Personalization, TopDownPartitioning
 from ..cluster.semisupervised import SemiSupervisedClustering
@@ -264,5 +265,12 @@ def _release_policy(anon: Anonymizer, info: dict, folder: Path | None) -> Policy
     return Policy.from_rows(columns, models, described, hierarchies)
 
 
+def example_data(args: argparse.Namespace, console: Console) -> int:
+    """Write the README's example files into a folder."""
+    written = examples.write_examples(args.folder)
+    console.say(f"wrote {', '.join(p.name for p in written)} to {args.folder}")
+    return OK
+
+
 COMMANDS = {"search": search, "check": check, "mondrian": mondrian, "cluster": cluster, "perturb": perturb,
-            "run": run_stored, "hierarchy": hierarchy, "report": report}
+            "run": run_stored, "hierarchy": hierarchy, "report": report, "example-data": example_data}

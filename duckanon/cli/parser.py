@@ -320,4 +320,12 @@ def build_parser() -> Parser:
                                                           "47677, 4767*, 476**, …, *")
     redaction.add_argument("--mask", default="*", help="the redaction character (default %(default)s)")
     _hierarchy_command(builders, "dates", "day, month, year, decade, *")
+
+    examples = commands.add_parser("example-data", help="write the files the README's examples read into a folder",
+                                   description="write the files the README's examples read (people.duckdb, "
+                                               "people.csv, age.csv, zip.csv, hier/, visits.parquet, "
+                                               "applicants.parquet, adult.parquet) into FOLDER; a folder already "
+                                               "holding one of them is refused", **_formatted())
+    examples.add_argument("folder", metavar="FOLDER", nargs="?", default=Path("."), type=Path,
+                          help="where to write them (default: the current folder)")
     return parser
