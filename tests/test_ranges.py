@@ -94,7 +94,7 @@ def check_bounds_contain_each_record(released: pd.DataFrame, source: pd.DataFram
 def test_full_domain_bounds_are_the_leaves_under_each_node(con, people, tmp_path):
     hierarchy = decades_hierarchy(range(5, 95))  # leaves 5..94: the node 0-9 holds 5..9, 80-99 holds 80..94
     policy = Policy(quasi_identifiers={"age": hierarchy, "zip": Hierarchy.redaction(people["zip"])},
-                    models=[KAnonymity(4)], identifiers=[], insensitive=["id"], sensitive=["disease"],
+                    models=[KAnonymity(5)], identifiers=[], insensitive=["id"], sensitive=["disease"],
                     suppression_limit=0.2)
     anon = duckanon.connect(con)
     release = anon.publish("people", policy, {"age": 2, "zip": 1}, tmp_path / "r.duckdb")
