@@ -293,7 +293,7 @@ def test_every_release_satisfies_its_policy_and_keeps_every_record(tmp_path_fact
     path = tmp_path_factory.mktemp("release") / "r.duckdb"
     release = clusters.publish(path)
     assert (release.records_in, release.records_out, release.suppressed) == (rows, rows, 0)
-    released = duckdb.connect(str(path), read_only=True).sql("SELECT * FROM release").df()
+    released = duckdb.connect(str(path), read_only=True).execute("SELECT * FROM release").df()
     assert pandas_alpha_k(released, ADULT_QI[:quasi], k, bounds)
     assert sorted(released["occupation"]) == sorted(frame["occupation"])
 
@@ -316,7 +316,7 @@ def test_adult_release(con, anon, tmp_path):
     assert report.satisfied and report.smallest_class >= 25
     release = clusters.publish(tmp_path / "adult.duckdb")
     assert release.records_out == 3000 and release.suppressed == 0
-    released = duckdb.connect(str(tmp_path / "adult.duckdb"), read_only=True).sql("SELECT * FROM release").df()
+    released = duckdb.connect(str(tmp_path / "adult.duckdb"), read_only=True).execute("SELECT * FROM release").df()
     assert released["age"].str.fullmatch(r"\[\d+, \d+\]").all()  # numbers as their cluster's range
     frame = con.sql(f"SELECT * FROM {source}").df()
     bounds = {"Prof-specialty": 0.3, "Exec-managerial": 0.3, **{v: 0.4 for v in frame["occupation"].unique()

@@ -78,7 +78,7 @@ def test_release_shows_each_groups_mean(con, tmp_path):
     assert clusters.check().satisfied
     release = clusters.publish(tmp_path / "mdav.duckdb")
     assert (release.records_out, release.suppressed) == (2000, 0)
-    released = duckdb.connect(str(tmp_path / "mdav.duckdb"), read_only=True).sql("SELECT * FROM release").df()
+    released = duckdb.connect(str(tmp_path / "mdav.duckdb"), read_only=True).execute("SELECT * FROM release").df()
     # Every group's records, in the order they were numbered, and pandas' means of their original values.
     frame = con.sql("SELECT * FROM adult_rows").df()[quasi]
     numbered = frame.sort_values(quasi, kind="stable").reset_index(drop=True)

@@ -96,7 +96,7 @@ def test_tables_6_and_7_with_record_7_in_its_groups_age_range(con, anon, tmp_pat
         assert groups_by_number(clusters, frame) == TABLE_7_GROUPS
     release = clusters.publish(tmp_path / "t7.duckdb")
     assert release.records_out == 7
-    released = duckdb.connect(str(tmp_path / "t7.duckdb"), read_only=True).sql("SELECT * FROM release").df()
+    released = duckdb.connect(str(tmp_path / "t7.duckdb"), read_only=True).execute("SELECT * FROM release").df()
     assert list(released.columns) == ["Gender", "Age", "Age_low", "Age_high", "Zip code", "Disease"]  # No, Ppl dropped
     # Records are told apart by their (unique) age range and zip prefix together with the disease.
     by_group = released.groupby(QI)["Disease"].apply(lambda s: sorted(s)).to_dict()
@@ -213,7 +213,7 @@ def test_personalized_releases_satisfy_the_model_before_personalization(tmp_path
     path = tmp_path_factory.mktemp("release") / "p.duckdb"
     release = clusters.publish(path)
     assert (release.records_out, release.suppressed) == (rows, 0)
-    released = duckdb.connect(str(path), read_only=True).sql("SELECT * FROM release").df()
+    released = duckdb.connect(str(path), read_only=True).execute("SELECT * FROM release").df()
     assert "ppl" not in released.columns
     assert (released.groupby(ADULT_QI).size() >= k).all()
     # The rule, by pandas: the multiset of released values is each record's ancestor on level Ppl where Ppl > Sid.
@@ -269,7 +269,7 @@ def test_protection_levels_stored_as_text_work_as_numbers(con, anon, tmp_path):
     load(con, frame, "t6")
     clusters = anon.cluster("t6", example_policy(frame), TopDownPartitioning(0, Personalization("Ppl", GHT)))
     clusters.publish(tmp_path / "t7.duckdb")
-    released = duckdb.connect(str(tmp_path / "t7.duckdb"), read_only=True).sql("SELECT * FROM release").df()
+    released = duckdb.connect(str(tmp_path / "t7.duckdb"), read_only=True).execute("SELECT * FROM release").df()
     assert sorted(released["Disease"]) == sorted(TABLE_7_DISEASE.values())
 
 

@@ -22,6 +22,7 @@ import sqlglot.expressions as exp
 
 from ..engine import as_engine
 from ..hierarchy.hierarchy import Hierarchy
+from ..sqlgen import build as sb
 
 __all__ = [
     "SEED003_SENSITIVITY_LEVELS",
@@ -141,7 +142,7 @@ def _create(
 
 
 def _drop(con: duckdb.DuckDBPyConnection, table: str) -> None:
-    as_engine(con).run(exp.Drop(tables=[_table(table)], kind="TABLE", exists=True))
+    as_engine(con).run(sb.drop("TABLE", _table(table)))
 
 
 def _temp_name(purpose: str) -> str:
