@@ -246,14 +246,17 @@ def test_without_java_the_error_says_what_to_install(monkeypatch):
         spark_session("local[1]")
 
 
-def test_readme_spark_section_runs(adult, tmp_path):
-    """The README's Spark example, as written, in a Python of its own started in a folder holding adult.parquet (as a
-    user runs it: Spark resolves relative paths against the folder its JVM started in)."""
+def test_readme_spark_section_runs(tmp_path):
+    """The README's Spark example, as written, in a Python of its own started in a folder where `duckanon
+    example-data` wrote adult.parquet (as a user runs it: Spark resolves relative paths against the folder its JVM
+    started in)."""
     block = re.search(r"## On Apache Spark.*?```py\n(.*?)```", README.read_text(encoding="utf-8"), flags=re.S)
     assert block is not None
-    (tmp_path / "adult.parquet").write_bytes(adult[1].read_bytes())
-    (tmp_path / "example.py").write_text(block.group(1), encoding="utf-8")
     environment = {**os.environ, "PYTHONPATH": str(README.parent)}
+    made = subprocess.run([sys.executable, "-m", "duckanon", "example-data"], cwd=tmp_path, env=environment,
+                          capture_output=True, text=True, timeout=300)
+    assert made.returncode == 0, made.stderr
+    (tmp_path / "example.py").write_text(block.group(1), encoding="utf-8")
     finished = subprocess.run([sys.executable, "example.py"], cwd=tmp_path, env=environment, capture_output=True,
                               text=True, timeout=600)
     assert finished.returncode == 0, finished.stderr[-3000:]
