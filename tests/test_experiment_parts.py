@@ -137,7 +137,7 @@ def test_classifier_accuracy_without_sklearn_names_the_eval_extra(monkeypatch, a
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_sklearn)
-    with pytest.raises(ImportError, match=r"duckanon\[eval\]"):
+    with pytest.raises(ImportError, match=r"`eval` extra.*pip install .\.\[eval\]"):
         classifier_accuracy(adult_frame, QUASI_IDENTIFIERS, LABEL)
 
 

@@ -305,7 +305,7 @@ def test_without_the_report_extra_nothing_is_written(anon, tmp_path, monkeypatch
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_matplotlib)
-    with pytest.raises(ImportError, match=r"duckanon\[report\]"):
+    with pytest.raises(ImportError, match=r"`report` extra.*pip install .\.\[report\]"):
         release.report(tmp_path / "r.html")
     assert release.path.read_bytes() == before
     assert list(tmp_path.glob("*.html")) == [] and list(tmp_path.glob(".r.html*")) == []

@@ -235,7 +235,7 @@ def test_a_column_the_hierarchy_does_not_cover_fails_as_on_duckdb(adult, on_spar
 def test_without_pyspark_the_error_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "pyspark", None)
     monkeypatch.setitem(sys.modules, "pyspark.sql", None)
-    with pytest.raises(AnonymizationError, match=r'pip install "duckanon\[spark\]"'):
+    with pytest.raises(AnonymizationError, match=r'pip install "\.\[spark\]"'):
         SparkEngine(object())
 
 

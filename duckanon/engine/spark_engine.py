@@ -8,7 +8,7 @@ lacks is rewritten here, tree to tree, before the Spark generator runs:
   each time; dropping it drops the view and deletes the files;
 - ``CREATE OR REPLACE TABLE`` on the session catalog becomes ``DROP TABLE IF EXISTS`` and ``CREATE TABLE``;
 
-pyspark is the optional extra ``spark`` (``pip install "duckanon[spark]"``); Spark 4 needs Java 17 or newer.
+pyspark is the optional extra ``spark`` (from a checkout ``pip install ".[spark]"``); Spark 4 needs Java 17 or newer.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from ..errors import AnonymizationError
 from ..sqlgen import build as sb
 from .base import Engine, Prepared, Statement
 
-INSTALL_HINT = 'install the extra "spark" (pip install "duckanon[spark]")'
+INSTALL_HINT = 'install the extra "spark" (from a checkout: pip install ".[spark]")'
 _serial = itertools.count()
 
 # Spark's type names as DuckDB writes them: the rest of duckanon reads types in one vocabulary.

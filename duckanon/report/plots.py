@@ -12,7 +12,7 @@ import pandas as pd
 
 from ..errors import MissingExtra
 
-EXTRA = "pip install 'duckanon[report]'"
+EXTRA = "from a checkout: pip install '.[report]'"
 SOURCE_COLOUR, RELEASE_COLOUR, ACCENT = "#7a869a", "#1f6feb", "#d1242f"
 
 

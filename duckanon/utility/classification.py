@@ -11,7 +11,7 @@ import pandas as pd
 from ..errors import MissingExtra
 
 MISSING = "<missing>"
-EXTRA = "pip install 'duckanon[eval]'"
+EXTRA = "from a checkout: pip install '.[eval]'"
 
 
 def _sklearn():
