@@ -102,8 +102,9 @@ def _policy(figures: ReportFigures) -> str:
     columns = pd.DataFrame([{"column": c["column"], "role": c["role"], "hierarchy table": c.get("hierarchy") or ""}
                             for c in policy["columns"]])
     models = pd.DataFrame({"model": [plain_model(m["model"], m["params"]) for m in policy["models"]]})
+    share = float(policy.get("suppression_limit") or 0)
     limit = (f"at most {_count(policy['max_suppressed'])} records" if policy.get("max_suppressed") is not None else
-             f"at most {_percent(float(policy.get('suppression_limit') or 0))} of the records")
+             f"at most {_percent(share)} of the records" if share else "none may be")
     how = {"replace": "their quasi-identifiers replaced by *", "drop": "left out of the release"}.get(
         policy.get("suppression"), "")
     others = {"drop": "dropped", "insensitive": "released as they are", "error": "refused"}.get(policy.get("others"), "")
