@@ -41,6 +41,15 @@ def rows(path, table="people") -> pd.DataFrame:
         return con.execute(f'SELECT * FROM "{table}" ORDER BY ALL').df()
 
 
+def in_two_threads(work) -> None:
+    """``work(0)`` and ``work(1)`` at once, each in a thread; returns when both are done."""
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
 def digest(path) -> str:
     return hashlib.sha256(open(path, "rb").read()).hexdigest()
 
@@ -317,11 +326,7 @@ def test_two_publishes_through_cursors_of_one_connection_do_not_collide(tmp_path
         except BaseException as error:  # noqa: BLE001 - collected for the assertion
             errors.append(error)
 
-    threads = [threading.Thread(target=publish, args=(i,)) for i in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    in_two_threads(publish)
     assert errors == []
     assert all(len(rows(tmp_path / f"r{i}.duckdb")) == len(PEOPLE) for i in range(2))
 
@@ -498,10 +503,6 @@ def test_cursors_storing_the_same_inline_hierarchy_at_once_do_not_collide(tmp_pa
             errors.append(error)
             barrier.abort()
 
-    threads = [threading.Thread(target=publish, args=(i,)) for i in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    in_two_threads(publish)
     assert errors == []
     assert all(len(rows(tmp_path / f"r{i}.duckdb")) == len(PEOPLE) for i in range(2))
