@@ -10,6 +10,7 @@ import html
 import json
 import math
 
+import numpy as np
 import pandas as pd
 
 from . import plots
@@ -249,7 +250,9 @@ def _table(frame: pd.DataFrame, section: str) -> str:
             if is_number:
                 cells.append(f'<td class="n" {_tag(f"{section}.{key}.{column}", value)}>{_number(value)}</td>')
             else:
-                cells.append(f"<td>{_text('' if _missing(value) else value)}</td>")
+                shown = "" if _missing(value) else {True: "yes", False: "no"}.get(value, value) if isinstance(
+                    value, (bool, np.bool_)) else value
+                cells.append(f"<td>{_text(shown)}</td>")
         rows.append("<tr>" + "".join(cells) + "</tr>")
     return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
 
