@@ -506,3 +506,15 @@ def test_cursors_storing_the_same_inline_hierarchy_at_once_do_not_collide(tmp_pa
     in_two_threads(publish)
     assert errors == []
     assert all(len(rows(tmp_path / f"r{i}.duckdb")) == len(PEOPLE) for i in range(2))
+
+
+def test_a_release_whose_table_is_gone_is_not_read_as_a_release(tmp_path, frame_anon):
+    # An earlier report took a released table named report_* for a stale report table and dropped it; the info alone
+    # was still read as a release.
+    target = tmp_path / "r.duckdb"
+    frame_anon.publish("frame", POLICY, {"age": 1}, target, table="report_people")
+    with duckdb.connect(str(target)) as con:
+        con.execute("DROP VIEW report_people_classes")
+        con.execute("DROP TABLE report_people")
+    with pytest.raises(AnonymizationError, match="'report_people' cannot be read"):
+        read_release_info(target)

@@ -169,8 +169,11 @@ def write_release(engine: Engine, path: str | os.PathLike, content: ReleaseConte
 
 
 def read_release_info(path: str | os.PathLike, format: str | None = None) -> dict:
-    """A release's info as a dict (JSON columns decoded), whatever its format."""
-    return _described(_reading_writer(Path(path), format), Path(path), None)
+    """A release's info as a dict (JSON columns decoded), whatever its format; a file whose released table is gone
+    or unreadable is refused, as :func:`open_release` refuses it."""
+    reader, info = open_release(path, format)
+    reader.close()
+    return info
 
 
 def open_release(path: str | os.PathLike, format: str | None = None) -> tuple[DuckDBEngine, dict]:
