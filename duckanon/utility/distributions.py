@@ -40,6 +40,8 @@ class Bins:
         """The fewest bins of a round width (1, 2 or 5 times a power of ten) covering [low, high], at most ``most``."""
         if high <= low:  # one value: one bin of the value's own magnitude
             width = 10.0 ** math.floor(math.log10(abs(low))) if low else 1.0
+            if not width:  # a subnormal value: its magnitude underflows to 0
+                width = 1.0
             return cls(math.floor(low / width) * width, width, 1)
         exponent = math.floor(math.log10((high - low) / most))
         for power in (exponent, exponent + 1, exponent + 2):
