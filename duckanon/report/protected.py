@@ -6,7 +6,8 @@ A report travels with its release, so its source side may show only what the rel
   hierarchies), counted per label the release shows; the two sides differ only by what was suppressed;
 - **numbers released as ranges** (Mondrian, clustering: ``<column>_low``/``_high``): both sides over round bins of
   the source's span, each released record spread evenly over its range;
-- **numbers released as numbers** (perturbation): both sides over the same round bins;
+- **numbers released as numbers** (perturbation) or as text that reads as numbers (a group's mean): both sides over
+  the same round bins;
 - **anything else**: per label the release shows; a source value counts under the most specific release label that
   is the value itself or, where the policy's hierarchy is known, one of its generalizations; every other value is
   pooled as one category.
@@ -89,6 +90,9 @@ def _compared(engine, source, reader, released, attribute, columns, hierarchy, s
             return _ranged(engine, source, reader, released, attribute, smallest)
         if is_numeric(reader, released, attribute):
             return _binned(engine, source, reader, released, attribute, smallest)
+        if _numbers_as_text(reader, released, attribute):  # a group's mean (microaggregation), or '*'
+            return _binned(engine, source, reader, _as_numbers(released, attribute), attribute, smallest,
+                           starred=_starred(reader, released, attribute))
     return _labelled(attribute, engine, source, reader, released, hierarchy, smallest,
                      "per label the release shows" + (", each value under its most specific generalization there"
                                                       if hierarchy is not None else ""))
@@ -119,7 +123,29 @@ def _ranged(engine, source, reader, released, attribute, smallest) -> Comparison
                     distinct_values(engine, source, attribute), distinct_values(reader, released, attribute))
 
 
-def _binned(engine, source, reader, released, attribute, smallest) -> Comparison:
+def _numbers_as_text(reader: Engine, released: exp.Expression, attribute: str) -> bool:
+    """Whether every released value of a text column but '*' reads as a number (and some do)."""
+    value = sb.col(attribute)
+    number = exp.TryCast(this=value.copy(), to=exp.DataType.build("DOUBLE"))
+    stray = exp.and_(value.copy().is_(exp.Null()).not_(), value.copy().neq(sb.lit(SUPPRESSED)),
+                     number.copy().is_(exp.Null()))
+    strays, numbers = reader.rows(exp.select(exp.func("COUNT", exp.Case().when(stray, sb.lit(1))),
+                                             exp.func("COUNT", number)).from_(sb.derived(released, "r")))[0]
+    return strays == 0 and numbers > 0
+
+
+def _as_numbers(released: exp.Expression, attribute: str) -> exp.Select:
+    number = exp.TryCast(this=sb.col(attribute), to=exp.DataType.build("DOUBLE"))
+    return exp.select(number.as_(attribute, quoted=True)).from_(sb.derived(released, "r")).where(
+        sb.col(attribute).neq(sb.lit(SUPPRESSED)))
+
+
+def _starred(reader: Engine, released: exp.Expression, attribute: str) -> int:
+    return int(reader.value(exp.select(exp.func("COUNT", exp.Star())).from_(sb.derived(released, "r"))
+                            .where(sb.col(attribute).eq(sb.lit(SUPPRESSED)))))
+
+
+def _binned(engine, source, reader, released, attribute, smallest, starred: int = 0) -> Comparison:
     spans = [_span_bins(e, r, attribute) for e, r in ((engine, source), (reader, released))]
     known = [b for b in spans if b is not None]
     if not known:
@@ -127,10 +153,13 @@ def _binned(engine, source, reader, released, attribute, smallest) -> Comparison
     bins = Bins.covering(min(b.low for b in known), max(b.low + b.width * b.count for b in known) - 1e-9)
     original = value_counts(engine, source, attribute, bins=bins)
     release = value_counts(reader, released, attribute, bins=bins)
-    order = list(dict.fromkeys([*original["value"], *release["value"]]))
-    return _aligned(attribute, dict(zip(original["value"], original["records"])),
-                    dict(zip(release["value"], release["records"])), order, smallest, "both over the same round bins",
-                    distinct_values(engine, source, attribute), distinct_values(reader, released, attribute))
+    counts = dict(zip(release["value"], release["records"]))
+    if starred:
+        counts[SUPPRESSED] = starred
+    order = list(dict.fromkeys([*original["value"], *release["value"], *([SUPPRESSED] if starred else [])]))
+    return _aligned(attribute, dict(zip(original["value"], original["records"])), counts, order, smallest,
+                    "over the same round bins as the release", distinct_values(engine, source, attribute),
+                    distinct_values(reader, released, attribute))
 
 
 def _labelled(attribute, engine, source, reader, released, hierarchy, smallest, how, original=None) -> Comparison:
