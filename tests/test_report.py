@@ -356,3 +356,20 @@ def test_small_counts_are_withheld_with_a_complement():
     assert list(np.isnan(shown)) == [False, True, False, False, True]  # 3 alone would follow from the total
     assert list(np.isnan(withheld(np.array([2.0, 3, 40]), 5))) == [True, True, False]
     assert not np.isnan(withheld(np.array([0.0, 5, 40]), 5)).any()
+
+
+def test_the_verdict_is_recounted_from_the_file(anon, tmp_path):
+    """A release edited after publishing (one record made unique): the verdict re-reads the rows and says k fails,
+    naming as many violating classes as pandas counts; the untouched models and counts still hold."""
+    policy = Policy(quasi_identifiers=hierarchies(["sex", "race"]), models=[KAnonymity(5)], sensitive=[LABEL],
+                    others="drop")
+    _, release = anon.anonymize("sample", policy, tmp_path / "r.duckdb", table="people")
+    assert collect(anon.workspace, release.path).verdict["holds"].tolist() == [True, True, True]
+    with duckdb.connect(str(release.path)) as con:
+        con.execute("UPDATE people SET race = 'nowhere' WHERE rowid = (SELECT min(rowid) FROM people)")
+    released = released_frame(release.path)
+    sizes = released.groupby(["sex", "race"], dropna=False).size()
+    verdict = collect(anon.workspace, release.path).verdict.set_index("guarantee")
+    assert not verdict.loc["k-anonymity with k = 5", "holds"]
+    assert verdict.loc["k-anonymity with k = 5", "how"].startswith(f"{int((sizes < 5).sum())} classes "
+                                                                   f"({int(sizes[sizes < 5].sum())} records)")
