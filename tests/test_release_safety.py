@@ -518,3 +518,20 @@ def test_a_release_whose_table_is_gone_is_not_read_as_a_release(tmp_path, frame_
         con.execute("DROP TABLE report_people")
     with pytest.raises(AnonymizationError, match="'report_people' cannot be read"):
         read_release_info(target)
+
+
+def test_a_link_the_user_made_to_a_release_folder_elsewhere_is_replaced_but_the_folder_kept(tmp_path):
+    import duckanon.release.files as files
+
+    elsewhere = tmp_path / "archive" / "2025"
+    elsewhere.mkdir(parents=True)
+    (elsewhere / files.FOLDER_INFO).write_text("theirs")
+    (elsewhere / "part-0.parquet").write_text("theirs")
+    target = tmp_path / "release"
+    target.symlink_to(elsewhere)
+    partial = tmp_path / f".release.partial-1-{'0' * 32}"
+    partial.mkdir()
+    (partial / files.FOLDER_INFO).write_text("ours")
+    files._FOLDER.replace(partial, target)
+    assert (target / files.FOLDER_INFO).read_text() == "ours"
+    assert (elsewhere / files.FOLDER_INFO).read_text() == "theirs"  # the user's folder is not ours to remove

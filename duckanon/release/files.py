@@ -48,7 +48,9 @@ INFO_TABLE = "release_info"
 INFO_SUFFIX = ".release_info.json"
 FOLDER_INFO = "_release_info.json"
 EXTENSIONS = {".duckdb": "duckdb", ".db": "duckdb", ".ddb": "duckdb", ".parquet": "parquet", ".csv": "csv"}
-_PARTIAL = re.compile(r"\.partial-(\d+)-[0-9a-f]{32}$")
+# A publish's own files, named with its process id: partial files (and a CSV's bridge, a Spark release's new link)
+# and Spark release folders.
+_PARTIAL = re.compile(r"\.(?:partial|release)-(\d+)-[0-9a-f]{32}(?:\.bridge|\.link)?$")
 
 # release_info's columns and types: one row per release.  ``created`` is in UTC (a plain TIMESTAMP: reading a
 # TIMESTAMPTZ into Python needs pytz, which BI tools' drivers may lack).
@@ -284,8 +286,8 @@ def _remove_stale_partials(target: Path) -> None:
     current = target.resolve() if target.is_symlink() else None
     with contextlib.suppress(FileNotFoundError):
         for entry in os.scandir(target.parent):
-            name = entry.name.removesuffix(".wal").removesuffix(INFO_SUFFIX).removesuffix(".link")
-            found = _PARTIAL.search(name.replace(".release-", ".partial-"))
+            name = entry.name.removesuffix(".wal").removesuffix(INFO_SUFFIX)
+            found = _PARTIAL.search(name)
             if (not name.startswith(prefixes) or not found or _alive(int(found.group(1)))
                     or Path(entry.path).resolve() == current):
                 continue
@@ -541,11 +543,12 @@ class _ParquetFolder(_Writer):
     def replace(self, partial, target):
         # A folder cannot be renamed over another, so the path is a symbolic link to a hidden folder beside it, and a
         # new release swaps the link in one rename: a kill leaves the earlier release or the new one at the path.
-        if target.is_dir() and not target.is_symlink() and not _is_release_folder(target):
+        if target.is_dir() and not _is_release_folder(target):
             raise AnonymizationError(f"{str(target)!r} is a folder but not a release: choose another path")
         folder = target.with_name(f".{target.name}.release-{os.getpid()}-{uuid.uuid4().hex}")
         link = target.with_name(f"{partial.name}.link")
-        earlier = target.resolve() if target.is_symlink() else None
+        # Only a folder of ours goes once the link moves on: a link the user made to a folder elsewhere is not ours.
+        earlier = target.resolve() if target.is_symlink() and _is_own_release_folder(target) else None
         os.replace(partial, folder)
         try:
             os.symlink(folder.name, link)
@@ -563,6 +566,12 @@ class _ParquetFolder(_Writer):
 
     def remove(self, partial):
         _remove_files(partial, partial.with_name(f"{partial.name}.link"))
+
+
+def _is_own_release_folder(target: Path) -> bool:
+    """Whether the link at ``target`` points to a hidden release folder duckanon made beside it."""
+    pointed = target.resolve()
+    return pointed.parent == target.parent.resolve() and pointed.name.startswith(f".{target.name}.release-")
 
 
 class _CsvFile(_Writer):
