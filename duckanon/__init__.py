@@ -13,10 +13,17 @@ from .declare.policy import Policy
 from .encode.binding import EncodedSource
 from .errors import (
     AnonymizationError,
+    DigestMismatch,
+    GuaranteeFails,
     HierarchyError,
+    NotARelease,
     PolicyError,
     PolicyNotSatisfied,
     ReleaseCheckFailed,
+    SignatureMismatch,
+    SigningKeyError,
+    VerificationFailed,
+    WrongKey,
 )
 from .hierarchy.hierarchy import Hierarchy, IntervalHierarchy
 from .partition.mondrian import MondrianResult
@@ -40,7 +47,9 @@ from .privacy.models import (
     TCloseness,
 )
 from .recode.recoding import Assignment, PartitionMap
+from .release.files import read_release_info
 from .release.publish import Release
+from .release.verify import Verification, verify
 from .risk.classes import RiskReport
 from .search.strategies import SearchResult
 from .session import Anonymizer, connect
@@ -62,4 +71,6 @@ __all__ = [
     "TCloseness", "__version__", "connect",
 ]
 __all__ += ["AdditiveNoise", "DisclosureReport", "EmpiricalSynthesis", "PerturbedRelease", "RandomizedResponse"]
+__all__ += ["DigestMismatch", "GuaranteeFails", "NotARelease", "SignatureMismatch", "SigningKeyError", "Verification",
+            "VerificationFailed", "WrongKey", "read_release_info", "verify"]
 __all__ += ["Clusters", "MDAV", "Personalization", "SemiSupervisedClustering", "TopDownPartitioning"]

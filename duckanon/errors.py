@@ -39,3 +39,35 @@ class GeneratedSqlError(duckdb.Error):
     def __init__(self, message: str, statement: str):
         super().__init__(message)
         self.statement = statement
+
+
+class NotARelease(AnonymizationError):
+    """A file that is not a release duckanon wrote, or whose ``release_info`` is gone or unreadable."""
+
+
+class SigningKeyError(AnonymizationError):
+    """A signing or public key that cannot be used: unreadable, encrypted, not Ed25519.  Never shows the key."""
+
+
+class VerificationFailed(AnonymizationError):
+    """A release does not prove what it claims (:func:`duckanon.verify`); ``verification`` holds every check."""
+
+    def __init__(self, message: str, verification=None):
+        super().__init__(message)
+        self.verification = verification
+
+
+class GuaranteeFails(VerificationFailed):
+    """A guarantee recomputed from the released rows fails, or differs from what ``release_info`` claims."""
+
+
+class DigestMismatch(VerificationFailed):
+    """The released rows' content digest differs from the one ``release_info`` records: they changed."""
+
+
+class SignatureMismatch(VerificationFailed):
+    """The signature does not match the release's info and digest under the key that made it: it was altered."""
+
+
+class WrongKey(VerificationFailed):
+    """The key given is not the one that signed the release, or the release is not signed."""

@@ -37,7 +37,7 @@ from .perturb.perturbation import perturb
 from .privacy.checks import CheckReport
 from .recode.generalization import FullDomainGeneralization, Transformation
 from .release.files import STORAGE_VERSION
-from .release.publish import Release, Reportable, publish_source
+from .release.publish import Release, Reportable, publish_source, signing
 from .risk.classes import RiskReport
 from .search import run as search_run
 from .search.strategies import SearchResult
@@ -149,31 +149,36 @@ class Anonymizer:
     def anonymize(self, source, policy: Policy | str | None, path: str | os.PathLike, *, metric: Metric | str = "loss",
                   strategy: str = "optimal", label: str | None = None, table: str = "release",
                   format: str | None = None, evaluator: str = "auto", memory_budget: int | None = None,
-                  time_limit: float | None = None, check_limit: int | None = None) -> tuple[SearchResult, Release]:
-        """Search the best transformation and publish it (``format`` as :meth:`publish`; ``source``, ``evaluator``
-        and the limits as :meth:`search`: a search stopped by a limit publishes the best node it found)."""
-        return search_run.anonymize(self.workspace, source, policy, path, metric, strategy, label, table, format,
+                  time_limit: float | None = None, check_limit: int | None = None,
+                  sign_with: object | None = None) -> tuple[SearchResult, Release]:
+        """Search the best transformation and publish it (``format`` and ``sign_with`` as :meth:`publish`;
+        ``source``, ``evaluator`` and the limits as :meth:`search`: a search stopped by a limit publishes the best
+        node it found)."""
+        return search_run.anonymize(signing(self.workspace, sign_with), source, policy, path, metric, strategy, label, table, format,
                                     evaluator, memory_budget, time_limit, check_limit)
 
     # ---------------------------------------------------------------- publish
     def publish(self, source, policy: Policy | str, transformation: Transformation | Mapping[str, int],
-                path: str | os.PathLike, *, table: str = "release", format: str | None = None) -> Release:
+                path: str | os.PathLike, *, table: str = "release", format: str | None = None,
+                sign_with: object | None = None) -> Release:
         """Recode ``source`` by ``transformation`` (a Transformation, or a level per quasi-identifier), suppress what
         violates the policy, and write the release file: DuckDB, Parquet or CSV by ``path``'s extension or
-        ``format`` (see :mod:`duckanon.release`)."""
+        ``format`` (see :mod:`duckanon.release`).  ``sign_with``: an Ed25519 private key (a key file's path, PEM
+        bytes or a ``cryptography`` key; the ``sign`` extra) that signs the release's info and content digest, so
+        that :func:`duckanon.verify` with its public key detects any change."""
         if not isinstance(transformation, Transformation):
             transformation = FullDomainGeneralization(transformation)
+        workspace = signing(self.workspace, sign_with)
         if isinstance(transformation, FullDomainGeneralization):
-            return search_run.publish_generalization(self.workspace, source, policy, transformation, path, table,
-                                                     format)
-        return publish_source(self.workspace, source, policy, transformation, path, table, format)
+            return search_run.publish_generalization(workspace, source, policy, transformation, path, table, format)
+        return publish_source(workspace, source, policy, transformation, path, table, format)
 
     # ----------------------------------------------------------------- report
     def report(self, release: str | os.PathLike | Reportable, path: str | os.PathLike | None = None, *, source=None,
                policy: Policy | str | None = None, label: str | None = None, sampling_fraction: float | None = None,
                population=None, frontier: Sequence[object] | None = None, parameter: str = "k",
                metric: str = "loss", threshold: float = 0.2, tables: str | os.PathLike | None = None,
-               custodian_view: bool = False) -> Path:
+               custodian_view: bool = False, public_key: object | None = None) -> Path:
         """Write one self-contained HTML report on a release (a path, or what a publish returned) to ``path``
         (default: the release's path with ``.html``): its policy, transformation and suppression, re-identification
         risk (prosecutor; journalist and population uniqueness given ``sampling_fraction`` or a ``population``
@@ -181,22 +186,23 @@ class Anonymizer:
         and, given ``frontier`` values of ``parameter``, the optimum's ``metric`` and risk for each.  Given
         ``tables`` (a ``.duckdb`` path), the same figures go there as ``report_*`` tables; the release is only read.
         The source's side shows only the release's own categories with small counts withheld, unless
-        ``custodian_view`` (the source's own values; the page then says it is not to be passed on).  See
+        ``custodian_view`` (the source's own values; the page then says it is not to be passed on).  Its verdict is
+        the release's verification (:func:`duckanon.verify`; with ``public_key``, its signature too).  See
         :mod:`duckanon.report`."""
         if isinstance(release, Reportable):
             return release.report(path, label=label, sampling_fraction=sampling_fraction, population=population,
                                   frontier=frontier, parameter=parameter, metric=metric, threshold=threshold,
-                                  tables=tables, custodian_view=custodian_view)
+                                  tables=tables, custodian_view=custodian_view, public_key=public_key)
         return report.report(self.workspace, release, path, source=source, policy=policy, label=label,
                              sampling_fraction=sampling_fraction, population=population, frontier=frontier,
                              parameter=parameter, metric=metric, threshold=threshold, tables=tables,
-                             custodian_view=custodian_view)
+                             custodian_view=custodian_view, public_key=public_key)
 
     # --------------------------------------------------- the other algorithms
     def mondrian(self, source, policy: Policy | str, path: str | os.PathLike | None = None, *, relaxed: bool = False,
                  orders: Mapping[str, Sequence[object]] | None = None, categorical: Sequence[str] = (),
                  styles: Mapping[str, str] | None = None, numeric_style: str = "range", metrics: bool = True,
-                 table: str = "release", format: str | None = None) -> MondrianResult:
+                 table: str = "release", format: str | None = None, sign_with: object | None = None) -> MondrianResult:
         """Partition ``source`` with Mondrian (strict, or ``relaxed``) in DuckDB, measure the result, and publish it
         to ``path`` when given (suppression, verification and release file as :meth:`publish`).
 
@@ -205,9 +211,10 @@ class Anonymizer:
         ``categorical`` names numeric columns to cut along their hierarchy or order instead.  ``styles`` sets an
         output style per attribute (``range``/``mean`` for numbers, ``lca``/``set`` for categories); by default
         numbers show ``numeric_style``, categories cut along a hierarchy their lowest common ancestor and the others
-        their set of values.  ``metrics=False`` skips measuring LM, DM, NCP and the average class size.  See
-        :mod:`duckanon.partition.mondrian` and :mod:`duckanon.recode.recoding`."""
-        return partition_run.mondrian(self.workspace, source, policy, path, relaxed=relaxed, orders=orders,
+        their set of values.  ``metrics=False`` skips measuring LM, DM, NCP and the average class size.
+        ``sign_with`` as :meth:`publish`.  See :mod:`duckanon.partition.mondrian` and
+        :mod:`duckanon.recode.recoding`."""
+        return partition_run.mondrian(signing(self.workspace, sign_with), source, policy, path, relaxed=relaxed, orders=orders,
                                       categorical=categorical, styles=styles, numeric_style=numeric_style,
                                       metrics=metrics, table=table, format=format)
 
@@ -221,17 +228,18 @@ class Anonymizer:
     def perturb(self, source, path: str | os.PathLike, *, method, numeric: Sequence[str] = (), categorical=(),
                 categorical_method=None, identifiers: Sequence[str] = (), insensitive: Sequence[str] = (),
                 others: str = "error", keep: Sequence[str] | None = None, seed: int | None = None,
-                table: str = "release", **measures):
+                table: str = "release", sign_with: object | None = None, **measures):
         """Publish ``source`` with its private attributes replaced by perturbed values: seed 004's
         ``duckanon.EmpiricalSynthesis`` (rank re-associated draws from each attribute's empirical distribution), or
         the baselines ``duckanon.AdditiveNoise`` and ``duckanon.RandomizedResponse``; every release is measured
         (``duckanon.privacy.disclosure``).  Every column needs a role: ``identifiers`` dropped, ``numeric``/``categorical``
         perturbed, ``insensitive`` released as they are, the rest as ``others`` says (an error by default).  See
-        :func:`duckanon.perturb.perturbation.perturb` for the parameters; returns a
+        :func:`duckanon.perturb.perturbation.perturb` for the parameters (``sign_with`` as :meth:`publish`); returns a
         :class:`~duckanon.perturb.perturbation.PerturbedRelease`."""
         relation = source_relation(self.engine, source)
         released = perturb(self.engine, relation, path, method=method, numeric=numeric, categorical=categorical,
                            categorical_method=categorical_method, identifiers=identifiers, insensitive=insensitive,
-                           others=others, keep=keep, seed=seed, table=table, progress=self.progress, **measures)
+                           others=others, keep=keep, seed=seed, table=table, progress=self.progress,
+                           signer=signing(self.workspace, sign_with).signer, **measures)
         released.origin = (self.workspace, relation, None)
         return released

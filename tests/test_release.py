@@ -117,7 +117,7 @@ def test_release_file_has_only_the_table_views_and_info(adult_release):
         views = {r[0] for r in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
         info = con.execute("SELECT transformation FROM release_info").fetchall()
     assert tables == {"adult", "release_info"}
-    assert views == {"adult_classes"}
+    assert views == {"adult_classes", "release_verification"}
     assert [json.loads(row[0]) for row in info] == [{"full-domain generalization": LEVELS}]
     assert "fnlwgt" not in read_release(path).columns
 

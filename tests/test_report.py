@@ -181,15 +181,15 @@ def test_bad_input_is_one_clear_error_and_writes_nothing(anon, folder, tmp_path,
     con.close()
     population = tmp_path / "population.csv"
     pd.DataFrame({q: ["x"] for q in QUASI}).to_csv(population, index=False)
-    cases = [([str(plain)], "no readable release_info"),
-             ([str(stripped)], "no readable release_info"),
-             ([str(tmp_path / "nothing.duckdb")], "no such file"),
+    cases = [([str(plain)], "no readable release_info", 9),  # not a release: the code verify gives it too
+             ([str(stripped)], "no readable release_info", 9),
+             ([str(tmp_path / "nothing.duckdb")], "no such file", 2),
              ([str(reports["full-domain"][0]), "--adult", "--population", str(population)],
-              "population \\(1 records\\) is smaller than the sample"),
-             ([str(reports["full-domain"][0]), "--sampling-fraction", "1.5"], "1.5")]
-    for arguments, message in cases:
+              "population \\(1 records\\) is smaller than the sample", 2),
+             ([str(reports["full-domain"][0]), "--sampling-fraction", "1.5"], "1.5", 2)]
+    for arguments, message, code in cases:
         output = tmp_path / "out.html"
-        assert main(["report", *arguments, "-o", str(output), "--quiet"]) == 2
+        assert main(["report", *arguments, "-o", str(output), "--quiet"]) == code
         error = capsys.readouterr().err.strip().splitlines()
         assert len(error) == 1 and re.search(message, error[0]), error
         assert not output.exists() and not list(tmp_path.glob(".out.html*"))
@@ -364,12 +364,15 @@ def test_the_verdict_is_recounted_from_the_file(anon, tmp_path):
     policy = Policy(quasi_identifiers=hierarchies(["sex", "race"]), models=[KAnonymity(5)], sensitive=[LABEL],
                     others="drop")
     _, release = anon.anonymize("sample", policy, tmp_path / "r.duckdb", table="people")
-    assert collect(anon.workspace, release.path).verdict["holds"].tolist() == [True, True, True]
+    assert collect(anon.workspace, release.path).verdict["holds"].all()
     with duckdb.connect(str(release.path)) as con:
         con.execute("UPDATE people SET race = 'nowhere' WHERE rowid = (SELECT min(rowid) FROM people)")
     released = released_frame(release.path)
     sizes = released.groupby(["sex", "race"], dropna=False).size()
     verdict = collect(anon.workspace, release.path).verdict.set_index("guarantee")
     assert not verdict.loc["k-anonymity with k = 5", "holds"]
-    assert verdict.loc["k-anonymity with k = 5", "how"].startswith(f"{int((sizes < 5).sum())} classes "
-                                                                   f"({int(sizes[sizes < 5].sum())} records)")
+    assert verdict.loc["k-anonymity with k = 5", "recomputed"].startswith(
+        f"{int((sizes < 5).sum())} classes ({int(sizes[sizes < 5].sum())} records)")
+    # The report says so first, above every figure.
+    page = anon.report(release.path, tmp_path / "tampered.html").read_text()
+    assert page.index("This release fails its verification") < page.index("<h2")

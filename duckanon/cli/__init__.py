@@ -2,7 +2,8 @@
 
 ``duckanon [search] [SOURCE] [options]`` searches the full-domain generalizations and publishes the best (with no
 source, on the bundled Adult data); ``check``, ``mondrian``, ``cluster``, ``perturb``, ``run`` (a policy stored in
-the database) and ``hierarchy intervals|redaction|dates`` do the rest.  ``duckanon --help`` lists them and the exit
+the database) and ``hierarchy intervals|redaction|dates`` do the rest; ``report`` and ``verify`` read a release,
+``keygen`` makes a key to sign releases with.  ``duckanon --help`` lists them and the exit
 codes; every failure is one line ``duckanon: error: …`` on stderr.
 """
 
@@ -18,17 +19,23 @@ from collections.abc import Sequence
 
 import duckdb
 
-from ..errors import GeneratedSqlError, MissingExtra, PolicyNotSatisfied, ReleaseCheckFailed
+from ..errors import (DigestMismatch, GeneratedSqlError, GuaranteeFails, MissingExtra, NotARelease,
+                      PolicyNotSatisfied, ReleaseCheckFailed, SignatureMismatch, WrongKey)
 from .commands import COMMANDS
 from .console import Console
 from .parser import (
     DEFAULT_COMMAND,
+    EXIT_DIGEST,
+    EXIT_GUARANTEE,
     EXIT_INPUT,
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
     EXIT_IO,
+    EXIT_NOT_A_RELEASE,
     EXIT_NOT_MET,
+    EXIT_SIGNATURE,
     EXIT_UNVERIFIED,
+    EXIT_WRONG_KEY,
     UsageError,
     build_parser,
 )
@@ -59,6 +66,10 @@ def run(argv: Sequence[str] | None = None, out=None, err=None) -> int:
         console.clear()
 
 
+_VERIFICATION_CODES = {GuaranteeFails: EXIT_GUARANTEE, DigestMismatch: EXIT_DIGEST, SignatureMismatch: EXIT_SIGNATURE,
+                       WrongKey: EXIT_WRONG_KEY, NotARelease: EXIT_NOT_A_RELEASE}
+
+
 def exit_code(error: BaseException) -> int:
     if isinstance(error, (KeyboardInterrupt, duckdb.InterruptException)):
         return EXIT_INTERRUPTED
@@ -70,6 +81,9 @@ def exit_code(error: BaseException) -> int:
         return EXIT_NOT_MET
     if isinstance(error, ReleaseCheckFailed):
         return EXIT_UNVERIFIED
+    for kind, code in _VERIFICATION_CODES.items():
+        if isinstance(error, kind):
+            return code
     if isinstance(error, (UsageError, ValueError)):  # AnonymizationError and its kinds are ValueErrors
         return EXIT_INPUT
     if isinstance(error, (duckdb.Error, OSError)):

@@ -22,6 +22,8 @@ from ..errors import AnonymizationError
 from ..hierarchy.hierarchy import Hierarchy
 from ..perturb.perturbation import AdditiveNoise, EmpiricalSynthesis, RandomizedResponse
 from ..release.files import checked_table_name, read_release_info, release_format, write_atomically
+from ..release.signing import new_key_pair
+from ..release.verify import verify as verify_release
 from ..session import Anonymizer, connect
 from ..sqlgen import build as sb
 from . import policy_options
@@ -70,8 +72,8 @@ def _generalize(args: argparse.Namespace, console: Console, anon: Anonymizer, so
     console.say(report.per_model.to_string(index=False))
     if args.check_only:
         return OK if report.within_limit else NOT_MET
-    release = anon.publish(source.relation, policy, levels, args.output, table=table,
-                           format=args.format)
+    release = anon.publish(source.relation, policy, levels, args.output, table=table, format=args.format,
+                           sign_with=args.sign_with)
     console.say(release.summary())
     console.say(f"time: {console.seconds():.2f} s")
     return OK
@@ -111,7 +113,7 @@ def mondrian(args: argparse.Namespace, console: Console) -> int:
     result = anon.mondrian(source.relation, policy, output,
                            relaxed=args.relaxed, orders=dict(args.order) or None, categorical=args.categorical,
                            styles=styles or None, numeric_style=args.numeric_style,
-                           table=_release_table(args, source), format=args.format)
+                           table=_release_table(args, source), format=args.format, sign_with=args.sign_with)
     console.say(result.summary())
     console.say(f"time: {console.seconds():.2f} s")
     return OK
@@ -142,7 +144,8 @@ def cluster(args: argparse.Namespace, console: Console) -> int:
     console.say(report.summary())
     if args.check_only:
         return OK if report.satisfied else NOT_MET
-    release = clusters.publish(output, table=_release_table(args, source), format=args.format)
+    release = clusters.publish(output, table=_release_table(args, source), format=args.format,
+                               sign_with=args.sign_with)
     console.say(release.summary())
     console.say(f"time: {console.seconds():.2f} s")
     return OK
@@ -161,7 +164,8 @@ def perturb(args: argparse.Namespace, console: Console) -> int:
         source.relation, output, method=method, numeric=args.numeric, categorical=args.categorical,
         categorical_method=(EmpiricalSynthesis(args.bins) if categorical_method == "empirical-synthesis"
                             else RandomizedResponse(args.keep_probability)),
-        identifiers=args.identifier, insensitive=args.insensitive, others=args.others, seed=args.seed, table=_release_table(args, source), format=args.format)
+        identifiers=args.identifier, insensitive=args.insensitive, others=args.others, seed=args.seed, table=_release_table(args, source), format=args.format,
+        sign_with=args.sign_with)
     console.say(released.summary())
     console.say(f"time: {console.seconds():.2f} s")
     return OK
@@ -244,8 +248,27 @@ def report(args: argparse.Namespace, console: Console) -> int:
     written = anon.report(release, output, source=source.relation, policy=policy, label=args.label,
                           sampling_fraction=args.sampling_fraction, population=population, frontier=frontier,
                           parameter=args.frontier_parameter, metric=args.metric, threshold=args.threshold,
-                          tables=args.tables, custodian_view=args.custodian_view)
+                          tables=args.tables, custodian_view=args.custodian_view, public_key=args.public_key)
     console.say(f"wrote the report on {release} to {written} ({console.seconds():.2f} s)")
+    return OK
+
+
+def verify(args: argparse.Namespace, console: Console) -> int:
+    """Verify a release from its rows (and its signature with --public-key); a failure is raised as its error."""
+    verification = verify_release(args.release, public_key=args.public_key, format=args.format)
+    shown = verification.frame().assign(holds=lambda f: f["holds"].map({True: "holds", False: "FAILS"}).fillna(
+        "not checked"))
+    console.say(shown.to_string(index=False))
+    verification.raise_for_failure()
+    console.say(verification.summary())
+    return OK
+
+
+def keygen(args: argparse.Namespace, console: Console) -> int:
+    """Write a new Ed25519 key pair for signing releases."""
+    private, public = new_key_pair(args.key)
+    console.say(f"wrote the private key to {private} (keep it: it signs releases; never share it) and the public key "
+                f"to {public} (give it to recipients: duckanon verify RELEASE --public-key {public.name})")
     return OK
 
 
@@ -273,4 +296,5 @@ def example_data(args: argparse.Namespace, console: Console) -> int:
 
 
 COMMANDS = {"search": search, "check": check, "mondrian": mondrian, "cluster": cluster, "perturb": perturb,
-            "run": run_stored, "hierarchy": hierarchy, "report": report, "example-data": example_data}
+            "run": run_stored, "hierarchy": hierarchy, "report": report, "verify": verify, "keygen": keygen,
+            "example-data": example_data}

@@ -27,6 +27,7 @@ schema are found. `duckanon COMMAND --help` lists a command's options."""
 
 # The exit codes, as EPILOG documents them.
 EXIT_OK, EXIT_NOT_MET, EXIT_INPUT, EXIT_UNVERIFIED, EXIT_IO, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 70, 130
+EXIT_GUARANTEE, EXIT_DIGEST, EXIT_SIGNATURE, EXIT_WRONG_KEY, EXIT_NOT_A_RELEASE = 5, 6, 7, 8, 9
 EPILOG = """exit codes:
   0    done (check: the policy holds)
   1    the policy cannot be met: no transformation satisfies it within the suppression limit, or the given one does not
@@ -34,6 +35,12 @@ EPILOG = """exit codes:
        the method; an output path that cannot be a release; an optional extra that is not installed (it is named)
   3    the written release failed its verification; nothing was published
   4    a file or database could not be read or written (operating system or DuckDB error)
+  5    verify: a guarantee recomputed from the release's rows fails or differs from its release_info (the first
+       failing model and class are named)
+  6    the release's rows (or a CSV's bytes) are not those its release_info records: changed after publishing
+  7    verify --public-key: the signature does not match the release's info and digest: altered after signing
+  8    verify --public-key: the key given did not sign the release, or the release is not signed
+  9    the file is not a release duckanon wrote, or its release_info is missing or unreadable
   70   internal error (a bug: please report it; DUCKANON_TRACEBACK=1 shows the traceback, DUCKANON_DEBUG=1 logs the
        SQL statement DuckDB rejected)
   130  interrupted
@@ -167,6 +174,9 @@ def _output(*, check_only: bool = True) -> Parser:
     output.add_argument("--format", choices=FORMATS, help="release format (default: by the extension of -o)")
     output.add_argument("--release-table", metavar="NAME",
                         help="name of the released table (default: the source table's or file's name)")
+    output.add_argument("--sign-with", type=Path, metavar="KEYFILE",
+                        help="sign the release with this Ed25519 private key (PEM or OpenSSH; `duckanon keygen` makes "
+                             "one): recipients check it with `duckanon verify --public-key` (the sign extra)")
     if check_only:
         output.add_argument("--check-only", action="store_true", help="report, write no release")
     return parser
@@ -256,6 +266,8 @@ def _report_options(parser: Parser) -> None:
                         help="show the source's own values beside the release (by default the source is shown only "
                              "in the release's categories, small counts withheld); the page says it is not to be "
                              "passed on")
+    parser.add_argument("--public-key", type=Path, metavar="KEYFILE",
+                        help="the custodian's Ed25519 public key: the verdict also checks the release's signature")
     parser.add_argument("--tables", type=Path, metavar="FILE.duckdb",
                         help="also write the figures as report_* tables into this DuckDB file (the release itself is "
                              "never written to)")
@@ -303,6 +315,18 @@ def build_parser() -> Parser:
 
     _report_options(command("report", "write an HTML report on a release: risk, utility and the privacy/utility "
                                       "frontier"))
+
+    checked = command("verify", "verify a release from its rows alone: every guarantee it claims recomputed, its "
+                                "content digest, and its signature with --public-key; exit 0 when all hold")
+    checked.add_argument("release", metavar="RELEASE", help="a release written by duckanon (.duckdb, .parquet, .csv, "
+                                                            "or a Spark release folder)")
+    checked.add_argument("--public-key", type=Path, metavar="KEYFILE",
+                         help="the custodian's Ed25519 public key (PEM or OpenSSH): the signature must be theirs")
+    checked.add_argument("--format", choices=FORMATS, help="the release's format (default: by its extension)")
+    keys = command("keygen", "write a new Ed25519 key pair for signing releases: KEYFILE (private, readable by you "
+                             "only) and KEYFILE.pub (for recipients)")
+    keys.add_argument("key", metavar="KEYFILE", type=Path, help="where to write the private key; neither it nor "
+                                                                "KEYFILE.pub may exist")
 
     hierarchy = commands.add_parser("hierarchy", help="build a hierarchy from a column's values",
                                     description="build a hierarchy from a column's distinct values and write it as "

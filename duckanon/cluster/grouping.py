@@ -54,7 +54,7 @@ from ..recode.recoding import (
     numbered,
     numeric_kind,
 )
-from ..release.publish import Release, publish_source
+from ..release.publish import Release, publish_source, signing
 from ..sqlgen import build as sb
 from .distance import RecordSpace, row_blocks
 
@@ -518,13 +518,15 @@ class Clusters:
             engine.run(sb.drop("TABLE", recoded))
             engine.run(sb.drop("TABLE", assignment))
 
-    def publish(self, path, *, table: str = "release", format: str | None = None) -> Release:
+    def publish(self, path, *, table: str = "release", format: str | None = None,
+                sign_with: object | None = None) -> Release:
         """Write the release: quasi-identifiers recoded by group (:class:`~duckanon.recode.recoding.PartitionMap`), checked,
-        and verified by :func:`~duckanon.release.publish.publish` (``format`` as :meth:`Anonymizer.publish`)."""
+        and verified by :func:`~duckanon.release.publish.publish` (``format`` and ``sign_with`` as
+        :meth:`Anonymizer.publish`)."""
         assignment = self._assignment()
         try:
             transformation = self._released(assignment)
-            return publish_source(self.workspace, self.source, self.method.release_policy(self.policy), transformation,
-                                  path, table, format)
+            return publish_source(signing(self.workspace, sign_with), self.source,
+                                  self.method.release_policy(self.policy), transformation, path, table, format)
         finally:
             self.workspace.engine.run(sb.drop("TABLE", assignment))

@@ -45,6 +45,9 @@ class Workspace:
     # What writes a release's report (:func:`duckanon.report.report`), given by the façade: the rooms below it
     # publish releases, and a release is reported through the workspace it came from.
     reporter: Callable[..., Path] | None = None
+    # What signs every release written through this workspace (a release.signing.Signer; see
+    # release.publish.signing), None for unsigned releases.
+    signer: object | None = None
 
     def announce(self, message: str) -> None:
         if self.progress is not None:

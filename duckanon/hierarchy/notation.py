@@ -143,6 +143,28 @@ def parse_closed(label: str) -> tuple[float, float, int] | None:
     return float(low), float(high), len(low_decimals or high_decimals or "")
 
 
+_HALF_OPEN = re.compile(r"^\[(-?[0-9]+(?:\.[0-9]+)?), (-?[0-9]+(?:\.[0-9]+)?)\)$")
+_NUMBER = re.compile(r"^-?[0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?$")
+
+
+def label_problem(label: str, low: float, high: float) -> str | None:
+    """What is wrong with the bounds ``[low, high]`` shown beside ``label``, judged from the label alone: a ``[lo,
+    hi]`` range must show its own numbers, a ``[lo, hi)`` interval must contain them, a plain number must be both
+    bounds.  None when they agree, or when the label is not in duckanon's notation (a user's hierarchy label)."""
+    closed = parse_closed(label)
+    if closed is not None:
+        if close_to(low, closed[0], closed[2]) and close_to(high, closed[1], closed[2]):
+            return None
+        return f"{label!r} shows the bounds [{low}, {high}]"
+    half_open = _HALF_OPEN.match(label)
+    if half_open is not None:
+        lowest, above = (float(n) for n in half_open.groups())
+        return None if lowest <= low <= high < above else f"{label!r} shows the bounds [{low}, {high}], outside it"
+    if _NUMBER.match(label.strip()):
+        return None if low == high == float(label) else f"{label!r} shows the bounds [{low}, {high}]"
+    return None
+
+
 def close_to(number: float, target: float, decimals_shown: int) -> bool:
     """Whether ``number`` is what a label showing ``target`` with ``decimals_shown`` decimals stands for: equal, or
     (rounded beyond :data:`MOST_DECIMALS`) within one step of it."""

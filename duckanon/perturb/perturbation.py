@@ -64,6 +64,7 @@ from ..parameters import checked_number
 from ..privacy import disclosure
 from ..privacy.disclosure import DisclosureReport, disclosure_report
 from ..release.files import ReleaseContent, ReleaseInfo, release_format, write_release
+from ..release.signing import Signer
 from ..release.publish import Reportable
 from ..sqlgen import build as sb
 
@@ -268,7 +269,8 @@ def perturb(engine: Engine, source: exp.Expression, path: str | os.PathLike, *,
             seed: int | None = None, table: str = "release", measure: bool = True,
             known_records: Sequence[int] = (10, 100), mi_bins: int | None = None,
             measure_records: int | None = disclosure.SAMPLE,
-            progress: Callable[[str], None] | None = None, format: str | None = None) -> PerturbedRelease:
+            progress: Callable[[str], None] | None = None, format: str | None = None,
+            signer: Signer | None = None) -> PerturbedRelease:
     """Publish ``source`` (a sqlglot table or query) to ``path`` (DuckDB, Parquet or CSV by its extension or
     ``format``) with its private attributes perturbed.
 
@@ -353,7 +355,8 @@ def perturb(engine: Engine, source: exp.Expression, path: str | os.PathLike, *,
                            metrics={"disclosure": report.as_dict()} if report is not None else {})
         say(f"writing and verifying {path}")
         written = write_release(engine, path, ReleaseContent(table, query, {}, info, sources=[source]), format=format,
-                                verify=lambda reader: verify_perturbed_release(reader, table, released, attributes, facts))
+                                verify=lambda reader: verify_perturbed_release(reader, table, released, attributes, facts),
+                                signer=signer)
         return PerturbedRelease(written, table, records, methods, report)
     finally:
         for view in views:

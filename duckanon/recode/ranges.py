@@ -88,37 +88,50 @@ class Ranges:
         return query
 
     def verify(self, reader: Engine, table: str, transformation, hierarchies: Mapping) -> None:
-        """Check a written release's bound columns: numbers, the same for every record showing a label, NULL for
-        ``*`` and NULL, low <= high, and as the transformation defines a label's bounds
-        (:meth:`~duckanon.recode.generalization.Transformation.range_problems`)."""
-        released = sb.table(table)
-        types = reader.types(released)
+        """Check a written release's bound columns (:func:`bound_rows`), and as the transformation defines a label's
+        bounds (:meth:`~duckanon.recode.generalization.Transformation.range_problems`)."""
         for attribute in self.relations:
-            low, high = low_column(attribute), high_column(attribute)
-            odd = [c for c in (low, high) if not sb.is_numeric_type(types.get(c, ""))]
-            if odd:
-                raise ReleaseCheckFailed(f"release check: bound columns {odd} of {attribute!r} are not numbers")
-            label = sb.col(attribute)
-            bounds = [sb.col(low), sb.col(high)]
-            distinct = lambda c: exp.func("COUNT", exp.Distinct(expressions=[c.copy()]))  # noqa: E731
-            query = (exp.select(label, *[distinct(c) for c in bounds], *[exp.func("COUNT", c.copy()) for c in bounds],
-                                exp.func("COUNT", exp.Star()), exp.func("MIN", bounds[0].copy()),
-                                exp.func("MAX", bounds[1].copy()))
-                     .from_(released).group_by(label.copy()))
-            rows, problems = [], []
-            for text, lows, highs, with_low, with_high, records, lowest, highest in reader.rows(query):
-                if (lows, highs) not in ((0, 0), (1, 1)) or {with_low, with_high} - {0, records}:
-                    problems.append(f"{text!r} shows several bounds, or some NULL")
-                elif text in (None, TOP) and with_low:
-                    problems.append(f"{text!r} shows bounds")
-                elif with_low and lowest > highest:
-                    problems.append(f"{text!r} shows a lower bound above its upper bound")
-                elif text not in (None, TOP):
-                    rows.append((text, lowest, highest))
+            rows, problems = bound_rows(reader, sb.table(table), attribute)
             problems += transformation.range_problems(attribute, hierarchies.get(attribute), rows)
             if problems:
                 raise ReleaseCheckFailed(f"release check: the bounds of {attribute!r} do not match their labels: "
                                          f"{'; '.join(problems[:5])}")
+
+
+def bound_rows(reader: Engine, released: exp.Table, attribute: str
+               ) -> tuple[list[tuple[str, object, object]], list[str]]:
+    """The distinct (label, low, high) of ``attribute``'s bound columns in ``released``, and what is wrong with them
+    whatever made them: bounds that are not numbers, differ between records of one label or are NULL for some, shown
+    for ``*`` or NULL, or a lower bound above the upper one."""
+    types = reader.types(released)
+    low, high = low_column(attribute), high_column(attribute)
+    odd = [c for c in (low, high) if not sb.is_numeric_type(types.get(c, ""))]
+    if odd:
+        return [], [f"bound columns {odd} are not numbers"]
+    label = sb.col(attribute)
+    bounds = [sb.col(low), sb.col(high)]
+    distinct = lambda c: exp.func("COUNT", exp.Distinct(expressions=[c.copy()]))  # noqa: E731
+    query = (exp.select(label, *[distinct(c) for c in bounds], *[exp.func("COUNT", c.copy()) for c in bounds],
+                        exp.func("COUNT", exp.Star()), exp.func("MIN", bounds[0].copy()),
+                        exp.func("MAX", bounds[1].copy()))
+             .from_(released).group_by(label.copy()))
+    rows, problems = [], []
+    for text, lows, highs, with_low, with_high, records, lowest, highest in reader.rows(query):
+        if (lows, highs) not in ((0, 0), (1, 1)) or {with_low, with_high} - {0, records}:
+            problems.append(f"{text!r} shows several bounds, or some NULL")
+        elif text in (None, TOP) and with_low:
+            problems.append(f"{text!r} shows bounds")
+        elif with_low and lowest > highest:
+            problems.append(f"{text!r} shows a lower bound above its upper bound")
+        elif text not in (None, TOP):
+            rows.append((text, lowest, highest))
+    return rows, problems
+
+
+def bounded_attributes(columns: Sequence[str], attributes: Iterable[str]) -> list[str]:
+    """Those of ``attributes`` released with bound columns right after them in ``columns``."""
+    return [a for a in attributes if a in columns and [low_column(a), high_column(a)] ==
+            columns[columns.index(a) + 1:columns.index(a) + 3]]
 
 
 def require_free(attributes: Iterable[str], columns: Sequence[str]) -> None:

@@ -37,10 +37,12 @@ from sqlglot import exp
 
 from .._version import version
 from ..engine import DuckDBEngine, Engine
-from ..errors import AnonymizationError, ReleaseCheckFailed
+from ..errors import AnonymizationError, DigestMismatch, NotARelease, ReleaseCheckFailed
 from ..risk.counting import class_size_histogram
 from ..risk.population import ClassSizes, prosecutor_risk
 from ..sqlgen import build as sb
+from .digest import content_digest
+from .signing import SIGNATURE, SIGNING_KEY, Signer
 
 # The oldest storage format that holds everything we write; DuckDB >= 1.2 (and its shell) opens it.
 STORAGE_VERSION = "v1.2.0"
@@ -59,7 +61,7 @@ INFO_COLUMNS = {
     "released_table": "VARCHAR", "source_records": "BIGINT", "released_records": "BIGINT",
     "suppressed_records": "BIGINT", "suppression": "VARCHAR", "classes": "BIGINT", "smallest_class": "BIGINT",
     "highest_risk": "DOUBLE", "average_risk": "DOUBLE", "policy": "VARCHAR", "transformation": "VARCHAR",
-    "metrics": "VARCHAR",
+    "metrics": "VARCHAR", "content_digest": "VARCHAR", "signing_key": "VARCHAR", "signature": "VARCHAR",
 }
 _JSON_COLUMNS = ("policy", "transformation", "metrics")
 
@@ -145,19 +147,24 @@ def _engine_writers(engine: Engine) -> dict[str, _Writer]:
 
 
 def write_release(engine: Engine, path: str | os.PathLike, content: ReleaseContent,
-                  verify: Callable[[Engine], None], *, format: str | None = None) -> Path:
+                  verify: Callable[[Engine], None], *, format: str | None = None, signer: Signer | None = None
+                  ) -> Path:
     """Write ``content`` to ``path`` atomically; ``verify`` gets a fresh connection in which ``content.table`` reads
-    the finished file (and ``release_info`` its info), and raises if anything is wrong."""
+    the finished file (and ``release_info`` its info), and raises if anything is wrong.  The info records the rows'
+    content digest (:mod:`.digest`) and, with ``signer``, a signature over itself (:mod:`.signing`)."""
     writer = _engine_writers(engine)[release_format(path, format, engine)]
     target = _checked_target(engine, path, content.sources)
     _remove_stale_partials(target)
     partial = target.with_name(f".{target.name}.partial-{os.getpid()}-{uuid.uuid4().hex}")
     try:
-        row = _info_row(engine, content)
-        writer.write(engine, partial, content, row)
+        unsealed = _info_row(engine, content)
+        row = writer.write(engine, partial, content, lambda digest: _sealed(unsealed, digest, signer))
         reader = writer.reader(partial, content.table)
         try:
             _verify_info(reader, row)
+            if content_digest(reader, sb.table(content.table)) != row["content_digest"]:
+                raise ReleaseCheckFailed("release check: the rows read back from the file have another content "
+                                         "digest than the rows written")
             verify(reader)
         finally:
             reader.close()
@@ -191,16 +198,21 @@ def open_release(path: str | os.PathLike, format: str | None = None) -> tuple[Du
         columns = reader.columns(sb.table(info["released_table"]))
     except duckdb.Error as error:
         reader.close()
-        raise AnonymizationError(f"{str(path)!r}: its table {info['released_table']!r} cannot be read") from error
+        raise NotARelease(f"{str(path)!r}: its table {info['released_table']!r} cannot be read") from error
     if not columns:
         reader.close()
-        raise AnonymizationError(f"{str(path)!r}: its table {info['released_table']!r} has no columns")
+        raise NotARelease(f"{str(path)!r}: its table {info['released_table']!r} has no columns")
     return reader, info
 
 
 def _reading_writer(path: Path, format: str | None) -> _Writer:
     """What reads the release at ``path``: a folder of Parquet parts (written on Spark), or a file by its format."""
-    return _FOLDER if _is_release_folder(path) else _WRITERS[release_format(path, format)]
+    if _is_release_folder(path):
+        return _FOLDER
+    if format is None and path.suffix.lower() not in EXTENSIONS:
+        raise NotARelease(f"{str(path)!r} is not a release: duckanon writes {', '.join(EXTENSIONS)} files and Spark "
+                          f"release folders (give format= if it was renamed)")
+    return _WRITERS[release_format(path, format)]
 
 
 def _is_release_folder(path: Path) -> bool:
@@ -210,8 +222,10 @@ def _is_release_folder(path: Path) -> bool:
 def _readable(writer: _Writer, path: Path, table: str | None) -> DuckDBEngine:
     try:
         return writer.reader(path, table)
+    except DigestMismatch:
+        raise
     except (duckdb.Error, OSError, ValueError, KeyError) as error:
-        raise AnonymizationError(f"{str(path)!r} is not a release duckanon can read: "
+        raise NotARelease(f"{str(path)!r} is not a release duckanon can read: "
                                  f"{str(error).splitlines()[0] if str(error) else type(error).__name__}") from error
 
 
@@ -220,12 +234,12 @@ def _described(writer: _Writer, path: Path, table: str | None) -> dict:
     try:
         info = _decoded(reader)
     except (duckdb.Error, json.JSONDecodeError) as error:
-        raise AnonymizationError(f"{str(path)!r} has no readable {INFO_TABLE}: it is not a release written by "
+        raise NotARelease(f"{str(path)!r} has no readable {INFO_TABLE}: it is not a release written by "
                                  f"duckanon, or its info was removed") from error
     finally:
         reader.close()
     if info.get("tool") != "duckanon" or not info.get("released_table"):
-        raise AnonymizationError(f"{str(path)!r}: its {INFO_TABLE} does not describe a duckanon release")
+        raise NotARelease(f"{str(path)!r}: its {INFO_TABLE} does not describe a duckanon release")
     return info
 
 
@@ -368,6 +382,22 @@ def _info_row(engine: Engine, content: ReleaseContent) -> dict:
     }
 
 
+def _sealed(row: dict, digest: str, signer: Signer | None) -> dict:
+    """``row`` completed with the content digest and, with ``signer``, the key's fingerprint and the signature (over
+    the info as a reader decodes it)."""
+    sealed = {**row, "content_digest": digest, SIGNING_KEY: None, SIGNATURE: None}
+    if signer is not None:
+        sealed[SIGNING_KEY] = signer.key_id
+        sealed[SIGNATURE] = signer.sign(decoded_info(sealed))
+    return sealed
+
+
+def decoded_info(row: Mapping[str, object]) -> dict:
+    """An info row as readers see it: JSON columns decoded, numbers as plain Python numbers."""
+    return {c: json.loads(v) if c in _JSON_COLUMNS and isinstance(v, str) else v.item() if hasattr(v, "item") else v
+            for c, v in row.items()}
+
+
 def _json(value: object) -> str | None:
     if value is None:
         return None
@@ -433,8 +463,9 @@ class _Writer(ABC):
     """One file format: how a release is written, read back, and moved into place."""
 
     @abstractmethod
-    def write(self, engine: Engine, partial: Path, content: ReleaseContent, info: dict) -> None:
-        ...
+    def write(self, engine: Engine, partial: Path, content: ReleaseContent, seal: Callable[[str], dict]) -> dict:
+        """Write ``content`` to ``partial``; ``seal(digest)`` gives the info row once the rows' digest is known
+        (computed in DuckDB, on the rows as they are written).  Returns that row."""
 
     @abstractmethod
     def reader(self, path: Path, table: str | None) -> DuckDBEngine:
@@ -463,12 +494,14 @@ def _fresh_reader(path: Path | None = None, *, writable: bool = False) -> DuckDB
 
 
 class _DuckDBFile(_Writer):
-    def write(self, engine, partial, content, info):
+    def write(self, engine, partial, content, seal):
         alias = f"__duckanon_release_{uuid.uuid4().hex}"  # one per publish: cursors of a connection share aliases
         engine.run(exp.Attach(this=exp.alias_(sb.lit(str(partial)), alias, quoted=True), expressions=[
             exp.AttachOption(this=exp.var("STORAGE_VERSION"), expression=sb.lit(STORAGE_VERSION))]))
         try:
-            engine.run(sb.create_table_as(sb.table(content.table, "main", alias), content.query))
+            released = sb.table(content.table, "main", alias)
+            engine.run(sb.create_table_as(released, content.query))
+            info = seal(content_digest(engine, released))
             engine.run(sb.create_table_as(sb.table(INFO_TABLE, "main", alias), _info_select(info)))
         finally:
             with contextlib.suppress(duckdb.Error):
@@ -476,14 +509,14 @@ class _DuckDBFile(_Writer):
         # Views name their tables without a catalog, so they resolve in whatever name the file is opened under; they
         # are bound in a connection of their own, where no temporary table or registered frame of the caller's can
         # stand in for the release's table.
-        if not content.views:
-            return
-        own = _fresh_reader(partial, writable=True)
-        try:
-            for name, view in content.views.items():
-                own.run(sb.create_view_as(sb.table(name), view))
-        finally:
-            own.close()
+        if content.views:
+            own = _fresh_reader(partial, writable=True)
+            try:
+                for name, view in content.views.items():
+                    own.run(sb.create_view_as(sb.table(name), view))
+            finally:
+                own.close()
+        return info
 
     def reader(self, path, table):
         return _fresh_reader(path)
@@ -498,13 +531,16 @@ class _DuckDBFile(_Writer):
 
 
 class _ParquetFile(_Writer):
-    def write(self, engine, partial, content, info):
+    def write(self, engine, partial, content, seal):
+        # The metadata is written with the rows: the digest is computed from the query the rows come from.
+        info = seal(content_digest(engine, content.query.subquery()))
         metadata_struct = exp.Struct(expressions=[
             exp.PropertyEQ(this=sb.ident(c), expression=sb.lit(_text(v) if v is not None else ""))
             for c, v in info.items()])
         engine.run(exp.Copy(this=content.query.subquery(), kind=False, files=[sb.lit(str(partial))], params=[
             exp.CopyParameter(this=exp.var("FORMAT"), expression=exp.var("parquet")),
             exp.CopyParameter(this=exp.var("KV_METADATA"), expression=metadata_struct)]))
+        return info
 
     def reader(self, path, table):
         reader = _fresh_reader()
@@ -526,18 +562,26 @@ class _ParquetFolder(_Writer):
     """A release written on Spark: a folder of Parquet part files as Spark writes them, with its info in
     ``_release_info.json`` (a name Spark's and Hadoop's readers skip).  Read back, and verified, in DuckDB."""
 
-    def write(self, engine, partial, content, info):
+    def write(self, engine, partial, content, seal):
         engine.write_parquet(content.query, str(partial))
+        # Digested in DuckDB, as every reader will: Spark writes numbers as text otherwise.
+        parts = self.reader(partial, content.table, info=False)
+        try:
+            info = seal(content_digest(parts, sb.table(content.table)))
+        finally:
+            parts.close()
         described = {INFO_TABLE: {c: _text(v) for c, v in info.items()}}
         (partial / FOLDER_INFO).write_text(json.dumps(described, indent=1), encoding="utf-8")
+        return info
 
-    def reader(self, path, table):
-        described = json.loads((path / FOLDER_INFO).read_text(encoding="utf-8"))
+    def reader(self, path, table, *, info: bool = True):
         reader = _fresh_reader()
         if table is not None:
             parts = exp.Table(this=exp.Anonymous(this="read_parquet", expressions=[sb.lit(str(path / "*.parquet"))]))
             reader.run(sb.create_view_as(sb.table(table), exp.select(exp.Star()).from_(parts)))
-        reader.run(sb.create_view_as(sb.table(INFO_TABLE), _info_select(described[INFO_TABLE])))
+        if info:
+            described = json.loads((path / FOLDER_INFO).read_text(encoding="utf-8"))
+            reader.run(sb.create_view_as(sb.table(INFO_TABLE), _info_select(described[INFO_TABLE])))
         return reader
 
     def replace(self, partial, target):
@@ -582,14 +626,16 @@ class _CsvFile(_Writer):
     ``previous``), then the new CSV, then the new companion alone.  A kill at any point leaves a release that reads
     whole, the earlier or the new one."""
 
-    def write(self, engine, partial, content, info):
+    def write(self, engine, partial, content, seal):
         engine.run(exp.Copy(this=content.query.subquery(), kind=False, files=[sb.lit(str(partial))], params=[
             exp.CopyParameter(this=exp.var("FORMAT"), expression=exp.var("csv")),
             exp.CopyParameter(this=exp.var("HEADER"), expression=exp.true())]))
         types = engine.types(content.query.subquery())
+        info = seal(content_digest(engine, content.query.subquery()))
         described = {"columns": types, "sha256": _sha256(partial),
                      INFO_TABLE: {c: _text(v) for c, v in info.items()}}
         self.companions(partial)[0].write_text(json.dumps(described, indent=1), encoding="utf-8")
+        return info
 
     def companions(self, path):
         return [path.with_name(path.name + INFO_SUFFIX)]
@@ -626,8 +672,8 @@ class _CsvFile(_Writer):
     def reader(self, path, table):
         described = self._generation(path)
         if described is None:
-            raise AnonymizationError(f"{str(path)!r} does not match its {INFO_SUFFIX}: the CSV or its info was "
-                                     f"changed after publishing")
+            raise DigestMismatch(f"{str(path)!r} does not match its {INFO_SUFFIX}: the CSV or its info was changed "
+                                 f"after publishing (its SHA-256 is not the one recorded)")
         reader = _fresh_reader()
         if table is not None:
             columns = exp.Struct(expressions=[exp.PropertyEQ(this=sb.ident(c), expression=sb.lit(t))

@@ -10,6 +10,7 @@ here: full-domain generalization, Mondrian's and the clusterings' partition maps
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import json
 import os
@@ -32,6 +33,8 @@ from ..recode.recoding import PartitionMap
 from ..risk.counting import class_size_histogram
 from ..sqlgen import build as sb
 from .files import ReleaseContent, ReleaseInfo, checked_table_name, release_format, write_release
+from .signing import Signer
+from .verify import VIEW, verification_view
 
 _temporaries = itertools.count()
 
@@ -109,15 +112,27 @@ def publish(workspace: Workspace, bound: BoundPolicy, transformation: Transforma
             else "recoding by groups", source_records=bound.facts.records, suppressed_records=suppressed,
             suppression=bound.policy.suppression, policy=described_policy(bound),
             transformation=transformation.describe(), metrics=metrics or {}, classes_by=quasi)
-        content = ReleaseContent(table, final, {f"{table}_classes": classes_view}, info, sources=[bound.source])
-        dropped = suppressed if bound.policy.suppression == "drop" else 0
+        dropping = bound.policy.suppression == "drop"
+        verification = verification_view(table, ranges.columns(bound.columns), quasi, bound.policy.models,
+                                          bound.allowed_suppressed, dropping)
+        content = ReleaseContent(table, final, {f"{table}_classes": classes_view, VIEW: verification}, info,
+                                 sources=[bound.source])
+        dropped = suppressed if dropping else 0
         expected = bound.facts.records - dropped
         workspace.announce(f"writing and verifying {path}")
         path = write_release(engine, path, content,
                              lambda reader: verify_release(reader, table, bound, transformation, expected, ranges),
-                             format=format)
+                             format=format, signer=workspace.signer)
         return Release(path, table, bound.facts.records, expected, suppressed, report,
                        origin=(workspace, bound.source, bound.policy))
+
+
+def signing(workspace: Workspace, sign_with: object | None) -> Workspace:
+    """``workspace``, signing the releases written through it with the Ed25519 key ``sign_with`` (a key file's path,
+    PEM bytes or a ``cryptography`` key; see :mod:`.signing`) when given."""
+    if sign_with is None:
+        return workspace
+    return dataclasses.replace(workspace, signer=Signer(sign_with))
 
 
 def released_class_sizes(workspace: Workspace, bound: BoundPolicy, transformation: Transformation

@@ -29,17 +29,18 @@ def write_report(workspace: Workspace, release_path: str | os.PathLike, output: 
                  source=None, policy: Policy | None = None, label: str | None = None,
                  population: Population | None = None, frontier: FrontierRequest | None = None,
                  threshold: float = 0.2, tables: str | os.PathLike | None = None,
-                 custodian_view: bool = False) -> Path:
+                 custodian_view: bool = False, public_key: object | None = None) -> Path:
     """Write the report on the release at ``release_path`` to ``output`` (an ``.html`` file) and, given ``tables``
     (a ``.duckdb`` path), its figures as ``report_*`` tables into that file (:mod:`.tables`); see
-    :func:`.figures.collect` for the rest (``custodian_view``: the source's own values, for the custodian only)."""
+    :func:`.figures.collect` for the rest (``custodian_view``: the source's own values, for the custodian only; ``public_key``: the verdict checks the
+    release's signature too)."""
     output = Path(output)
     if output.suffix.lower() not in HTML_SUFFIXES:
         raise AnonymizationError(f"report path {str(output)!r} must end in .html")
     tables = None if tables is None else checked_tables_path(Path(tables), Path(release_path))
     plots.require()  # a missing extra fails before any work
     figures = collect(workspace, release_path, source=source, policy=policy, label=label, population=population,
-                      frontier=frontier, threshold=threshold, custodian_view=custodian_view)
+                      frontier=frontier, threshold=threshold, custodian_view=custodian_view, public_key=public_key)
     workspace.announce(f"writing {str(output)!r}" + ("" if tables is None else f" and {str(tables)!r}"))
     page = render(figures)
     writes = {output: lambda partial: partial.write_text(page, encoding="utf-8")}
@@ -53,7 +54,7 @@ def report(workspace: Workspace, release_path: str | os.PathLike, output: str | 
            source=None, policy: Policy | str | None = None, label: str | None = None,
            sampling_fraction: float | None = None, population=None, frontier=None, parameter: str = "k",
            metric: str = "loss", threshold: float = 0.2, tables: str | os.PathLike | None = None,
-           custodian_view: bool = False) -> Path:
+           custodian_view: bool = False, public_key: object | None = None) -> Path:
     """:func:`write_report` with its options as plain values: ``source`` and ``population`` as any source (a table
     name, a data file, a relation), ``frontier`` the values of ``parameter`` to search the optimum under ``metric``
     for; ``output`` defaults to the release's path with ``.html``."""
@@ -72,4 +73,4 @@ def report(workspace: Workspace, release_path: str | os.PathLike, output: str | 
     return write_report(workspace, release_path, output,
                         source=None if source is None else source_relation(engine, source), policy=policy,
                         label=label, population=chosen, frontier=request, threshold=threshold, tables=tables,
-                        custodian_view=custodian_view)
+                        custodian_view=custodian_view, public_key=public_key)

@@ -9,7 +9,6 @@ classes) is listed in ``notes`` with the reason, never silently left out.
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,14 +19,13 @@ from sqlglot import exp
 
 from ..declare.policy import SUPPRESSED, Policy
 from ..encode.binding import Workspace, bind
-from ..errors import AnonymizationError, PolicyError
+from ..errors import AnonymizationError
 from ..hierarchy.hierarchy import Hierarchy
 from ..parameters import checked_number
-from ..privacy.checks import check
-from ..privacy.classes import Classes
-from ..privacy.models import KAnonymity, model_from_params
+from ..privacy.models import KAnonymity
 from ..recode.generalization import FullDomainGeneralization
 from ..release.files import open_release
+from ..release.verify import verify
 from ..risk.counting import class_size_histogram, population_pairs, records
 from ..risk.population import ClassSizes, prosecutor_risk
 from ..risk.summary import RiskSummary, summarize
@@ -79,7 +77,7 @@ class ReportFigures:
     frontier_request: FrontierRequest | None
     levels: pd.DataFrame | None  # attribute, level, highest, examples
     notes: list[str]
-    verdict: pd.DataFrame  # guarantee, holds (True, False, or None: not re-checked), how
+    verdict: pd.DataFrame  # the release's verification: guarantee, claimed, recomputed, holds (None: not checked)
     custodian_view: bool = False  # the source's own values are shown: not to be passed on with the release
 
     @property
@@ -92,13 +90,15 @@ class ReportFigures:
 def collect(workspace: Workspace, release_path: str | os.PathLike, *, source: exp.Expression | None = None,
             policy: Policy | None = None, label: str | None = None, population: Population | None = None,
             frontier: FrontierRequest | None = None, threshold: float = 0.2,
-            custodian_view: bool = False) -> ReportFigures:
+            custodian_view: bool = False, public_key: object | None = None) -> ReportFigures:
     """The figures of a report on the release at ``release_path``; ``source`` (a relation of ``workspace``'s engine)
     adds the source's side (:mod:`.protected`: nothing the release hides, unless ``custodian_view``), ``label``
-    classification accuracy, ``policy`` (with ``frontier``) the frontier and the hierarchies' labels."""
+    classification accuracy, ``policy`` (with ``frontier``) the frontier and the hierarchies' labels.  The verdict
+    is the release's verification (:func:`~duckanon.release.verify.verify`, its signature too with ``public_key``)."""
     announce = workspace.announce
     threshold = checked_number(threshold, "threshold", "report", low=0, high=1)
-    announce(f"reading the release {str(release_path)!r}")
+    announce(f"verifying the release {str(release_path)!r} from its rows")
+    verdict = verify(release_path, public_key=public_key).frame()
     reader, info = open_release(release_path)
     notes: list[str] = []
     try:
@@ -110,8 +110,6 @@ def collect(workspace: Workspace, release_path: str | os.PathLike, *, source: ex
             if missing:
                 raise AnonymizationError(f"the source lacks the release's quasi-identifiers {missing}: is it the "
                                          f"release's source?")
-        announce("re-checking the release's guarantees from the file")
-        verdict = _verdict(reader, released, quasi, info)
         announce("counting classes and estimating risk")
         risk, buckets = _risk(workspace, reader, released, source, quasi, info, policy, population, threshold, notes)
         announce("comparing each attribute's distribution")
@@ -141,47 +139,6 @@ def collect(workspace: Workspace, release_path: str | os.PathLike, *, source: ex
         reader.close()
     return ReportFigures(Path(release_path), info, risk, buckets, comparisons, accuracy, frontier_frame,
                          frontier, levels, notes, verdict, custodian_view)
-
-
-def _verdict(reader, released, quasi: list[str], info: dict) -> pd.DataFrame:
-    """Each guarantee the release claims, re-checked from the released rows alone (read from the file, not from
-    what publishing remembered): the record count, the suppression limit, and each privacy model."""
-    rows = []
-    counted = int(reader.value(exp.select(exp.func("COUNT", exp.Star())).from_(released)))
-    rows.append({"guarantee": f"{info['released_records']:,} records, as its release_info says",
-                 "holds": counted == info["released_records"], "how": f"{counted:,} rows counted in the file"})
-    policy = info.get("policy") or {}
-    if policy:
-        allowed = (policy["max_suppressed"] if policy.get("max_suppressed") is not None
-                   else math.floor(float(policy.get("suppression_limit") or 0) * info["source_records"]))
-        rows.append({"guarantee": f"at most {allowed:,} records suppressed",
-                     "holds": info["suppressed_records"] <= allowed,
-                     "how": f"{info['suppressed_records']:,} suppressed, as its release_info says"})
-    models = []
-    for described in policy.get("models") or []:
-        try:
-            models.append(model_from_params(described["model"], described["params"]))
-        except (PolicyError, KeyError, TypeError) as error:
-            rows.append({"guarantee": described["model"], "holds": None, "how": f"not re-checked: {error}"})
-    if models:  # one check of every model: its per-model counts say which hold
-        report = check(reader, Classes.of(released, quasi), models, key_names=quasi)
-        for model, bad in zip(models, report.per_model.itertuples(index=False)):
-            rows.append({"guarantee": plain_model(model.name, model.params()), "holds": bad.violating_classes == 0,
-                         "how": (f"every one of its {report.classes:,} classes re-checked from the file (smallest "
-                                 f"{report.smallest_class:,} records)" if bad.violating_classes == 0 else
-                                 f"{bad.violating_classes:,} classes ({bad.violating_records:,} records) violate it")})
-    if not policy.get("models"):
-        rows.append({"guarantee": "no class-based model", "holds": None,
-                     "how": "a perturbation publishes new values: its disclosure measures are below"})
-    return pd.DataFrame(rows)
-
-
-def plain_model(name: str, params: dict) -> str:
-    """A model in words a reader knows: ``k-anonymity with k = 5``, ``t-closeness of salary-class with t = 0.2``."""
-    shown = {k: v for k, v in params.items() if not isinstance(v, (dict, list)) and v is not None}
-    sensitive = shown.pop("sensitive", None)
-    settings = ", ".join(f"{k} = {v}" for k, v in shown.items())
-    return f"{name}{f' of {sensitive}' if sensitive else ''}{f' with {settings}' if settings else ''}"
 
 
 def _risk(workspace, reader, released, source, quasi, info, policy, population, threshold, notes):

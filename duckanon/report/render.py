@@ -14,7 +14,8 @@ import numpy as np
 import pandas as pd
 
 from . import plots
-from .figures import ReportFigures, plain_model
+from ..release.verify import plain_model
+from .figures import ReportFigures
 
 _STYLE = """
 :root { color-scheme: light; --ink: #1f2328; --muted: #59636e; --rule: #d1d9e0; --accent: #1f6feb; }
@@ -71,13 +72,14 @@ def _verdict(figures: ReportFigures) -> str:
     checked = verdict[verdict["holds"].notna()]
     failed = checked[~checked["holds"].astype(bool)]
     if len(failed):
-        lead = (f"This release does not hold what it claims: {', '.join(failed['guarantee'])} "
-                f"{'fails' if len(failed) == 1 else 'fail'} when re-checked from the file.")
+        lead = (f"This release fails its verification: {', '.join(failed['guarantee'])} "
+                f"{'does' if len(failed) == 1 else 'do'} not hold what it claims, recomputed from the file.")
     elif len(checked):
-        lead = "Every guarantee this release claims holds, re-checked from the released rows in the file."
+        lead = ("This release passes its verification: every guarantee it claims holds, recomputed from the released "
+                "rows in the file, and its content digest matches.")
     else:
-        lead = "This release claims no guarantee that can be re-checked from its rows."
-    table = verdict.assign(holds=[{True: "holds", False: "FAILS"}.get(v, "not re-checked") for v in verdict["holds"]])
+        lead = "This release claims no guarantee that can be recomputed from its rows."
+    table = verdict.assign(holds=[{True: "holds", False: "FAILS"}.get(v, "not checked") for v in verdict["holds"]])
     return (f'<section class="verdict {"fails" if len(failed) else "holds"}"><p>{_text(lead)}</p>'
             + _table(table, "verdict") + "</section>")
 

@@ -1,0 +1,73 @@
+"""A release's content digest: one SHA-256 over its rows, in an order of their own, computed in SQL.
+
+The digest must not depend on how an engine laid the rows out in a file (row groups, parallel writers, a CSV's
+quoting), so rows are put in a canonical order before they are hashed: the order of their own hashes.  Sorting ten
+million rows' text as one string would not fit a query's memory, so the hashes are sorted within 4,096 buckets (by
+their first three hex digits) and the buckets in turn.  The definition, which any SQL engine with SHA-256 can
+recompute (``sql/duckanon.sql``'s ``anon_verify`` does):
+
+- a value's text is ``-`` for NULL, else ``length(t) || ':' || t`` with ``t = CAST(value AS VARCHAR)`` (the length in
+  characters makes the concatenation of a row's values unambiguous);
+- a row's hash is ``sha256`` (lower-case hex) of its values' texts concatenated in column order;
+- a bucket is the first three hex digits of a row's hash; its hash is ``sha256`` of its rows' hashes sorted and
+  concatenated;
+- the digest is ``sha256`` of the header (each column's name as ``length || ':' || name``, in order), ``|``, and each
+  bucket's three digits followed by its hash, buckets in ascending order; it is written ``sha256:<hex>``.
+
+Identical rows are hashed once each, so the digest counts them: deleting or adding a row changes it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlglot import exp
+
+from ..engine import Engine
+from ..sqlgen import build as sb
+
+PREFIX = "sha256:"
+_HASH, _BUCKET, _BUCKET_HASH = "__row_hash", "__bucket", "__bucket_hash"
+
+
+def _call(name: str, *arguments: exp.Expression) -> exp.Anonymous:
+    # By name, as DuckDB spells them: sqlglot's own nodes for these differ between its versions.
+    return exp.Anonymous(this=name, expressions=list(arguments))
+
+
+def _text(value: exp.Expression) -> exp.Expression:
+    text = exp.cast(value, exp.DataType.build("VARCHAR"))
+    counted = exp.Concat(expressions=[exp.cast(_call("length", text.copy()), exp.DataType.build("VARCHAR")),
+                                      sb.lit(":"), text.copy()], safe=False)
+    return exp.Case().when(value.copy().is_(exp.Null()), sb.lit("-")).else_(counted)
+
+
+def _joined(parts: list[exp.Expression]) -> exp.Expression:
+    return parts[0] if len(parts) == 1 else exp.Concat(expressions=parts, safe=False)
+
+
+def header(columns: Sequence[str]) -> str:
+    """The columns' part of the digest, as :func:`digest_query` writes it."""
+    return "".join(f"{len(c)}:{c}" for c in columns) + "|"
+
+
+def digest_query(relation: exp.Expression, columns: Sequence[str]) -> exp.Select:
+    """One row, one column: the digest (``sha256:<hex>``) of ``relation``'s ``columns`` in that order."""
+    rows = exp.select(_call("sha256", _joined([_text(sb.col(c)) for c in columns])).as_(_HASH, quoted=True)).from_(
+        relation.subquery("released") if isinstance(relation, exp.Query) else exp.alias_(relation, "released",
+                                                                                          quoted=True))
+    bucket = _call("substr", sb.col(_HASH), sb.lit(1), sb.lit(3))
+    sorted_text = lambda column: _call("array_to_string", _call("list_sort", _call("list", column)), sb.lit(""))  # noqa: E731
+    buckets = (exp.select(bucket.as_(_BUCKET, quoted=True),
+                          _call("sha256", sorted_text(sb.col(_HASH))).as_(_BUCKET_HASH, quoted=True))
+               .from_(rows.subquery("row_hashes")).group_by(bucket.copy()))
+    chained = exp.func("COALESCE", sorted_text(exp.Concat(expressions=[sb.col(_BUCKET), sb.col(_BUCKET_HASH)],
+                                                          safe=False)), sb.lit(""))
+    return exp.select(exp.Concat(expressions=[
+        sb.lit(PREFIX), _call("sha256", exp.Concat(expressions=[sb.lit(header(columns)), chained], safe=False))],
+        safe=False).as_("content_digest", quoted=True)).from_(buckets.subquery("buckets"))
+
+
+def content_digest(engine: Engine, relation: exp.Expression) -> str:
+    """The digest of every column of ``relation`` (a DuckDB engine's)."""
+    return str(engine.value(digest_query(relation, engine.columns(relation))))

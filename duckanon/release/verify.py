@@ -1,0 +1,293 @@
+"""Verifying a release as its recipient: every guarantee recomputed from the released rows alone, compared with what
+its ``release_info`` claims; its content digest recomputed; its signature checked with the custodian's public key.
+
+The release is opened read-only in a connection of its own (:func:`~duckanon.release.files.open_release`); nothing of
+the custodian's (source, hierarchies, catalog) is needed or read.  What the rows can show is checked: the record
+count, the classes and the smallest class with the prosecutor risk they give, every privacy model of the policy over
+the released classes (t-closeness against the released distribution: what a recipient sees), the suppression (the
+starred records in replace mode, the records missing in drop mode) against the policy's limit, and each number's
+typed bounds against its label.  What the rows cannot show -- that no raw value of the source appears, the source's
+size -- is the signature's to vouch for: signed, every field of ``release_info`` is the custodian's.
+
+:class:`Verification` lists every check; its :attr:`~Verification.failure` is the first that fails, by the order a
+recipient should act on them: a key that did not sign it, a broken signature, a failing guarantee, a changed digest.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+from sqlglot import exp
+
+from ..declare.policy import SUPPRESSED
+from ..errors import (DigestMismatch, GuaranteeFails, PolicyError, SignatureMismatch, VerificationFailed,
+                      WrongKey)
+from ..hierarchy.notation import label_problem
+from ..privacy.checks import check, class_verdicts, verdict_column
+from ..privacy.classes import Classes
+from ..privacy.models import PrivacyModel, model_from_params
+from ..recode.ranges import bound_rows, bounded_attributes
+from ..risk.counting import class_size_histogram
+from ..risk.population import ClassSizes, prosecutor_risk
+from ..sqlgen import build as sb
+from .digest import content_digest, digest_query
+from .files import INFO_TABLE, open_release
+from .signing import SIGNING_KEY, check_signature
+
+QUASI_IDENTIFIER = "quasi-identifier"
+# The order in which failures are acted on (and name the exit code): who signed, then what was altered.
+_PRECEDENCE = (WrongKey, SignatureMismatch, GuaranteeFails, DigestMismatch)
+
+
+@dataclass(frozen=True)
+class Check:
+    """One guarantee: what the release claims, what its rows give, and whether they agree (None: not checkable, with
+    the reason in ``recomputed``).  ``failure`` is the kind of failure it is when it does not hold."""
+
+    guarantee: str
+    claimed: str
+    recomputed: str
+    holds: bool | None
+    failure: type[VerificationFailed] = GuaranteeFails
+
+
+@dataclass
+class Verification:
+    """Every check of one release (:func:`verify`)."""
+
+    path: Path
+    info: dict
+    checks: list[Check]
+
+    @property
+    def holds(self) -> bool:
+        """True when no check fails (checks that could not be made do not fail)."""
+        return self.failure is None
+
+    @property
+    def failure(self) -> Check | None:
+        failing = [c for c in self.checks if c.holds is False]
+        return min(failing, key=lambda c: _PRECEDENCE.index(c.failure), default=None)
+
+    def frame(self) -> pd.DataFrame:
+        return pd.DataFrame([{"guarantee": c.guarantee, "claimed": c.claimed, "recomputed": c.recomputed,
+                              "holds": c.holds} for c in self.checks], columns=["guarantee", "claimed", "recomputed",
+                                                                                  "holds"])
+
+    def summary(self) -> str:
+        first = self.failure
+        if first is None:
+            checked = sum(c.holds is True for c in self.checks)
+            return f"{self.path}: verified ({checked} checks hold)"
+        failing = sum(c.holds is False for c in self.checks)
+        return (f"{self.path}: {first.guarantee} fails: {first.recomputed}"
+                f"{f' (and {failing - 1} more checks fail)' if failing > 1 else ''}")
+
+    def raise_for_failure(self) -> None:
+        """Raise the first failure's error (:class:`~duckanon.errors.GuaranteeFails`, ``DigestMismatch``, …)."""
+        first = self.failure
+        if first is not None:
+            raise first.failure(self.summary(), self)
+
+
+def verify(path: str | os.PathLike, *, public_key: object | None = None, format: str | None = None) -> Verification:
+    """Verify the release at ``path`` (DuckDB, Parquet, CSV or a Spark release folder) from its rows alone; with
+    ``public_key`` (a PEM or OpenSSH file, bytes or a ``cryptography`` key), also its signature.  A file that is not a
+    release raises :class:`~duckanon.errors.NotARelease`; a CSV whose bytes are not those its info records,
+    :class:`~duckanon.errors.DigestMismatch`.  The file is only read."""
+    reader, info = open_release(path, format)
+    try:
+        released = sb.table(info["released_table"])
+        checks = _signature(info, public_key)
+        checks.append(_digest(reader, released, info))
+        checks += guarantees(reader, released, info)
+    finally:
+        reader.close()
+    return Verification(Path(path), info, checks)
+
+
+def _signature(info: dict, public_key: object | None) -> list[Check]:
+    signed_by = info.get(SIGNING_KEY)
+    if public_key is None:
+        if not signed_by:
+            return []
+        return [Check("signature", f"signed by key {signed_by}", "not checked: give the custodian's public key",
+                      None, SignatureMismatch)]
+    holds, why = check_signature(info, public_key)
+    failure = WrongKey if not signed_by or (not holds and "not by the key given" in why) else SignatureMismatch
+    return [Check("signature", f"signed by key {signed_by}" if signed_by else "not signed", why, holds, failure)]
+
+
+def _digest(reader, released: exp.Table, info: dict) -> Check:
+    recorded = info.get("content_digest")
+    if not recorded:
+        return Check("content digest", "none recorded", "not checked: the release records no digest (written "
+                                                        "before duckanon recorded one)", None, DigestMismatch)
+    computed = content_digest(reader, released)
+    return Check("content digest of the rows", recorded, computed, computed == recorded, DigestMismatch)
+
+
+def guarantees(reader, released: exp.Table, info: dict) -> list[Check]:
+    """Each guarantee ``info`` claims, recomputed from ``released`` (a relation of ``reader``): the record count,
+    the classes with their risk, the suppression, each privacy model, the typed bounds."""
+    counted = int(reader.value(exp.select(exp.func("COUNT", exp.Star())).from_(released)))
+    checks = [Check("released records", f"{info['released_records']:,}", f"{counted:,} rows",
+                    counted == info["released_records"])]
+    policy = info.get("policy") or {}
+    quasi = [c["column"] for c in policy.get("columns", []) if c["role"] == QUASI_IDENTIFIER]
+    # The models first: a failing one is what a recipient must hear of before any claim that differs.
+    checks += _models(reader, released, quasi, policy)
+    if policy:
+        checks.append(_suppression(reader, released, quasi, info, policy, counted))
+    if quasi:
+        checks += _classes(reader, released, quasi, info)
+    checks += _bounds(reader, released, quasi)
+    return checks
+
+
+def _classes(reader, released, quasi: Sequence[str], info: dict) -> list[Check]:
+    sizes = ClassSizes(*class_size_histogram(reader, released, quasi))
+    classes = int(sizes.classes)
+    smallest = int(sizes.sizes[0]) if classes else None
+    risk = prosecutor_risk(sizes, 1.0) if classes else None
+    checks = [Check("classes", _shown(info.get("classes")), _shown(classes), classes == (info.get("classes") or 0)),
+              Check("smallest class", _shown(info.get("smallest_class")), _shown(smallest),
+                    smallest == info.get("smallest_class"))]
+    for name, claimed, computed in (("highest prosecutor risk", info.get("highest_risk"), risk and risk.highest),
+                                    ("average prosecutor risk", info.get("average_risk"), risk and risk.average)):
+        same = (claimed is None and computed is None) or (
+            claimed is not None and computed is not None and math.isclose(claimed, computed, rel_tol=1e-9))
+        checks.append(Check(name, _shown(claimed), _shown(computed), same))
+    return checks
+
+
+def _suppression(reader, released, quasi: Sequence[str], info: dict, policy: dict, counted: int) -> Check:
+    allowed = (int(policy["max_suppressed"]) if policy.get("max_suppressed") is not None
+               else math.floor(float(policy.get("suppression_limit") or 0) * info["source_records"]))
+    claimed = int(info["suppressed_records"])
+    guarantee = f"at most {allowed:,} records suppressed ({policy.get('suppression', 'replace')})"
+    if policy.get("suppression") == "drop":
+        missing = info["source_records"] - counted
+        return Check(guarantee, f"{claimed:,} suppressed", f"{missing:,} of the source's {info['source_records']:,} "
+                                                            f"records missing", missing == claimed <= allowed)
+    starred = int(reader.value(exp.select(exp.func("COUNT", exp.Star())).from_(released).where(
+        sb.and_all(sb.col(q).eq(sb.lit(SUPPRESSED)) for q in quasi)))) if quasi else 0
+    return Check(guarantee, f"{claimed:,} suppressed", f"{starred:,} records show '*' for every quasi-identifier",
+                 claimed <= allowed and starred >= claimed)
+
+
+def _models(reader, released, quasi: Sequence[str], policy: dict) -> list[Check]:
+    checks, models = [], []
+    for described in policy.get("models") or []:
+        try:
+            models.append(model_from_params(described["model"], described["params"]))
+        except (PolicyError, KeyError, TypeError) as error:
+            checks.append(Check(described.get("model", "a model"), "holds", f"not checked: {error}", None))
+    if not models:
+        return checks
+    # One check of every model: its per-model counts say which hold, its listing names the first failing class.
+    report = check(reader, Classes.of(released, quasi), models, key_names=quasi, most_violations=100)
+    for model, bad in zip(models, report.per_model.itertuples(index=False)):
+        if bad.violating_classes == 0:
+            how = f"all {report.classes:,} classes hold (smallest {report.smallest_class:,} records)"
+        else:
+            failing = report.violations[report.violations[model.describe()].fillna(False).astype(bool)]
+            first = failing.iloc[0] if len(failing) else None
+            named = ("" if first is None else "; first: the class " + ", ".join(
+                f"{q} = {first[q]!r}" for q in quasi) + f" ({int(first['size']):,} records)")
+            how = f"{bad.violating_classes:,} classes ({bad.violating_records:,} records) violate it{named}"
+        checks.append(Check(plain_model(model.name, model.params()), "holds", how, bad.violating_classes == 0))
+    return checks
+
+
+def _bounds(reader, released, quasi: Sequence[str]) -> list[Check]:
+    checks = []
+    for attribute in bounded_attributes(reader.columns(released), quasi):
+        rows, problems = bound_rows(reader, released, attribute)
+        problems += [p for label, low, high in rows if low is not None
+                     and (p := label_problem(label, float(low), float(high))) is not None]
+        checks.append(Check(f"typed bounds of {attribute}", "each label's bounds contain what it stands for",
+                            "; ".join(problems[:3]) if problems else f"{len(rows):,} labels agree with their bounds",
+                            not problems))
+    return checks
+
+
+VIEW = "release_verification"
+
+
+def verification_view(table: str, columns: Sequence[str], quasi: Sequence[str], models: Sequence[PrivacyModel],
+                      allowed_suppressed: int, drop: bool) -> exp.Select:
+    """The plain-SQL view a DuckDB release carries (:data:`VIEW`): per guarantee, what ``release_info`` claims, what
+    the rows give, and whether they agree, so that a recipient with only the ``duckdb`` shell sees them.  The content
+    digest, the record count, the classes and every model are recomputed by the view's own SQL from the table."""
+    released = sb.table(table)
+
+    def claimed(column: str) -> exp.Expression:
+        return exp.select(sb.col(column)).from_(sb.table(INFO_TABLE)).subquery()
+
+    def value(query: exp.Select) -> exp.Expression:
+        return query.subquery()
+
+    def text(expression: exp.Expression) -> exp.Expression:
+        return exp.cast(expression, exp.DataType.build("VARCHAR"))
+
+    def row(guarantee: str, claim: exp.Expression, recomputed: exp.Expression, holds: exp.Expression) -> exp.Select:
+        return exp.select(sb.lit(guarantee).as_("guarantee", quoted=True), text(claim).as_("claimed", quoted=True),
+                          text(recomputed).as_("recomputed", quoted=True),
+                          exp.func("COALESCE", holds, exp.false()).as_("holds", quoted=True))
+
+    counted = value(exp.select(exp.func("COUNT", exp.Star())).from_(released))
+    digest = value(digest_query(released, columns))
+    rows = [row("content digest of the rows", claimed("content_digest"), digest,
+                exp.EQ(this=claimed("content_digest"), expression=digest.copy())),
+            row("released records", claimed("released_records"), counted,
+                exp.EQ(this=claimed("released_records"), expression=counted.copy()))]
+    if quasi:
+        classes = Classes.of(released, quasi)
+        verdicts = sb.table("__verdicts")
+        sizes = exp.select(exp.func("COUNT", exp.Star()), exp.func("MIN", sb.col("__size"))).from_(verdicts)
+        for name, column, aggregate in (("classes", "classes", 0), ("smallest class", "smallest_class", 1)):
+            computed = value(exp.select(sizes.expressions[aggregate].copy()).from_(verdicts.copy()))
+            rows.append(row(name, claimed(column), computed, exp.EQ(this=claimed(column), expression=computed.copy())))
+        # Replace mode: the suppressed records are among those starred; drop mode: they are the ones missing.
+        shown = (exp.Sub(this=claimed("source_records"), expression=counted.copy()) if drop else
+                 value(exp.select(exp.func("COUNT", exp.Star())).from_(released.copy()).where(
+                     sb.and_all(sb.col(q).eq(sb.lit(SUPPRESSED)) for q in quasi))))
+        agrees = (exp.EQ if drop else exp.GTE)(this=shown.copy(), expression=claimed("suppressed_records"))
+        rows.append(row(f"at most {allowed_suppressed:,} records suppressed ({'drop' if drop else 'replace'})",
+                        claimed("suppressed_records"), shown, exp.and_(
+                            agrees, exp.LTE(this=claimed("suppressed_records"), expression=sb.lit(allowed_suppressed)))))
+        for i, model in enumerate(models):
+            violating = value(exp.select(exp.func("COUNT", exp.Star())).from_(verdicts.copy()).where(
+                sb.col(verdict_column(i))))
+            rows.append(row(plain_model(model.name, model.params()), sb.lit("0 classes violate it"),
+                            exp.Concat(expressions=[text(violating), sb.lit(" classes violate it")], safe=False),
+                            exp.EQ(this=violating.copy(), expression=sb.lit(0))))
+    union = rows[0]
+    for other in rows[1:]:
+        union = exp.union(union, other, distinct=False)
+    query = exp.select(exp.Star()).from_(union.subquery("guarantees"))
+    if quasi:
+        query = query.with_("__verdicts", as_=class_verdicts(Classes.of(released, quasi), models))
+    return query
+
+
+def plain_model(name: str, params: dict) -> str:
+    """A model in words a reader knows: ``k-anonymity with k = 5``, ``t-closeness of salary-class with t = 0.2``."""
+    shown = {k: v for k, v in params.items() if not isinstance(v, (dict, list)) and v is not None}
+    sensitive = shown.pop("sensitive", None)
+    settings = ", ".join(f"{k} = {v}" for k, v in shown.items())
+    return f"{name}{f' of {sensitive}' if sensitive else ''}{f' with {settings}' if settings else ''}"
+
+
+def _shown(value: object) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return f"{value:,}" if isinstance(value, int) else str(value)
