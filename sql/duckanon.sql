@@ -607,3 +607,158 @@ CREATE OR REPLACE TEMP MACRO anon_policy_models(policy, models) AS TABLE
     FROM (SELECT unnest(models) AS __anon_m, generate_subscripts(models, 1) AS __anon_i)
     WHERE anon__undeclared(policy, 'policy_models')
     ORDER BY __anon_i;
+
+-- ---------------------------------------------------------------- verifying a release
+-- anon_verify(release) -> one row per guarantee a duckanon release claims: guarantee,
+-- claimed (what its release_info says), recomputed (what its rows give), holds. `release`
+-- is the released table of a DuckDB release (open the file: `duckdb -readonly
+-- release.duckdb`, or ATTACH it and name 'alias.table'; its release_info is read beside
+-- it) or the path of a Parquet release ('release.parquet'). Everything is recomputed here
+-- from the rows, independently of duckanon and of the views the release carries: the
+-- content digest (its definition is in duckanon/release/digest.py), the record count, the
+-- classes and the smallest class, the suppression, and the models k-anonymity, distinct,
+-- entropy and recursive (c,l)-diversity, (alpha,k)-anonymity, p-sensitive k-anonymity and
+-- t-closeness with the equal distance (against the released distribution). The ordered and
+-- hierarchical distances and alpha-l-diversity-k-anonymity need the values' types or a
+-- hierarchy: they show holds = NULL here; a DuckDB release's own view
+-- release_verification recomputes them. Rows are compared as text (CAST AS VARCHAR).
+
+-- anon__literal(s) -> s as a SQL string literal.
+CREATE OR REPLACE TEMP MACRO anon__literal(s) AS '''' || replace(s, '''', '''''') || '''';
+
+-- anon__is_parquet(release) -> whether `release` names a Parquet file rather than a table.
+CREATE OR REPLACE TEMP MACRO anon__is_parquet(release) AS lower(release) LIKE '%.parquet';
+
+-- anon__release_rows(release) -> the text query() runs to read the released rows, every column as VARCHAR.
+CREATE OR REPLACE TEMP MACRO anon__release_rows(release) AS
+    'SELECT COLUMNS(*)::VARCHAR FROM '
+    || CASE WHEN anon__is_parquet(release) THEN 'read_parquet(' || anon__literal(release) || ')'
+            ELSE anon__name(release) END;
+
+-- anon__release_info(release) -> the text query() runs to read the release's info as one JSON object `info`
+-- (a Parquet release keeps it in the file's key/value metadata, '' for NULL).
+CREATE OR REPLACE TEMP MACRO anon__release_info(release) AS
+    CASE WHEN anon__is_parquet(release)
+         THEN 'SELECT json_group_object(decode(key), nullif(decode(value), '''')) AS info FROM parquet_kv_metadata('
+              || anon__literal(release) || ')'
+         ELSE 'SELECT to_json(i) AS info FROM '
+              || array_to_string(list_append(regexp_extract_all(anon__name(release), '"(?:[^"]|"")*"')[:-2],
+                                             anon__ident('release_info')), '.') || ' AS i'
+    END;
+
+CREATE OR REPLACE TEMP MACRO anon_verify(release) AS TABLE
+WITH info AS (
+    SELECT info, (info->>'policy')::JSON AS policy FROM query(anon__release_info(release))
+), quasi AS (
+    SELECT coalesce(list(c->>'column') FILTER (WHERE c->>'role' = 'quasi-identifier'), []) AS qi
+    FROM info, unnest(coalesce(json_extract(policy, '$.columns[*]'), [])) AS u(c)
+), released AS (
+    -- Each row as a JSON object of its values' text, in column order.
+    SELECT to_json(struct_pack(*COLUMNS(*))) AS r FROM query(anon__release_rows(release))
+), header AS (
+    -- The columns' names, also for a release without rows (the outer join yields one row).
+    SELECT array_to_string(list_transform(json_keys(to_json(struct_pack(
+               *COLUMNS(lambda c: c <> '__anon_pad__')))), lambda n: length(n) || ':' || n), '') || '|' AS text
+    FROM (SELECT 1 AS __anon_pad__) LEFT JOIN (SELECT * FROM query(anon__release_rows(release)) LIMIT 1) ON true
+    LIMIT 1
+), row_hashes AS (
+    SELECT sha256(array_to_string(list_transform(json_extract_string(r, '$.*'),
+               lambda v: CASE WHEN v IS NULL THEN '-' ELSE length(v) || ':' || v END), '')) AS h
+    FROM released
+), buckets AS (
+    SELECT substr(h, 1, 3) || sha256(array_to_string(list_sort(list(h)), '')) AS bucket
+    FROM row_hashes GROUP BY substr(h, 1, 3)
+), digest AS (
+    SELECT 'sha256:' || sha256((SELECT text FROM header)
+                               || coalesce(array_to_string(list_sort(list(bucket)), ''), '')) AS value
+    FROM buckets
+), keyed AS (
+    SELECT list_transform(qi, lambda q: r->>q) AS class_key, r FROM released, quasi
+), sizes AS (
+    SELECT class_key, count(*) AS n FROM keyed GROUP BY class_key
+), models AS (
+    SELECT m->>'model' AS model, m->>'sensitive' AS sensitive, m->'params' AS params, i
+    FROM info, unnest(coalesce(json_extract(policy, '$.models[*]'), [])) WITH ORDINALITY AS u(m, i)
+), cells AS (
+    -- Per model over a sensitive attribute, class and value: the records.
+    SELECT models.i, class_key, r->>models.sensitive AS v, count(*) AS c
+    FROM keyed, models WHERE models.sensitive IS NOT NULL GROUP BY ALL
+), shares AS (
+    SELECT *, c / sum(c) OVER (PARTITION BY i, class_key) AS p,
+           sum(c) OVER (PARTITION BY i, v) / sum(c) OVER (PARTITION BY i) AS q
+    FROM cells
+), per_class AS (
+    SELECT i, class_key, sum(c) AS n, count(*) AS values_, max(p) AS top_share,
+           ln(sum(c)) - sum(c * ln(c)) / sum(c) AS entropy,
+           list(c ORDER BY c DESC) AS counts,
+           (sum(abs(p - q)) + 1 - sum(q)) / 2 AS emd
+    FROM shares GROUP BY i, class_key
+), alpha_shares AS (
+    SELECT i, class_key, max(CASE WHEN coalesce(json_type(json_extract(params, '$.highly_sensitive')), 'NULL') = 'NULL'
+                                       OR list_contains(json_extract_string(params, '$.highly_sensitive[*]'), v)
+                                  THEN p ELSE 0 END) AS bounded
+    FROM shares JOIN models USING (i) GROUP BY i, class_key
+), verdicts AS (
+    SELECT models.i, models.model, models.params,
+           CASE model
+               WHEN 'k-anonymity' THEN count(*) FILTER (WHERE sizes.n < CAST(params->>'k' AS BIGINT))
+               WHEN 'distinct-l-diversity' THEN count(*) FILTER (WHERE coalesce(values_, 0) < CAST(params->>'l' AS DOUBLE))
+               WHEN 'entropy-l-diversity' THEN count(*) FILTER (
+                   WHERE coalesce(entropy, 0) < ln(CAST(params->>'l' AS DOUBLE)) - 1e-9)
+               WHEN 'recursive-cl-diversity' THEN count(*) FILTER (
+                   WHERE NOT counts[1] < CAST(params->>'c' AS DOUBLE)
+                                         * coalesce(list_sum(counts[CAST(params->>'l' AS BIGINT):]), 0))
+               WHEN 'alpha-k-anonymity' THEN count(*) FILTER (
+                   WHERE sizes.n < CAST(params->>'k' AS BIGINT) OR bounded > CAST(params->>'alpha' AS DOUBLE))
+               WHEN 'p-sensitive-k-anonymity' THEN count(*) FILTER (
+                   WHERE sizes.n < CAST(params->>'k' AS BIGINT) OR values_ < CAST(params->>'p' AS BIGINT))
+               WHEN 't-closeness' THEN CASE WHEN coalesce(params->>'distance', 'equal') = 'equal'
+                   THEN count(*) FILTER (WHERE emd > CAST(params->>'t' AS DOUBLE) + 1e-9) END
+           END AS violating,
+           count(*) AS classes
+    FROM models CROSS JOIN sizes
+         LEFT JOIN per_class ON per_class.i = models.i AND per_class.class_key = sizes.class_key
+         LEFT JOIN alpha_shares ON alpha_shares.i = models.i AND alpha_shares.class_key = sizes.class_key
+    GROUP BY models.i, models.model, models.params
+), suppression AS (
+    SELECT CAST(info->>'suppressed_records' AS BIGINT) AS claimed,
+           coalesce(CAST(policy->>'max_suppressed' AS BIGINT),
+                    CAST(floor(CAST(policy->>'suppression_limit' AS DOUBLE)
+                               * CAST(info->>'source_records' AS BIGINT)) AS BIGINT), 0) AS allowed,
+           coalesce(policy->>'suppression', 'replace') AS mode,
+           CASE WHEN policy->>'suppression' = 'drop'
+                THEN CAST(info->>'source_records' AS BIGINT) - (SELECT count(*) FROM released)
+                ELSE (SELECT count(*) FROM keyed WHERE len(class_key) > 0
+                                                 AND list_bool_and(list_transform(class_key, lambda x: x = '*')))
+           END AS shown
+    FROM info WHERE policy IS NOT NULL
+)
+SELECT guarantee, claimed, recomputed, holds FROM (
+    SELECT 1 AS pos, 'content digest of the rows' AS guarantee, info->>'content_digest' AS claimed,
+           (SELECT value FROM digest) AS recomputed, (info->>'content_digest') = (SELECT value FROM digest) AS holds
+    FROM info
+    UNION ALL
+    SELECT 2, 'released records', info->>'released_records', CAST((SELECT count(*) FROM released) AS VARCHAR),
+           CAST(info->>'released_records' AS BIGINT) = (SELECT count(*) FROM released)
+    FROM info
+    UNION ALL
+    SELECT 3, 'classes', info->>'classes', CAST((SELECT count(*) FROM sizes) AS VARCHAR),
+           CAST(info->>'classes' AS BIGINT) = (SELECT count(*) FROM sizes)
+    FROM info, quasi WHERE len(qi) > 0
+    UNION ALL
+    SELECT 4, 'smallest class', info->>'smallest_class', CAST((SELECT min(n) FROM sizes) AS VARCHAR),
+           CAST(info->>'smallest_class' AS BIGINT) = (SELECT min(n) FROM sizes)
+    FROM info, quasi WHERE len(qi) > 0
+    UNION ALL
+    SELECT 5, 'at most ' || allowed || ' records suppressed (' || mode || ')', CAST(claimed AS VARCHAR),
+           CAST(shown AS VARCHAR), claimed <= allowed AND CASE WHEN mode = 'drop' THEN shown = claimed
+                                                               ELSE shown >= claimed END
+    FROM suppression
+    UNION ALL
+    SELECT 5 + i, model || ' ' || CAST(params AS VARCHAR), '0 classes violate it',
+           CASE WHEN violating IS NULL THEN 'not recomputed here: see the release''s view release_verification'
+                ELSE violating || ' of ' || classes || ' classes violate it' END,
+           violating = 0
+    FROM verdicts
+)
+ORDER BY pos;

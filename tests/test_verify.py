@@ -5,7 +5,9 @@ over the rows' text, and the file's bytes before and after."""
 
 from __future__ import annotations
 
+import csv
 import hashlib
+import io
 import json
 import logging
 import re
@@ -43,6 +45,7 @@ from duckanon import (
 )
 from duckanon.cli import main
 from duckanon.release.files import INFO_SUFFIX, read_release_info
+from duckanon.release.verify import plain_model
 
 FORMATS = ("duckdb", "parquet", "csv")
 ROWS = 900
@@ -373,3 +376,63 @@ def test_the_release_verifies_itself_in_the_duckdb_shell(published, tmp_path):
     tamper_rows(path, UNIQUE)
     failing = {g for g, holds in shown().items() if holds == "false"}
     assert {"content digest of the rows", "k-anonymity with k = 5"} <= failing
+
+
+MACROS = Path(__file__).parents[1] / "sql" / "duckanon.sql"
+SAME_DISEASE = "UPDATE t SET disease = 'flu' WHERE zip = (SELECT min(zip) FROM t WHERE zip <> '*')"
+
+
+def shell_verify(path: Path) -> dict[str, tuple[str, str]]:
+    """``anon_verify`` in the duckdb shell, with no Python in the loop: {guarantee: (recomputed, holds)}."""
+    database, release = (str(path), "people") if path.suffix == ".duckdb" else (":memory:", str(path))
+    script = f".read {MACROS}\n.mode csv\nSELECT * FROM anon_verify('{release}');\n"
+    out = subprocess.run([str(SHELL), "-readonly", database] if path.suffix == ".duckdb" else [str(SHELL)],
+                         input=script, capture_output=True, text=True, check=True).stdout
+    rows = list(csv.reader(io.StringIO(out)))[1:]
+    return {guarantee: (recomputed, holds) for guarantee, _, recomputed, holds in rows}
+
+
+def violating(recomputed: str) -> int:
+    return int(recomputed.split(" ", 1)[0].replace(",", ""))
+
+
+@pytest.mark.skipif(not SHELL.exists(), reason="the duckdb shell (PyPI duckdb-cli, the test extra) is not installed")
+@pytest.mark.parametrize("release", ["duckdb", "parquet"], indirect=True)
+def test_anon_verify_recomputes_every_guarantee_in_the_shell_as_verify_does(release):
+    """The sql/ macro is a second implementation of the verification, in plain SQL: on an untouched release every
+    guarantee holds; on one whose diseases were made alike in a zip code, each model fails in as many classes as
+    duckanon.verify counts, and the digest fails."""
+    shown = shell_verify(release)
+    assert all(holds == "true" for _, holds in shown.values()), shown
+    assert len([g for g in shown if g.split(" ")[0] in {m.name for m in MODELS}]) == len(MODELS)
+    assert shown["content digest of the rows"][0] == read_release_info(release)["content_digest"]
+    tamper_rows(release, SAME_DISEASE)
+    shown = shell_verify(release)
+    python = verify(release).frame().set_index("guarantee")
+    assert shown["content digest of the rows"][1] == "false"
+    compared = 0
+    for model in MODELS:
+        [(guarantee, (recomputed, holds))] = [(g, v) for g, v in shown.items() if g.startswith(model.name + " {")]
+        ours = python.loc[plain_model(model.name, model.params())]
+        expected = 0 if ours["holds"] else violating(ours["recomputed"])
+        assert violating(recomputed) == expected, (guarantee, recomputed, ours["recomputed"])
+        assert (holds == "true") == bool(ours["holds"])
+        compared += not ours["holds"]
+    assert compared >= 5  # the tampering broke most models, and both implementations count alike
+
+
+@pytest.mark.skipif(not SHELL.exists(), reason="the duckdb shell (PyPI duckdb-cli, the test extra) is not installed")
+def test_the_readme_shell_verification_runs_as_written(anon, tmp_path):
+    """The README's ``anon_verify`` block, run in the shell inside a DuckDB release named as the README names it, in
+    a folder holding a Parquet release too: every guarantee holds."""
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    [block] = [b for b in re.findall(r"```sql\n(.*?)```", readme, flags=re.S) if "anon_verify(" in b]
+    (tmp_path / "sql").symlink_to(MACROS.parent)
+    policy = Policy(identifiers=["name"], quasi_identifiers={"age": AGES, "zip": ZIPS, "sex": SEXES},
+                    sensitive=["disease"], insensitive=["income"], models=[KAnonymity(5)])
+    anon.publish("people", policy, LEVELS, tmp_path / "patients_release.duckdb", table="patients")
+    anon.publish("people", policy, LEVELS, tmp_path / "release.parquet")
+    out = subprocess.run([str(SHELL), "-readonly", "-csv", "patients_release.duckdb"], input=block, cwd=tmp_path,
+                         capture_output=True, text=True, check=True).stdout
+    holds = [line.rsplit(",", 1)[1] for line in out.splitlines() if not line.startswith("guarantee,")]
+    assert len(holds) == 2 * 6 and set(holds) == {"true"}, out

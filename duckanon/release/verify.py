@@ -29,7 +29,7 @@ from ..errors import (DigestMismatch, GuaranteeFails, PolicyError, SignatureMism
                       WrongKey)
 from ..hierarchy.notation import label_problem
 from ..privacy.checks import check, class_verdicts, verdict_column
-from ..privacy.classes import Classes
+from ..privacy.classes import SIZE, Classes
 from ..privacy.models import PrivacyModel, model_from_params
 from ..recode.ranges import bound_rows, bounded_attributes
 from ..risk.counting import class_size_histogram
@@ -248,11 +248,10 @@ def verification_view(table: str, columns: Sequence[str], quasi: Sequence[str], 
             row("released records", claimed("released_records"), counted,
                 exp.EQ(this=claimed("released_records"), expression=counted.copy()))]
     if quasi:
-        classes = Classes.of(released, quasi)
         verdicts = sb.table("__verdicts")
-        sizes = exp.select(exp.func("COUNT", exp.Star()), exp.func("MIN", sb.col("__size"))).from_(verdicts)
-        for name, column, aggregate in (("classes", "classes", 0), ("smallest class", "smallest_class", 1)):
-            computed = value(exp.select(sizes.expressions[aggregate].copy()).from_(verdicts.copy()))
+        for name, column, aggregate in (("classes", "classes", exp.func("COUNT", exp.Star())),
+                                        ("smallest class", "smallest_class", exp.func("MIN", sb.col(SIZE)))):
+            computed = value(exp.select(aggregate).from_(verdicts.copy()))
             rows.append(row(name, claimed(column), computed, exp.EQ(this=claimed(column), expression=computed.copy())))
         # Replace mode: the suppressed records are among those starred; drop mode: they are the ones missing.
         shown = (exp.Sub(this=claimed("source_records"), expression=counted.copy()) if drop else
