@@ -28,7 +28,6 @@ sys.path.insert(0, str(HERE.parent))
 
 import duckanon  # noqa: E402
 from duckanon import Hierarchy, KAnonymity, Policy  # noqa: E402
-from duckanon.engine import DuckDBEngine  # noqa: E402
 from duckanon.release.digest import content_digest  # noqa: E402
 from duckanon.release.files import open_release  # noqa: E402
 from duckanon.sqlgen import build as sb  # noqa: E402
