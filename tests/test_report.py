@@ -371,8 +371,9 @@ def test_the_verdict_is_recounted_from_the_file(anon, tmp_path):
     sizes = released.groupby(["sex", "race"], dropna=False).size()
     verdict = collect(anon.workspace, release.path).verdict.set_index("guarantee")
     assert not verdict.loc["k-anonymity with k = 5", "holds"]
+    classes, records = int((sizes < 5).sum()), int(sizes[sizes < 5].sum())
     assert verdict.loc["k-anonymity with k = 5", "recomputed"].startswith(
-        f"{int((sizes < 5).sum())} classes ({int(sizes[sizes < 5].sum())} records)")
+        f"{classes} {'class' if classes == 1 else 'classes'} ({records} {'record' if records == 1 else 'records'})")
     # The report says so first, above every figure.
     page = anon.report(release.path, tmp_path / "tampered.html").read_text()
     assert page.index("This release fails its verification") < page.index("<h2")

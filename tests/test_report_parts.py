@@ -15,7 +15,7 @@ from sqlglot import exp
 import duckanon
 from duckanon import DistinctLDiversity, Hierarchy, KAnonymity, Policy, datasets
 from duckanon.engine import as_engine
-from duckanon.errors import AnonymizationError, PolicyError
+from duckanon.errors import AnonymizationError, NotARelease, PolicyError
 from duckanon.release.files import open_release
 from duckanon.risk.counting import class_size_histogram, population_pairs
 from duckanon.search.run import frontier
@@ -173,7 +173,7 @@ def test_open_release_refuses_what_is_not_one(tmp_path):
     with pytest.raises(AnonymizationError, match="is not a file"):
         open_release(tmp_path / "missing.duckdb")
     (tmp_path / "notes.txt").write_text("x")
-    with pytest.raises(AnonymizationError, match="unknown extension"):
+    with pytest.raises(NotARelease, match="is not a release: duckanon writes .duckdb"):
         open_release(tmp_path / "notes.txt")
     foreign = tmp_path / "foreign.duckdb"
     con = duckdb.connect(str(foreign))

@@ -83,7 +83,9 @@ class Verification:
         first = self.failure
         if first is None:
             checked = sum(c.holds is True for c in self.checks)
-            return f"{self.path}: verified ({checked} checks hold)"
+            unchecked = [c.guarantee for c in self.checks if c.holds is None]
+            return (f"{self.path}: verified ({checked} checks hold"
+                    f"{'; not checked: ' + ', '.join(unchecked) if unchecked else ''})")
         failing = sum(c.holds is False for c in self.checks)
         return (f"{self.path}: {first.guarantee} fails: {first.recomputed}"
                 f"{f' (and {failing - 1} more checks fail)' if failing > 1 else ''}")
@@ -103,9 +105,8 @@ def verify(path: str | os.PathLike, *, public_key: object | None = None, format:
     reader, info = open_release(path, format)
     try:
         released = sb.table(info["released_table"])
-        checks = _signature(info, public_key)
-        checks.append(_digest(reader, released, info))
-        checks += guarantees(reader, released, info)
+        checks = [*_signature(info, public_key), *guarantees(reader, released, info),
+                  _digest(reader, released, info)]
     finally:
         reader.close()
     return Verification(Path(path), info, checks)
@@ -199,8 +200,9 @@ def _models(reader, released, quasi: Sequence[str], policy: dict) -> list[Check]
             failing = report.violations[report.violations[model.describe()].fillna(False).astype(bool)]
             first = failing.iloc[0] if len(failing) else None
             named = ("" if first is None else "; first: the class " + ", ".join(
-                f"{q} = {first[q]!r}" for q in quasi) + f" ({int(first['size']):,} records)")
-            how = f"{bad.violating_classes:,} classes ({bad.violating_records:,} records) violate it{named}"
+                f"{q} = {first[q]!r}" for q in quasi) + f" ({_counted(int(first['size']), 'record', 'records')})")
+            how = (f"{_counted(bad.violating_classes, 'class', 'classes')} "
+                   f"({_counted(bad.violating_records, 'record', 'records')}) violate it{named}")
         checks.append(Check(plain_model(model.name, model.params()), "holds", how, bad.violating_classes == 0))
     return checks
 
@@ -282,6 +284,10 @@ def plain_model(name: str, params: dict) -> str:
     sensitive = shown.pop("sensitive", None)
     settings = ", ".join(f"{k} = {v}" for k, v in shown.items())
     return f"{name}{f' of {sensitive}' if sensitive else ''}{f' with {settings}' if settings else ''}"
+
+
+def _counted(n: int, one: str, many: str) -> str:
+    return f"{n:,} {one if n == 1 else many}"
 
 
 def _shown(value: object) -> str:
