@@ -629,6 +629,9 @@ CREATE OR REPLACE TEMP MACRO anon__literal(s) AS '''' || replace(s, '''', ''''''
 -- anon__is_parquet(release) -> whether `release` names a Parquet file rather than a table.
 CREATE OR REPLACE TEMP MACRO anon__is_parquet(release) AS lower(release) LIKE '%.parquet';
 
+-- anon__key(name) -> the JSON path of the object key `name` (quoted: any column name is a key).
+CREATE OR REPLACE TEMP MACRO anon__key(name) AS '$."' || replace(name, '"', '\"') || '"';
+
 -- anon__release_rows(release) -> the text query() runs to read the released rows, every column as VARCHAR.
 CREATE OR REPLACE TEMP MACRO anon__release_rows(release) AS
     'SELECT COLUMNS(*)::VARCHAR FROM '
@@ -648,9 +651,9 @@ CREATE OR REPLACE TEMP MACRO anon__release_info(release) AS
 
 CREATE OR REPLACE TEMP MACRO anon_verify(release) AS TABLE
 WITH info AS (
-    SELECT info, (info->>'policy')::JSON AS policy FROM query(anon__release_info(release))
+    SELECT info, json_extract_string(info, '$.policy')::JSON AS policy FROM query(anon__release_info(release))
 ), quasi AS (
-    SELECT coalesce(list(c->>'column') FILTER (WHERE c->>'role' = 'quasi-identifier'), []) AS qi
+    SELECT coalesce(list(json_extract_string(c, '$.column')) FILTER (WHERE json_extract_string(c, '$.role') = 'quasi-identifier'), []) AS qi
     FROM info, unnest(coalesce(json_extract(policy, '$.columns[*]'), [])) AS u(c)
 ), released AS (
     -- Each row as a JSON object of its values' text, in column order.
@@ -673,15 +676,15 @@ WITH info AS (
                                || coalesce(array_to_string(list_sort(list(bucket)), ''), '')) AS value
     FROM buckets
 ), keyed AS (
-    SELECT list_transform(qi, lambda q: r->>q) AS class_key, r FROM released, quasi
+    SELECT list_transform(qi, lambda q: json_extract_string(r, anon__key(q))) AS class_key, r FROM released, quasi
 ), sizes AS (
     SELECT class_key, count(*) AS n FROM keyed GROUP BY class_key
 ), models AS (
-    SELECT m->>'model' AS model, m->>'sensitive' AS sensitive, m->'params' AS params, i
+    SELECT json_extract_string(m, '$.model') AS model, json_extract_string(m, '$.sensitive') AS sensitive, json_extract(m, '$.params') AS params, i
     FROM info, unnest(coalesce(json_extract(policy, '$.models[*]'), [])) WITH ORDINALITY AS u(m, i)
 ), cells AS (
     -- Per model over a sensitive attribute, class and value: the records.
-    SELECT models.i, class_key, r->>models.sensitive AS v, count(*) AS c
+    SELECT models.i, class_key, json_extract_string(r, anon__key(models.sensitive)) AS v, count(*) AS c
     FROM keyed, models WHERE models.sensitive IS NOT NULL GROUP BY ALL
 ), shares AS (
     SELECT *, c / sum(c) OVER (PARTITION BY i, class_key) AS p,
@@ -701,19 +704,19 @@ WITH info AS (
 ), verdicts AS (
     SELECT models.i, models.model, models.params,
            CASE model
-               WHEN 'k-anonymity' THEN count(*) FILTER (WHERE sizes.n < CAST(params->>'k' AS BIGINT))
-               WHEN 'distinct-l-diversity' THEN count(*) FILTER (WHERE coalesce(values_, 0) < CAST(params->>'l' AS DOUBLE))
+               WHEN 'k-anonymity' THEN count(*) FILTER (WHERE sizes.n < CAST(json_extract_string(params, '$.k') AS BIGINT))
+               WHEN 'distinct-l-diversity' THEN count(*) FILTER (WHERE coalesce(values_, 0) < CAST(json_extract_string(params, '$.l') AS DOUBLE))
                WHEN 'entropy-l-diversity' THEN count(*) FILTER (
-                   WHERE coalesce(entropy, 0) < ln(CAST(params->>'l' AS DOUBLE)) - 1e-9)
+                   WHERE coalesce(entropy, 0) < ln(CAST(json_extract_string(params, '$.l') AS DOUBLE)) - 1e-9)
                WHEN 'recursive-cl-diversity' THEN count(*) FILTER (
-                   WHERE NOT counts[1] < CAST(params->>'c' AS DOUBLE)
-                                         * coalesce(list_sum(counts[CAST(params->>'l' AS BIGINT):]), 0))
+                   WHERE NOT counts[1] < CAST(json_extract_string(params, '$.c') AS DOUBLE)
+                                         * coalesce(list_sum(counts[CAST(json_extract_string(params, '$.l') AS BIGINT):]), 0))
                WHEN 'alpha-k-anonymity' THEN count(*) FILTER (
-                   WHERE sizes.n < CAST(params->>'k' AS BIGINT) OR bounded > CAST(params->>'alpha' AS DOUBLE))
+                   WHERE sizes.n < CAST(json_extract_string(params, '$.k') AS BIGINT) OR bounded > CAST(json_extract_string(params, '$.alpha') AS DOUBLE))
                WHEN 'p-sensitive-k-anonymity' THEN count(*) FILTER (
-                   WHERE sizes.n < CAST(params->>'k' AS BIGINT) OR values_ < CAST(params->>'p' AS BIGINT))
-               WHEN 't-closeness' THEN CASE WHEN coalesce(params->>'distance', 'equal') = 'equal'
-                   THEN count(*) FILTER (WHERE emd > CAST(params->>'t' AS DOUBLE) + 1e-9) END
+                   WHERE sizes.n < CAST(json_extract_string(params, '$.k') AS BIGINT) OR values_ < CAST(json_extract_string(params, '$.p') AS BIGINT))
+               WHEN 't-closeness' THEN CASE WHEN coalesce(json_extract_string(params, '$.distance'), 'equal') = 'equal'
+                   THEN count(*) FILTER (WHERE emd > CAST(json_extract_string(params, '$.t') AS DOUBLE) + 1e-9) END
            END AS violating,
            count(*) AS classes
     FROM models CROSS JOIN sizes
@@ -721,33 +724,33 @@ WITH info AS (
          LEFT JOIN alpha_shares ON alpha_shares.i = models.i AND alpha_shares.class_key = sizes.class_key
     GROUP BY models.i, models.model, models.params
 ), suppression AS (
-    SELECT CAST(info->>'suppressed_records' AS BIGINT) AS claimed,
-           coalesce(CAST(policy->>'max_suppressed' AS BIGINT),
-                    CAST(floor(CAST(policy->>'suppression_limit' AS DOUBLE)
-                               * CAST(info->>'source_records' AS BIGINT)) AS BIGINT), 0) AS allowed,
-           coalesce(policy->>'suppression', 'replace') AS mode,
-           CASE WHEN policy->>'suppression' = 'drop'
-                THEN CAST(info->>'source_records' AS BIGINT) - (SELECT count(*) FROM released)
+    SELECT CAST(json_extract_string(info, '$.suppressed_records') AS BIGINT) AS claimed,
+           coalesce(CAST(json_extract_string(policy, '$.max_suppressed') AS BIGINT),
+                    CAST(floor(CAST(json_extract_string(policy, '$.suppression_limit') AS DOUBLE)
+                               * CAST(json_extract_string(info, '$.source_records') AS BIGINT)) AS BIGINT), 0) AS allowed,
+           coalesce(json_extract_string(policy, '$.suppression'), 'replace') AS mode,
+           CASE WHEN json_extract_string(policy, '$.suppression') = 'drop'
+                THEN CAST(json_extract_string(info, '$.source_records') AS BIGINT) - (SELECT count(*) FROM released)
                 ELSE (SELECT count(*) FROM keyed WHERE len(class_key) > 0
                                                  AND list_bool_and(list_transform(class_key, lambda x: x = '*')))
            END AS shown
     FROM info WHERE policy IS NOT NULL
 )
 SELECT guarantee, claimed, recomputed, holds FROM (
-    SELECT 1 AS pos, 'content digest of the rows' AS guarantee, info->>'content_digest' AS claimed,
-           (SELECT value FROM digest) AS recomputed, (info->>'content_digest') = (SELECT value FROM digest) AS holds
+    SELECT 1 AS pos, 'content digest of the rows' AS guarantee, json_extract_string(info, '$.content_digest') AS claimed,
+           (SELECT value FROM digest) AS recomputed, (json_extract_string(info, '$.content_digest')) = (SELECT value FROM digest) AS holds
     FROM info
     UNION ALL
-    SELECT 2, 'released records', info->>'released_records', CAST((SELECT count(*) FROM released) AS VARCHAR),
-           CAST(info->>'released_records' AS BIGINT) = (SELECT count(*) FROM released)
+    SELECT 2, 'released records', json_extract_string(info, '$.released_records'), CAST((SELECT count(*) FROM released) AS VARCHAR),
+           CAST(json_extract_string(info, '$.released_records') AS BIGINT) = (SELECT count(*) FROM released)
     FROM info
     UNION ALL
-    SELECT 3, 'classes', info->>'classes', CAST((SELECT count(*) FROM sizes) AS VARCHAR),
-           CAST(info->>'classes' AS BIGINT) = (SELECT count(*) FROM sizes)
+    SELECT 3, 'classes', json_extract_string(info, '$.classes'), CAST((SELECT count(*) FROM sizes) AS VARCHAR),
+           CAST(json_extract_string(info, '$.classes') AS BIGINT) = (SELECT count(*) FROM sizes)
     FROM info, quasi WHERE len(qi) > 0
     UNION ALL
-    SELECT 4, 'smallest class', info->>'smallest_class', CAST((SELECT min(n) FROM sizes) AS VARCHAR),
-           CAST(info->>'smallest_class' AS BIGINT) = (SELECT min(n) FROM sizes)
+    SELECT 4, 'smallest class', json_extract_string(info, '$.smallest_class'), CAST((SELECT min(n) FROM sizes) AS VARCHAR),
+           CAST(json_extract_string(info, '$.smallest_class') AS BIGINT) = (SELECT min(n) FROM sizes)
     FROM info, quasi WHERE len(qi) > 0
     UNION ALL
     SELECT 5, 'at most ' || allowed || ' records suppressed (' || mode || ')', CAST(claimed AS VARCHAR),

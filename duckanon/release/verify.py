@@ -87,7 +87,7 @@ class Verification:
             return (f"{self.path}: verified ({checked} checks hold"
                     f"{'; not checked: ' + ', '.join(unchecked) if unchecked else ''})")
         failing = sum(c.holds is False for c in self.checks)
-        return (f"{self.path}: {first.guarantee} fails: {first.recomputed}"
+        return (f"{self.path}: {first.guarantee} fails: {first.recomputed} (claimed: {first.claimed})"
                 f"{f' (and {failing - 1} more checks fail)' if failing > 1 else ''}")
 
     def raise_for_failure(self) -> None:
@@ -202,7 +202,8 @@ def _models(reader, released, quasi: Sequence[str], policy: dict) -> list[Check]
             named = ("" if first is None else "; first: the class " + ", ".join(
                 f"{q} = {first[q]!r}" for q in quasi) + f" ({_counted(int(first['size']), 'record', 'records')})")
             how = (f"{_counted(bad.violating_classes, 'class', 'classes')} "
-                   f"({_counted(bad.violating_records, 'record', 'records')}) violate it{named}")
+                   f"({_counted(bad.violating_records, 'record', 'records')}) "
+                   f"{'violates' if bad.violating_classes == 1 else 'violate'} it{named}")
         checks.append(Check(plain_model(model.name, model.params()), "holds", how, bad.violating_classes == 0))
     return checks
 
