@@ -46,6 +46,13 @@ class DuckDBEngine(Engine):
     def rows(self, query, parameters=None) -> list[tuple]:
         return self._execute(query, parameters).fetchall()
 
+    def batches(self, query, rows: int = 100_000) -> Iterator[list[tuple]]:
+        """A query's rows, ``rows`` at a time, so that a result larger than memory is read in bounded memory (DuckDB
+        only; nothing else may run on this engine until every batch is read)."""
+        result = self._execute(query)
+        while batch := result.fetchmany(rows):
+            yield batch
+
     def frame(self, query) -> pd.DataFrame:
         return self._execute(query).df()
 

@@ -15,15 +15,21 @@ recompute (``sql/duckanon.sql``'s ``anon_verify`` does):
   bucket's three digits followed by its hash, buckets in ascending order; it is written ``sha256:<hex>``.
 
 Identical rows are hashed once each, so the digest counts them: deleting or adding a row changes it.
+
+:func:`digest_query` is that definition as one SQL query (the view a DuckDB release carries runs it); its aggregate
+holds every row's hash at once, about half a kilobyte a row.  :func:`content_digest`, which publishing and
+verification use, has DuckDB hash the rows and sort the hashes (a sort that spills to disk when it must) and folds
+the sorted stream bucket by bucket with :mod:`hashlib`, in memory bounded by a batch: the same digest.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 
 from sqlglot import exp
 
-from ..engine import Engine
+from ..engine import DuckDBEngine
 from ..sqlgen import build as sb
 
 PREFIX = "sha256:"
@@ -51,11 +57,15 @@ def header(columns: Sequence[str]) -> str:
     return "".join(f"{len(c)}:{c}" for c in columns) + "|"
 
 
-def digest_query(relation: exp.Expression, columns: Sequence[str]) -> exp.Select:
-    """One row, one column: the digest (``sha256:<hex>``) of ``relation``'s ``columns`` in that order."""
-    rows = exp.select(_call("sha256", _joined([_text(sb.col(c)) for c in columns])).as_(_HASH, quoted=True)).from_(
+def _row_hashes(relation: exp.Expression, columns: Sequence[str]) -> exp.Select:
+    return exp.select(_call("sha256", _joined([_text(sb.col(c)) for c in columns])).as_(_HASH, quoted=True)).from_(
         relation.subquery("released") if isinstance(relation, exp.Query) else exp.alias_(relation, "released",
                                                                                           quoted=True))
+
+
+def digest_query(relation: exp.Expression, columns: Sequence[str]) -> exp.Select:
+    """One row, one column: the digest (``sha256:<hex>``) of ``relation``'s ``columns`` in that order."""
+    rows = _row_hashes(relation, columns)
     bucket = _call("substr", sb.col(_HASH), sb.lit(1), sb.lit(3))
     sorted_text = lambda column: _call("array_to_string", _call("list_sort", _call("list", column)), sb.lit(""))  # noqa: E731
     buckets = (exp.select(bucket.as_(_BUCKET, quoted=True),
@@ -68,6 +78,18 @@ def digest_query(relation: exp.Expression, columns: Sequence[str]) -> exp.Select
         safe=False).as_("content_digest", quoted=True)).from_(buckets.subquery("buckets"))
 
 
-def content_digest(engine: Engine, relation: exp.Expression) -> str:
-    """The digest of every column of ``relation`` (a DuckDB engine's)."""
-    return str(engine.value(digest_query(relation, engine.columns(relation))))
+def content_digest(engine: DuckDBEngine, relation: exp.Expression) -> str:
+    """The digest of every column of ``relation``: the rows' hashes sorted by DuckDB, folded as they stream in."""
+    columns = engine.columns(relation)
+    digest = hashlib.sha256(header(columns).encode())
+    bucket, rows = None, hashlib.sha256()
+    for batch in engine.batches(_row_hashes(relation, columns).order_by(sb.col(_HASH))):
+        for (row_hash,) in batch:
+            if row_hash[:3] != bucket:
+                if bucket is not None:
+                    digest.update(f"{bucket}{rows.hexdigest()}".encode())
+                bucket, rows = row_hash[:3], hashlib.sha256()
+            rows.update(row_hash.encode())
+    if bucket is not None:
+        digest.update(f"{bucket}{rows.hexdigest()}".encode())
+    return PREFIX + digest.hexdigest()
