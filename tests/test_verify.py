@@ -436,3 +436,14 @@ def test_the_readme_shell_verification_runs_as_written(anon, tmp_path):
                          capture_output=True, text=True, check=True).stdout
     holds = [line.rsplit(",", 1)[1] for line in out.splitlines() if not line.startswith("guarantee,")]
     assert len(holds) == 2 * 6 and set(holds) == {"true"}, out
+
+
+@pytest.mark.parametrize("release", ["duckdb"], indirect=True)
+@pytest.mark.parametrize("statement, problem", [
+    ("UPDATE t SET age_low = age_low - 5 WHERE age = (SELECT min(age) FROM t WHERE age <> '*')", "outside it"),
+    (f"UPDATE t SET age_high = age_high + 1 WHERE {FIRST}", "shows several bounds")])
+def test_typed_bounds_that_contradict_their_labels_are_caught(release, statement, problem):
+    tamper_rows(release, statement)
+    checks = verify(release).frame().set_index("guarantee")
+    assert not checks.loc["typed bounds of age", "holds"]
+    assert problem in checks.loc["typed bounds of age", "recomputed"]

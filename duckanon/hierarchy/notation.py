@@ -147,6 +147,12 @@ _HALF_OPEN = re.compile(r"^\[(-?[0-9]+(?:\.[0-9]+)?), (-?[0-9]+(?:\.[0-9]+)?)\)$
 _NUMBER = re.compile(r"^-?[0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?$")
 
 
+def in_notation(label: str) -> bool:
+    """Whether ``label`` is written in duckanon's notation (a range, an interval or a number), so that
+    :func:`label_problem` can judge its bounds."""
+    return bool(parse_closed(label) or _HALF_OPEN.match(label) or _NUMBER.match(label.strip()))
+
+
 def label_problem(label: str, low: float, high: float) -> str | None:
     """What is wrong with the bounds ``[low, high]`` shown beside ``label``, judged from the label alone: a ``[lo,
     hi]`` range must show its own numbers, a ``[lo, hi)`` interval must contain them, a plain number must be both

@@ -27,7 +27,7 @@ from sqlglot import exp
 from ..declare.policy import SUPPRESSED
 from ..errors import (DigestMismatch, GuaranteeFails, PolicyError, SignatureMismatch, VerificationFailed,
                       WrongKey)
-from ..hierarchy.notation import label_problem
+from ..hierarchy.notation import in_notation, label_problem
 from ..privacy.checks import check, class_verdicts, verdict_column
 from ..privacy.classes import SIZE, Classes
 from ..privacy.models import PrivacyModel, model_from_params
@@ -214,9 +214,16 @@ def _bounds(reader, released, quasi: Sequence[str]) -> list[Check]:
         rows, problems = bound_rows(reader, released, attribute)
         problems += [p for label, low, high in rows if low is not None
                      and (p := label_problem(label, float(low), float(high))) is not None]
+        judged = sum(in_notation(label) for label, low, _ in rows if low is not None)
+        agree = f"{len(rows):,} labels, each with one pair of bounds"
+        if judged == len(rows):
+            agree = f"{len(rows):,} labels, each containing its bounds"
+        elif judged == 0:
+            agree += " (a hierarchy's own labels: what they stand for is not written in them)"
+        else:
+            agree += f"; the {judged:,} in duckanon's notation contain them"
         checks.append(Check(f"typed bounds of {attribute}", "each label's bounds contain what it stands for",
-                            "; ".join(problems[:3]) if problems else f"{len(rows):,} labels agree with their bounds",
-                            not problems))
+                            "; ".join(problems[:3]) if problems else agree, not problems))
     return checks
 
 
