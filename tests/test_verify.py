@@ -227,7 +227,7 @@ UNIQUE = f"UPDATE t SET zip = 'nowhere' WHERE {FIRST}"
 TAMPERINGS = {
     # what a recipient does: (statement or info change, the check expected to fail first, its exit code)
     "a value changed so that one record is unique": (UNIQUE, "k-anonymity with k = 5", 5),
-    "a sensitive value changed (every model still holds)": (
+    "an insensitive value changed (income; every model still holds)": (
         f"UPDATE t SET income = income + 1 WHERE {FIRST}", "content digest of the rows", 6),
     "a row deleted": (f"DELETE FROM t WHERE {FIRST}", "released records", 5),
     "a row added (a copy of another)": (f"INSERT INTO t SELECT * FROM t WHERE {FIRST}", "released records", 5),
