@@ -379,7 +379,9 @@ def test_the_release_verifies_itself_in_the_duckdb_shell(published, tmp_path):
 
 
 MACROS = Path(__file__).parents[1] / "sql" / "duckanon.sql"
-SAME_DISEASE = "UPDATE t SET disease = 'flu' WHERE zip = (SELECT min(zip) FROM t WHERE zip <> '*')"
+# The youngest classes all 'flu', the oldest women's two in three: models fail in different numbers of classes.
+SAME_DISEASE = ("UPDATE t SET disease = 'flu' WHERE age = (SELECT min(age) FROM t WHERE age <> '*') "
+                "OR (age = (SELECT max(age) FROM t WHERE age <> '*') AND sex = 'f' AND rowid % 3 <> 0)")
 
 
 def shell_verify(path: Path) -> dict[str, tuple[str, str]]:
@@ -400,7 +402,7 @@ def violating(recomputed: str) -> int:
 @pytest.mark.parametrize("release", ["duckdb", "parquet"], indirect=True)
 def test_anon_verify_recomputes_every_guarantee_in_the_shell_as_verify_does(release):
     """The sql/ macro is a second implementation of the verification, in plain SQL: on an untouched release every
-    guarantee holds; on one whose diseases were made alike in a zip code, each model fails in as many classes as
+    guarantee holds; on one whose diseases were made alike in some classes, each model fails in as many classes as
     duckanon.verify counts, and the digest fails."""
     shown = shell_verify(release)
     assert all(holds == "true" for _, holds in shown.values()), shown
