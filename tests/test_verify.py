@@ -449,3 +449,14 @@ def test_typed_bounds_that_contradict_their_labels_are_caught(release, statement
     checks = verify(release).frame().set_index("guarantee")
     assert not checks.loc["typed bounds of age", "holds"]
     assert problem in checks.loc["typed bounds of age", "recomputed"]
+
+
+@pytest.mark.parametrize("release", ["duckdb"], indirect=True)
+def test_a_renamed_column_is_a_failing_guarantee_not_an_internal_error(anon, release, capsys):
+    with duckdb.connect(str(release)) as con:
+        con.execute('ALTER TABLE people RENAME COLUMN zip TO postcode')
+    assert verify(release).failure.recomputed == "missing: zip"
+    assert run_cli(release) == 5
+    assert "the columns the policy names fails: missing: zip" in capsys.readouterr().err
+    page = anon.report(release, release.with_suffix(".html")).read_text()  # the report says so first, and is written
+    assert page.index("This release fails its verification: the columns the policy names") < page.index("<h2")

@@ -141,6 +141,14 @@ def guarantees(reader, released: exp.Table, info: dict) -> list[Check]:
                     counted == info["released_records"])]
     policy = info.get("policy") or {}
     quasi = [c["column"] for c in policy.get("columns", []) if c["role"] == QUASI_IDENTIFIER]
+    needed = list(dict.fromkeys([*quasi, *(m["sensitive"] for m in policy.get("models") or [] if m.get("sensitive"))]))
+    if needed:
+        present = set(reader.columns(released))
+        missing = [c for c in needed if c not in present]
+        checks.append(Check("the columns the policy names", ", ".join(needed),
+                            f"missing: {', '.join(missing)}" if missing else "all present", not missing))
+        if missing:  # nothing else can be recomputed: classes and models are over these columns
+            return checks
     # The models first: a failing one is what a recipient must hear of before any claim that differs.
     checks += _models(reader, released, quasi, policy)
     if policy:
