@@ -68,13 +68,15 @@ def adult_table(con) -> tuple[str, dict[str, Hierarchy]]:
     return "adult", {q: Hierarchy.from_arx_csv(folder / f"{q}.csv", name=q) for q in ADULT_QIS}
 
 
-def ihis_file(data_dir: Path) -> Path:
-    """The generated IHIS-shaped CSV in ``data_dir`` (generated there first when missing)."""
-    path = data_dir / "ihis_synth.csv"
+def ihis_file(data_dir: Path, rows: int = IHIS_ROWS) -> Path:
+    """The generated IHIS-shaped CSV of ``rows`` records in ``data_dir`` (another size in a folder of its own),
+    generated there first when missing."""
+    folder = data_dir if rows == IHIS_ROWS else data_dir / f"ihis-{rows}"
+    path = folder / "ihis_synth.csv"
     if not path.is_file():
-        common.progress(f"generating {IHIS_ROWS:,} IHIS-shaped records into {data_dir}")
-        subprocess.run([sys.executable, str(IHIS_DIR / "generate.py"), str(IHIS_DIR / "hierarchies"), str(data_dir),
-                        str(IHIS_ROWS)], check=True, stdout=subprocess.DEVNULL)
+        common.progress(f"generating {rows:,} IHIS-shaped records into {folder}")
+        subprocess.run([sys.executable, str(IHIS_DIR / "generate.py"), str(IHIS_DIR / "hierarchies"), str(folder),
+                        str(rows)], check=True, stdout=subprocess.DEVNULL)
     return path
 
 

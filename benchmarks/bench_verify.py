@@ -15,7 +15,6 @@ releases, the ``sql/`` macro ``anon_verify`` (plain SQL, no Python in the work) 
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -23,6 +22,7 @@ from pathlib import Path
 import duckdb
 
 import common
+from bench_search import IHIS_DIR, IHIS_QIS, ihis_file
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
@@ -33,20 +33,8 @@ from duckanon.release.digest import content_digest  # noqa: E402
 from duckanon.release.files import open_release  # noqa: E402
 from duckanon.sqlgen import build as sb  # noqa: E402
 
-IHIS_DIR = HERE / "ihis"
-IHIS_QIS = ["YEAR", "QUARTER", "REGION", "PERNUM", "AGE", "MARSTAT", "SEX", "RACEA", "EDUC"]
 CASES = {"ihis": 1_193_504, "ihis-10m": 10_000_000}
 MACROS = HERE.parent / "sql" / "duckanon.sql"
-
-
-def ihis_file(data_dir: Path, rows: int) -> Path:
-    folder = data_dir / f"ihis-{rows}"
-    path = folder / "ihis_synth.csv"
-    if not path.is_file():
-        common.progress(f"generating {rows:,} IHIS-shaped records into {folder}")
-        subprocess.run([sys.executable, str(IHIS_DIR / "generate.py"), str(IHIS_DIR / "hierarchies"), str(folder),
-                        str(rows)], check=True, stdout=subprocess.DEVNULL)
-    return path
 
 
 def step(name: str, work):
