@@ -62,7 +62,7 @@ class Parser:
         return self.tokens[index]
 
     def take(self, expected: str | None = None) -> str:
-        kind, text = self.peek()
+        text = self.peek()[1]
         if expected is not None and text != expected:
             raise ValueError(f"expected {expected!r}, found {text!r} near token {self.position}")
         self.position += 1
@@ -211,7 +211,8 @@ def transcribe(arx: Path) -> list[dict]:
 
 def main() -> None:
     arx = Path(sys.argv[1])
-    commit = subprocess.run(["git", "-C", str(arx), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    commit = subprocess.run(["git", "-C", str(arx), "rev-parse", "HEAD"], capture_output=True, text=True,
+                            check=False).stdout.strip()
     cases = transcribe(arx)
     document = {"source": "https://github.com/arx-deidentifier/arx", "commit": commit or None,
                 "licence": "Apache-2.0 (LICENSE-ARX)", "data": ADULT, "cases": cases}
