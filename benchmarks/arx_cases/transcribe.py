@@ -1,10 +1,12 @@
-"""Transcribe ARX's anonymization test cases on Adult into ``adult_cases.json``, the data the yardstick reads.
+"""Transcribe ARX's test cases on Adult: its anonymization cases into ``adult_cases.json`` (the yardstick's data) and
+its utility-metric cases into ``tests/data/arx_utility_metrics.json`` (the metric values ARX expects per node).
 
     python benchmarks/arx_cases/transcribe.py PATH/TO/arx      # a checkout of github.com/arx-deidentifier/arx
 
 ARX's tests (``src/test/org/deidentifier/arx/test/TestAnonymization*.java`` and ``TestUtilityMetricsLoss.java``) list
 each case as a Java expression: a configuration (suppression limit, quality metric, privacy models), the sensitive
-attribute, the data set, the expected optimum and its information loss.  This reads those expressions with a small
+attribute, the data set, the expected optimum and its information loss; ``TestUtilityMetrics.java`` lists per
+configuration the information loss ARX computes for some transformations.  This reads those expressions with a small
 parser of the Java they use (constructors, static and chained calls, literals, array initializers) and writes every
 case on ``./data/adult.csv`` as plain data: nothing of ARX's is run or kept but the values.  The cases come from
 ARX under the Apache License 2.0 (``LICENSE-ARX`` beside this file).
@@ -194,6 +196,20 @@ def normalized(suite: str, index: int, case: dict) -> dict | None:
     return out
 
 
+def metric_cases(arx: Path) -> list[dict]:
+    """``TestUtilityMetrics``' cases on Adult: (config, sensitive, dataset, then transformation/loss pairs)."""
+    cases = []
+    for index, row in enumerate(case_rows((arx / TESTS / "TestUtilityMetrics.java").read_text(encoding="utf-8"))):
+        config, sensitive, dataset, *pairs = row[0]["args"]
+        if dataset != ADULT:
+            continue
+        created, chained = unchain(config)
+        cases.append({"index": index, "sensitive": sensitive or None, "suppression_limit": created["args"][0],
+                      "metric": created["args"][1], "models": [c["args"][0] for c in chained],
+                      "values": {json.dumps(json.loads(node)): loss for node, loss in zip(pairs[::2], pairs[1::2])}})
+    return cases
+
+
 def transcribe(arx: Path) -> list[dict]:
     suites = sorted(path.name for path in (arx / TESTS).iterdir() if SUITES.fullmatch(path.name))
     cases = []
@@ -218,6 +234,11 @@ def main() -> None:
                 "licence": "Apache-2.0 (LICENSE-ARX)", "data": ADULT, "cases": cases}
     (HERE / "adult_cases.json").write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
     print(f"{len(cases)} Adult cases from {len({c['suite'] for c in cases})} suites")
+    values = metric_cases(arx)
+    document = {**document, "cases": values, "suite": "TestUtilityMetrics"}
+    (HERE.parent.parent / "tests" / "data" / "arx_utility_metrics.json").write_text(
+        json.dumps(document, indent=1) + "\n", encoding="utf-8")
+    print(f"{len(values)} utility-metric cases on Adult")
 
 
 if __name__ == "__main__":

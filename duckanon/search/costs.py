@@ -16,7 +16,7 @@ from sqlglot import exp
 from ..encode.encoding import COUNT, Encoding, code_column
 from ..hierarchy.hierarchy import Hierarchy
 from ..sqlgen import build as sb
-from ..utility.metrics import Metric, cost_column, cost_table
+from ..utility.metrics import CostSum, Metric, cost_column, cost_table
 
 
 @dataclass(frozen=True)
@@ -31,17 +31,17 @@ class AttributeCosts:
 
 
 class RecordCosts:
-    """The record costs of ``metrics`` over an encoding: per metric its attribute weights, per attribute its
-    :class:`AttributeCosts`, and per cost kind and attribute the table's total cost on each level."""
+    """The record costs of ``metrics`` over an encoding: the cost sums they need (:class:`CostSum`), per attribute
+    its :class:`AttributeCosts`, and per cost kind and attribute the table's total cost on each level."""
 
     def __init__(self, encoding: Encoding, hierarchies: Sequence[Hierarchy], metrics: Sequence[Metric]):
         self.names = list(encoding.attributes)
-        self.metrics = [m for m in metrics if m.cost_kind is not None]
-        self.weights = {m.name: m.weights(encoding.attributes) for m in self.metrics}
-        self.kinds = sorted({m.cost_kind for m in self.metrics})
+        self.sums: list[CostSum] = [s for m in metrics for s in m.cost_sums(self.names)]
+        self.kinds = sorted({s.kind for s in self.sums})
         self.level_costs: dict[str, list[np.ndarray]] = {kind: [] for kind in self.kinds}
         self.records, self.attributes = 0, []
         if not self.kinds:
+            self.bottom: dict[str, float] = {}
             return
         self.records, self.attributes = encoding.memo(f"record costs {self.kinds}",
                                                       lambda: _read(encoding, hierarchies, self.kinds))
@@ -51,15 +51,19 @@ class RecordCosts:
                 self.level_costs[kind].append(np.array(
                     [weight @ attribute.table[cost_column(kind, i, j)].to_numpy(dtype=np.float64)
                      for j in range(hierarchy.levels)]))
+        self.bottom = {s.name: float(sum(costs[0] for costs in self._level_costs(s))) for s in self.sums}
+
+    def _level_costs(self, cost_sum: CostSum) -> list[np.ndarray]:
+        """Per attribute, the table's cost in ``cost_sum`` on each level (weighted)."""
+        return [cost_sum.weights[a] * costs for a, costs in zip(self.names, self.level_costs[cost_sum.kind])]
 
     def prior_bounds(self, metric: Metric, nodes: np.ndarray) -> np.ndarray | None:
         """``metric``'s lower bounds of every node known before evaluating any (rows of ``nodes``), or None.  Slightly
         lowered: they are summed in another order than the evaluated values, and must never exceed them."""
+        sums = metric.cost_sums(self.names)
         bounds = None
-        if metric.cost_kind is not None:
-            weights = self.weights[metric.name]
-            level_costs = [weights[a] * costs for a, costs in zip(self.names, self.level_costs[metric.cost_kind])]
-            bounds = metric.prior_bounds(nodes, level_costs, self.records)
+        if sums:
+            bounds = metric.prior_bounds(nodes, {s.name: self._level_costs(s) for s in sums}, self.records)
         if bounds is None:
             return None
         return bounds - 1e-9 * np.abs(bounds) - 1e-12

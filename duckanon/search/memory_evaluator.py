@@ -11,7 +11,7 @@ computed over far fewer rows than the frequency table holds.  A snapshot keeps e
 level only; a generalization's code comes from a lookup of the code one level set up, so a snapshot serves an
 attribute only where its hierarchy maps each generalized value to one value on every higher level.
 
-Record costs are split so that a snapshot carries one number per metric: a record's cost at level ``j`` is a
+Record costs are split so that a snapshot carries one number per cost sum: a record's cost at level ``j`` is a
 function of its generalized value (``A``, per code) plus a part of its original value alone (``B``, which only
 non-uniform entropy has: ``-log2`` of the original value's frequency), and a suppressed record costs a constant plus
 ``B``.  Every result equals :class:`~duckanon.search.sql_evaluator.SqlNodeEvaluator`'s (the same verdicts, records
@@ -82,7 +82,8 @@ def memory_needed(engine: Engine, encoding: Encoding, models: Sequence[PrivacyMo
     """Bytes the in-process evaluator takes for ``encoding``: its arrays, room for snapshots, and working arrays."""
     rows = int(engine.value(exp.select(exp.func("COUNT", exp.Star())).from_(encoding.table)))
     hierarchies = [b.hierarchy for b in encoding.bound.values()]
-    offsets = len(hierarchies) * sum(m.cost_kind == "entropy" for m in metrics)  # one per attribute and metric
+    # one per attribute and entropy cost sum
+    offsets = len(hierarchies) * sum(s.kind == "entropy" for m in metrics for s in m.cost_sums(encoding.attributes))
     table = rows * _row_bytes(hierarchies, len(encoding.sensitive), offsets)
     return table + max(int(table * SNAPSHOT_BYTES_SHARE), SNAPSHOT_MIN_BYTES) + rows * _WORK_BYTES_PER_ROW
 
@@ -175,8 +176,8 @@ def _sums(ids: np.ndarray, weights: np.ndarray, groups: int) -> np.ndarray:
 class _Rows:
     """Frequency-table rows grouped at ``node``: each attribute's code at the node's level (the frequency table
     itself, ``all_levels``, holds every level's codes), the record count, each sensitive attribute's value code and,
-    per metric with a ``B`` part and attribute, its rows' sum.  A snapshot's codes are unpacked from its group keys when it is
-    first read (``columns``): many snapshots are dropped unread."""
+    per cost sum with a ``B`` part and attribute, its rows' sum.  A snapshot's codes are unpacked from its group keys
+    when it is first read (``columns``): many snapshots are dropped unread."""
 
     def __init__(self, node: np.ndarray, count: np.ndarray, offsets: dict[tuple[str, int], np.ndarray],
                  columns: Callable[[], tuple[list, dict[str, np.ndarray]]], column_bytes: int,
@@ -327,19 +328,22 @@ class MemoryNodeEvaluator(NodeEvaluator):
                                     max(int(self.base.nbytes * SNAPSHOT_BYTES_SHARE), SNAPSHOT_MIN_BYTES))
 
     def _read_costs(self) -> None:
-        """Per record-cost metric: ``A`` per attribute, level and code (weighted), the constant of a suppressed
-        record, and per attribute the rows' ``B`` sums (non-uniform entropy only, under ``(metric, attribute)``)."""
+        """Per cost sum: ``A`` per attribute, level and code (weighted), the constant of a suppressed record, and per
+        attribute the rows' ``B`` sums (non-uniform entropy only, under ``(sum, attribute)``).  Attributes a sum
+        weighs 0 are left out of it."""
         costs = self.costs
-        self.cost_parts: dict[str, list[list[np.ndarray]]] = {}
+        self.cost_parts: dict[str, dict[int, list[np.ndarray]]] = {}
         self.suppressed_part: dict[str, float] = {}
-        for metric in costs.metrics:
-            kind, weights = metric.cost_kind, costs.weights[metric.name]
+        for cost_sum in costs.sums:
+            kind, weights = cost_sum.kind, cost_sum.weights
             entropy = kind == "entropy"
             # A suppressed record's entropy cost is log2(records / its value's count): the constant log2(records).
             constant = math.log2(costs.records) if entropy else 1.0
-            parts = []
+            parts = {}
             for i, (attribute, hierarchy) in enumerate(zip(self.encoding.attributes, self.hierarchies)):
                 weight, table = weights[attribute], costs.attributes[i].table
+                if weight == 0:
+                    continue
                 levels = costs.attributes[i].levels
                 own = (table[cost_column(kind, i, None)].to_numpy(dtype=np.float64) - constant if entropy
                        else np.zeros(len(table)))
@@ -349,13 +353,13 @@ class MemoryNodeEvaluator(NodeEvaluator):
                     part[levels[f"code_{j}"].to_numpy(dtype=np.int64) - 1] = weight * (
                         table[cost_column(kind, i, j)].to_numpy(dtype=np.float64) - own)
                     per_level.append(part)
-                parts.append(per_level)
+                parts[i] = per_level
                 if entropy:
                     by_code = np.zeros(self.cards[i][0])
                     by_code[table["code"].to_numpy(dtype=np.int64) - 1] = weight * own
-                    self.base.offsets[metric.name, i] = by_code[self.base.codes[i][0]] * self.base.count
-            self.cost_parts[metric.name] = parts
-            self.suppressed_part[metric.name] = constant * sum(weights.values())
+                    self.base.offsets[cost_sum.name, i] = by_code[self.base.codes[i][0]] * self.base.count
+            self.cost_parts[cost_sum.name] = parts
+            self.suppressed_part[cost_sum.name] = constant * sum(weights.values())
 
     # ------------------------------------------------------------------ evaluating
     def _source(self, node: np.ndarray) -> _Rows:
@@ -425,10 +429,12 @@ class MemoryNodeEvaluator(NodeEvaluator):
         violating = weighed[violated]
         squares = float(weighed @ weighed)
         costs = {}
-        for metric in self.costs.metrics:
-            parts, name = self.cost_parts[metric.name], metric.name
-            # Every cost is 0 on level 0: those attributes are left out, so that their costs stay exactly 0.
-            raised = [i for i, level in enumerate(classes.node) if level > 0]
+        for cost_sum in self.costs.sums:
+            parts, name = self.cost_parts[cost_sum.name], cost_sum.name
+            # Costs of lm, ncp and entropy are 0 on level 0: those attributes are left out, so that their costs stay
+            # exactly 0.  A domain share is never 0: the original values' shares count too.
+            raised = [i for i, level in enumerate(classes.node)
+                      if i in parts and (level > 0 or cost_sum.kind == "share")]
             per_record = np.zeros(rows.rows)
             for i in raised:
                 per_record += parts[i][classes.node[i]][classes.codes[i]]
@@ -444,7 +450,8 @@ class MemoryNodeEvaluator(NodeEvaluator):
             costs[name] = (float(per_class.sum()), float(per_class[kept].sum()), suppressed)
         return NodeTotals(records=self.records, suppressed=int(violating.sum()), classes=len(sizes),
                           kept_classes=len(sizes) - len(violating), squares=squares,
-                          kept_squares=squares - float(violating @ violating), costs=costs)
+                          kept_squares=squares - float(violating @ violating), costs=costs,
+                          bottom=self.costs.bottom)
 
     def _evaluate(self, indices: list[int]) -> dict[int, NodeResult]:
         # Lower nodes first: their snapshots may serve the higher ones of the batch.

@@ -31,7 +31,7 @@ from ..privacy.checks import DropFixedPoint, class_verdicts, suppressed_class_vi
 from ..privacy.classes import SIZE, VIOLATED, Classes, key_name
 from ..privacy.models import PrivacyModel
 from ..sqlgen import build as sb
-from ..utility.metrics import Metric, NodeTotals, cost_column
+from ..utility.metrics import CostSum, Metric, NodeTotals, cost_column
 from .evaluator import NodeEvaluator, NodeResult
 from .lattice import Node
 
@@ -102,12 +102,10 @@ class SqlNodeEvaluator(NodeEvaluator):
         super().__init__(encoding, hierarchies, models, metrics, allowed_suppressed, monotone, progress,
                          suppressed_monotone, suppressed_class)
         self.engine = engine
-        self.weights = self.costs.weights
         self.cost_kinds = self.costs.kinds
         self.nodes_view = f"__duckanon_nodes_{next(_serial)}"
         self.records_name = f"__duckanon_records_{next(_serial)}"
-        self.carried = [f"__{prefix}_{m.name}" for m in self.metrics if m.cost_kind is not None
-                        for prefix in ("all", "suppressed")]
+        self.carried = [f"__{prefix}_{s.name}" for s in self.costs.sums for prefix in ("all", "suppressed")]
         base = self._base_table()
         self._tail = self._totals_query()
         # Per set of snapshots a batch reads (by id), its statement; the sets of dropped snapshots never recur.
@@ -144,14 +142,14 @@ class SqlNodeEvaluator(NodeEvaluator):
                     on=sb.col(code_column(i, 0), f).eq(sb.col("code", f"c{i}")), join_type="LEFT",
                 ).select(*[(sb.col(COUNT, f) * sb.col(c, f"c{i}")).as_(c, quoted=True)
                            for c in costs.columns if c != "code" and not c.endswith("_suppressed")])
-            # A suppressed record's cost does not depend on the levels: one column per metric, summed up front.
-            for metric in self.costs.metrics:
+            # A suppressed record's cost does not depend on the levels: one column per cost sum, summed up front.
+            for cost_sum in self.costs.sums:
                 total = sb.lit(0)
-                for i, attribute in enumerate(self.encoding.attributes):
-                    total = total + sb.lit(self.weights[metric.name][attribute]) * (
-                        sb.col(COUNT, f) * sb.col(cost_column(metric.cost_kind, i, None), f"c{i}"))
+                for i, weight in _weighted(cost_sum, self.encoding.attributes):
+                    total = total + sb.lit(weight) * (
+                        sb.col(COUNT, f) * sb.col(cost_column(cost_sum.kind, i, None), f"c{i}"))
                 query = query.select(exp.cast(total, exp.DataType.build("DOUBLE")).as_(
-                    _suppressed_cost(metric), quoted=True))
+                    _suppressed_cost(cost_sum), quoted=True))
             self.engine.run(sb.create_table_as(table, query, temporary=True))
         return table
 
@@ -168,15 +166,13 @@ class SqlNodeEvaluator(NodeEvaluator):
         projection += [at_level(i, lambda j, i=i: code_column(i, j)).as_(f"__node_k{i}", quoted=True)
                        for i in range(len(self.hierarchies))]
         projection += [sb.col(COUNT, "t")] + [sb.col(s, "t") for s in self.encoding.sensitive]
-        for metric in self.metrics:
-            if metric.cost_kind is None:
-                continue
-            weights, kind = self.weights[metric.name], metric.cost_kind
+        for cost_sum in self.costs.sums:
             total = sb.lit(0)
-            for i, attribute in enumerate(self.encoding.attributes):
-                total = total + sb.lit(weights[attribute]) * at_level(i, lambda j, i=i: cost_column(kind, i, j))
-            projection.append(exp.cast(total, exp.DataType.build("DOUBLE")).as_(f"__all_{metric.name}", quoted=True))
-            projection.append(sb.col(_suppressed_cost(metric), "t").as_(f"__suppressed_{metric.name}", quoted=True))
+            for i, weight in _weighted(cost_sum, self.encoding.attributes):
+                total = total + sb.lit(weight) * at_level(i, lambda j, i=i: cost_column(cost_sum.kind, i, j))
+            projection.append(exp.cast(total, exp.DataType.build("DOUBLE")).as_(f"__all_{cost_sum.name}", quoted=True))
+            projection.append(sb.col(_suppressed_cost(cost_sum), "t").as_(f"__suppressed_{cost_sum.name}",
+                                                                          quoted=True))
         return (exp.select(*projection).from_(exp.alias_(table, "t", quoted=True))
                 .join(exp.alias_(sb.table(self.nodes_view), "n", quoted=True), join_type="CROSS")
                 .where(sb.col("__source", "n").eq(sb.lit(source_id))))
@@ -210,10 +206,9 @@ class SqlNodeEvaluator(NodeEvaluator):
                    exp.func("COUNT", exp.Case().when(violated.not_(), sb.lit(1))),
                    exp.func("SUM", size * size), where(violated.not_(), size * size),
                    sb.or_all(too_small) if too_small else exp.false()]
-        for metric in self.metrics:
-            if metric.cost_kind is not None:
-                every, dropped = sb.col(f"__all_{metric.name}"), sb.col(f"__suppressed_{metric.name}")
-                columns += [exp.func("SUM", every), where(violated.not_(), every), where(violated, dropped)]
+        for cost_sum in self.costs.sums:
+            every, dropped = sb.col(f"__all_{cost_sum.name}"), sb.col(f"__suppressed_{cost_sum.name}")
+            columns += [exp.func("SUM", every), where(violated.not_(), every), where(violated, dropped)]
         return exp.select(*columns).from_(verdicts).group_by(node)
 
     @functools.cached_property
@@ -318,13 +313,12 @@ class SqlNodeEvaluator(NodeEvaluator):
         for row in rows:
             index, row = int(row[0]), row[1:]
             costs, position = {}, 7
-            for metric in self.metrics:
-                if metric.cost_kind is not None:
-                    costs[metric.name] = tuple(float(v) for v in row[position:position + 3])
-                    position += 3
+            for cost_sum in self.costs.sums:
+                costs[cost_sum.name] = tuple(float(v) for v in row[position:position + 3])
+                position += 3
             totals = NodeTotals(records=int(row[0]), suppressed=int(row[1]), classes=int(row[2]),
                                 kept_classes=int(row[3]), squares=float(row[4]), kept_squares=float(row[5]),
-                                costs=costs)
+                                costs=costs, bottom=self.costs.bottom)
             results[index] = self._result(index, totals, suppressed_too_small=bool(row[6]))
         return results
 
@@ -433,7 +427,7 @@ class SqlNodeEvaluator(NodeEvaluator):
     def _row_bytes(self, node: Node) -> float:
         """Estimated bytes per row of a snapshot at ``node``: its code, count and cost columns."""
         codes = sum(h.levels - level for h, level in zip(self.hierarchies, node))
-        costs = codes * len(self.cost_kinds) + sum(1 for m in self.metrics if m.cost_kind is not None)
+        costs = codes * len(self.cost_kinds) + len(self.costs.sums)
         return 2.0 * codes + 8.0 * (costs + 1) + 16.0 * len(self.encoding.sensitive)
 
     def _snapshot(self, node: Node, source: _Snapshot) -> _Snapshot:
@@ -442,7 +436,7 @@ class SqlNodeEvaluator(NodeEvaluator):
         keys = [*codes, *self.encoding.sensitive]
         costs = [cost_column(kind, i, j) for kind in self.cost_kinds
                  for i, level in enumerate(node) for j in range(level, self.hierarchies[i].levels)]
-        costs += [_suppressed_cost(m) for m in self.metrics if m.cost_kind is not None]
+        costs += [_suppressed_cost(s) for s in self.costs.sums]
         count = exp.cast(exp.func("SUM", sb.col(COUNT)), exp.DataType.build("BIGINT")).as_(COUNT, quoted=True)
         query = (exp.select(*[sb.col(k) for k in keys], count,
                             *[exp.func("SUM", sb.col(c)).as_(c, quoted=True) for c in costs])
@@ -461,9 +455,14 @@ class SqlNodeEvaluator(NodeEvaluator):
             self._drop_snapshot(snapshot)
 
 
-def _suppressed_cost(metric: Metric) -> str:
-    """The column of a row's records' cost under ``metric`` when suppressed (weighted, summed over attributes)."""
-    return f"__suppressed_cost_{metric.name}"
+def _suppressed_cost(cost_sum: CostSum) -> str:
+    """The column of a row's records' cost in ``cost_sum`` when suppressed (weighted, summed over attributes)."""
+    return f"__suppressed_cost_{cost_sum.name}"
+
+
+def _weighted(cost_sum: CostSum, attributes: Sequence[str]) -> list[tuple[int, float]]:
+    """(position, weight) of the attributes ``cost_sum`` counts: those weighted 0 are left out of its SQL."""
+    return [(i, cost_sum.weights[a]) for i, a in enumerate(attributes) if cost_sum.weights[a] != 0]
 
 
 def _code_type(largest: int | None) -> exp.DataType:

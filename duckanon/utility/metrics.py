@@ -17,6 +17,12 @@ with it the loss):
   |D| / classes is a bound.
 
 Without suppression every bound equals the metric: the metrics are monotone.
+
+**ARX's metrics** (``arx-loss``, ``dm-star``, ``arx-entropy``) are defined as ARX 3.9.2 defines them (its
+``metric/v2`` sources, cited per class), so that a search here and ARX's optimize the same objective; duckanon's own
+(``loss``, ``dm``, …) keep their definitions.  A metric sums record costs in cost sums (:class:`CostSum`): one per
+metric for those that weigh attributes into one total, one per attribute for those that aggregate attributes' losses
+otherwise (ARX's Loss: a geometric mean by default).
 """
 
 from __future__ import annotations
@@ -31,8 +37,19 @@ import pandas as pd
 
 from ..errors import PolicyError
 from ..hierarchy.hierarchy import Hierarchy, IntervalHierarchy
+from ..parameters import checked_number
 
-COST_KINDS = ("lm", "ncp", "entropy")
+COST_KINDS = ("lm", "ncp", "entropy", "share")
+
+
+@dataclass(frozen=True)
+class CostSum:
+    """A sum the node evaluators compute for a metric: over records, over attributes, weight × the record's cost of
+    ``kind`` at the node's levels (the weights of attributes left out are 0)."""
+
+    name: str
+    kind: str
+    weights: Mapping[str, float]
 
 
 @dataclass(frozen=True)
@@ -45,9 +62,11 @@ class NodeTotals:
     kept_classes: int
     squares: float
     kept_squares: float
-    # per cost name: (sum over all records at the node's levels, sum over kept records, sum over suppressed records
-    # at their suppressed cost)
+    # per cost sum (:class:`CostSum`'s name): (sum over all records at the node's levels, sum over kept records, sum
+    # over suppressed records at their suppressed cost)
     costs: Mapping[str, tuple[float, float, float]] = field(default_factory=dict)
+    # per cost sum: its sum over all records at the lattice's bottom (the original values), which no node is below
+    bottom: Mapping[str, float] = field(default_factory=dict)
 
 
 class Metric(ABC):
@@ -60,17 +79,24 @@ class Metric(ABC):
         """Per-attribute weights of the record cost (record-cost metrics only)."""
         return {a: 1.0 for a in attributes}
 
+    def cost_sums(self, attributes: Sequence[str]) -> list[CostSum]:
+        """The record-cost sums this metric needs per node: by default one over all attributes, weighted."""
+        if self.cost_kind is None:
+            return []
+        return [CostSum(self.name, self.cost_kind, self.weights(attributes))]
+
     @abstractmethod
     def value(self, totals: NodeTotals) -> float: ...
 
     @abstractmethod
     def lower_bound(self, totals: NodeTotals) -> float: ...
 
-    def prior_bounds(self, nodes: np.ndarray, level_costs: Sequence[np.ndarray], records: int) -> np.ndarray | None:
+    def prior_bounds(self, nodes: np.ndarray, level_costs: Mapping[str, Sequence[np.ndarray]],
+                     records: int) -> np.ndarray | None:
         """Lower bounds of every node (rows of ``nodes``, a level per attribute) known before evaluating any, or None.
 
-        ``level_costs[i][j]`` is Σ over records of attribute i's cost at level j (this metric's cost kind, times the
-        attribute's weight).
+        ``level_costs[sum][i][j]`` is Σ over records of attribute i's cost at level j in the cost sum named ``sum``
+        (its kind, times the attribute's weight there).
         """
         return None
 
@@ -95,8 +121,13 @@ class RecordCostMetric(Metric):
 
     def prior_bounds(self, nodes, level_costs, records):
         # lower_bound without a query: a record's cost on an attribute depends on that attribute's level alone.
-        total = sum(costs[nodes[:, i]] for i, costs in enumerate(level_costs))
+        total = at_levels(nodes, level_costs[self.name])
         return total / records if self.average else total
+
+
+def at_levels(nodes: np.ndarray, level_costs: Sequence[np.ndarray]) -> np.ndarray:
+    """Per node (rows of ``nodes``), the sum over attributes of the table's cost at the node's level."""
+    return sum(costs[nodes[:, i]] for i, costs in enumerate(level_costs))
 
 
 class Loss(RecordCostMetric):
@@ -165,8 +196,150 @@ class AverageClassSize(Metric):
         return totals.records / totals.classes
 
 
+class DiscernibilityStar(Metric):
+    """DM* (ARX's monotone discernibility, ``Metric.createDiscernabilityMetric(true)``; ARX 3.9.2
+    ``metric/v2/MetricSDDiscernability``): Σ |E|² over every class, suppressed ones too, as if nothing were
+    suppressed.  ARX's non-monotone discernibility (its default) is duckanon's ``dm``, and ARX's AECS at its default
+    gs-factor of 0.5 is ``average-class-size``."""
+
+    name = "dm-star"
+
+    def value(self, totals):
+        return totals.squares
+
+    def lower_bound(self, totals):
+        return totals.squares
+
+
+class ArxNonUniformEntropy(RecordCostMetric):
+    """ARX's monotone non-uniform entropy (``Metric.createEntropyMetric(true)`` and its precomputed form
+    ``createPrecomputedEntropyMetric(threshold, true)``; ARX 3.9.2 ``metric/v2/MetricMDNUEntropyPrecomputed``): Σ over
+    records and attributes of −log2 P(original value | generalized value) at the node's levels, suppressed records
+    included at those levels: suppression is not counted at all.  duckanon's ``non-uniform-entropy`` charges a
+    suppressed value −log2 P(value) instead."""
+
+    name = "arx-entropy"
+    cost_kind = "entropy"
+
+    def value(self, totals):
+        return totals.costs[self.name][0]
+
+
+AGGREGATIONS = ("geometric-mean", "arithmetic-mean", "sum", "maximum")
+_ARX_DIGITS = 1e10
+
+
+class ArxLoss(Metric):
+    """ARX's Loss (``Metric.createLossMetric(gsFactor, aggregation)``; ARX 3.9.2 ``metric/v2/MetricMDNMLoss``).
+
+    Per quasi-identifier, a kept record costs g × its generalized value's domain share (ARX's ``DomainShare``: the
+    hierarchy rows the value covers over all rows, or its interval's width over the domain's; 1 for ``*``), a
+    suppressed one its share + s × (1 − share), which is 1 when s = 1.  The attribute's sum is normalized between
+    g × records / domain size (every value original) and the records, clipped at 0 and floored to 10 decimals.  The
+    attributes' losses v, times their weights w (divided by the largest; all 1 when none is given or all are 0), are
+    aggregated: ``geometric-mean`` Π (1 + w·v)^(1/n) − 1 (ARX's default), ``arithmetic-mean`` Σ w·v / n, ``sum``
+    Σ w·v, ``maximum`` max w·v.  From ARX's gs-factor (0.5 by default): g = 1 up to 0.5 and 1 − 2 (gs − 0.5) above,
+    s = 2 gs below 0.5 and 1 from it, so at 0.5 generalizing a value all the way and suppressing it cost the same.
+
+    Lower bound (as ARX's ``getLowerBoundInternal``): each attribute's g × shares at the node's levels, suppression
+    ignored.  A share only grows with the level, a suppressed value costs at least g × its share, and every
+    aggregation grows with each attribute's loss, so it bounds every generalization of the node."""
+
+    cost_kind = "share"
+
+    def __init__(self, gs_factor: float = 0.5, aggregation: str = "geometric-mean",
+                 weights: Mapping[str, float] | None = None, name: str = "arx-loss"):
+        self.gs_factor = float(checked_number(gs_factor, "gs_factor", f"metric {name}", low=0, high=1))
+        if aggregation not in AGGREGATIONS:
+            raise PolicyError(f"metric {name}: unknown aggregation {aggregation!r}; known: {', '.join(AGGREGATIONS)}")
+        self.aggregation, self.name = aggregation, name
+        self.generalization_factor = 1.0 if self.gs_factor <= 0.5 else 1.0 - 2.0 * (self.gs_factor - 0.5)
+        self.suppression_factor = 2.0 * self.gs_factor if self.gs_factor < 0.5 else 1.0
+        if weights is not None:
+            for attribute, weight in weights.items():
+                checked_number(weight, f"the weight of {attribute!r}", f"metric {name}", low=0)
+        self._weights = dict(weights) if weights is not None else None
+
+    def _sum_name(self, attribute: str) -> str:
+        return f"{self.name}[{attribute}]"
+
+    def cost_sums(self, attributes):
+        return [CostSum(self._sum_name(a), self.cost_kind, {b: float(a == b) for b in attributes}) for a in attributes]
+
+    def weights(self, attributes):
+        if self._weights is None:
+            return super().weights(attributes)
+        missing = [a for a in attributes if a not in self._weights]
+        if missing:
+            raise PolicyError(f"metric {self.name}: no weight for quasi-identifiers {missing}")
+        largest = max((float(self._weights[a]) for a in attributes), default=0.0)
+        if largest == 0:
+            return super().weights(attributes)
+        return {a: float(self._weights[a]) / largest for a in attributes}
+
+    def _attributes(self, totals: NodeTotals) -> list[str]:
+        prefix = f"{self.name}["
+        return [key[len(prefix):-1] for key in totals.costs if key.startswith(prefix)]
+
+    def _normalized(self, total, bottom, records):
+        """An attribute's summed cost between its floor (every value original) and the records, as ARX normalizes."""
+        floor = self.generalization_factor * np.asarray(bottom, dtype=float)
+        span = records - floor
+        with np.errstate(divide="ignore", invalid="ignore"):
+            share = np.where(span > 0, (np.asarray(total, dtype=float) - floor) / np.where(span > 0, span, 1), 0.0)
+        return np.floor(np.maximum(share, 0.0) * _ARX_DIGITS) / _ARX_DIGITS
+
+    def _aggregate(self, losses: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        """Attributes' losses (last axis) aggregated as ARX's ``AggregateFunction``."""
+        weighted = losses * weights
+        n = losses.shape[-1]
+        if self.aggregation == "geometric-mean":
+            return np.prod((weighted + 1.0) ** (1.0 / n), axis=-1) - 1.0
+        if self.aggregation == "arithmetic-mean":
+            return np.sum(weighted / n, axis=-1)
+        if self.aggregation == "sum":
+            return np.sum(weighted, axis=-1)
+        return np.max(weighted, axis=-1, initial=0.0)
+
+    def _weight_vector(self, attributes: Sequence[str]) -> np.ndarray:
+        weights = self.weights(attributes)
+        return np.array([weights[a] for a in attributes])
+
+    def value(self, totals):
+        attributes = self._attributes(totals)
+        g, s = self.generalization_factor, self.suppression_factor
+        losses = []
+        for attribute in attributes:
+            every, kept, suppressed = totals.costs[self._sum_name(attribute)]
+            suppressed_share = every - kept  # the suppressed records' shares at the node's levels
+            cost = g * kept + (suppressed if s == 1.0 else suppressed_share + s * (suppressed - suppressed_share))
+            losses.append(self._normalized(cost, totals.bottom[self._sum_name(attribute)], totals.records))
+        return float(self._aggregate(np.array(losses), self._weight_vector(attributes)))
+
+    def lower_bound(self, totals):
+        attributes = self._attributes(totals)
+        losses = [self._normalized(self.generalization_factor * totals.costs[self._sum_name(a)][0],
+                                   totals.bottom[self._sum_name(a)], totals.records) for a in attributes]
+        return float(self._aggregate(np.array(losses), self._weight_vector(attributes)))
+
+    def prior_bounds(self, nodes, level_costs, records):
+        prefix = f"{self.name}["
+        attributes = [key[len(prefix):-1] for key in level_costs if key.startswith(prefix)]
+        losses = []
+        for attribute in attributes:
+            costs = level_costs[self._sum_name(attribute)]
+            bottom = sum(float(per_level[0]) for per_level in costs)
+            losses.append(self._normalized(self.generalization_factor * at_levels(nodes, costs), bottom, records))
+        return self._aggregate(np.stack(losses, axis=-1), self._weight_vector(attributes))
+
+    def __repr__(self) -> str:
+        return f"{self.name}(gs_factor={self.gs_factor}, aggregation={self.aggregation!r})"
+
+
 METRICS: dict[str, type[Metric]] = {"loss": Loss, "dm": Discernibility, "non-uniform-entropy": NonUniformEntropy,
-                                    "ncp": NormalizedCertaintyPenalty, "average-class-size": AverageClassSize}
+                                    "ncp": NormalizedCertaintyPenalty, "average-class-size": AverageClassSize,
+                                    "arx-loss": ArxLoss, "dm-star": DiscernibilityStar,
+                                    "arx-entropy": ArxNonUniformEntropy}
 WEIGHTED = {"entropy-loss": "entropy", "mi-loss": "mutual-information"}
 
 
@@ -192,6 +365,23 @@ def record_cost(hierarchy: Hierarchy, level: int, label: str | None, leaves: Map
     return lm, covered / total if covered > 1 else 0.0
 
 
+def domain_share(hierarchy: Hierarchy, level: int, label: str | None, leaves: Mapping[str | None, int]) -> float:
+    """ARX's domain share of a generalized value (``DomainShareMaterialized``, ``DomainShareInterval``): the hierarchy
+    rows it covers over all rows, or its interval's width over the domain's; an original value (or NULL, which stays
+    NULL) counts as one row, or 1 over the domain's width; ``*`` is 1."""
+    if isinstance(hierarchy, IntervalHierarchy):
+        low, high = hierarchy.cuts[0][0], hierarchy.cuts[0][-1]
+        if level == hierarchy.height:
+            return 1.0
+        if level == 0 or pd.isna(label):
+            return 1.0 / (high - low)
+        lo, hi = hierarchy.interval(level, label)
+        return (hi - lo) / (high - low)
+    if level == 0 or pd.isna(label):
+        return 1.0 / len(hierarchy.rows)
+    return leaves.get(label, 1) / len(hierarchy.rows)
+
+
 def cost_table(codes: pd.DataFrame, counts: pd.Series, hierarchy: Hierarchy, index: int, kinds: Sequence[str],
                records: int) -> pd.DataFrame:
     """Per original value (its level-0 code) of one attribute: each cost kind at each level and when suppressed.
@@ -209,6 +399,10 @@ def cost_table(codes: pd.DataFrame, counts: pd.Series, hierarchy: Hierarchy, ind
                 out[cost_column("lm", index, level)] = [p[0] for p in pairs]
             if "ncp" in kinds:
                 out[cost_column("ncp", index, level)] = [p[1] for p in pairs]
+        if "share" in kinds:
+            leaves = hierarchy.leaves_under(level)
+            out[cost_column("share", index, level)] = [domain_share(hierarchy, level, label, leaves)
+                                                       for label in labels]
         if "entropy" in kinds:
             per_code = pd.Series(n_orig, index=codes[f"code_{level}"]).groupby(level=0).sum()
             n_general = codes[f"code_{level}"].map(per_code).to_numpy(dtype=float)
