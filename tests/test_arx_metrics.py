@@ -1,7 +1,8 @@
-"""ARX's metrics (``arx-loss``, ``dm-star``, ``arx-entropy``; ARX's AECS and non-monotone DM being duckanon's
+"""ARX's metrics (``arx-loss``, ``dm-star``, ``arx-entropy``, ``arx-nm-entropy``; ARX's AECS and non-monotone DM being duckanon's
 ``average-class-size`` and ``dm``) against the values ARX's own tests expect, and against a pandas computation of
 ARX's definitions written here from its sources (``metric/v2/MetricMDNMLoss``, ``DomainShareMaterialized``,
-``ILMultiDimensional*``, ``MetricSDDiscernability``, ``MetricMDNUEntropyPrecomputed``)."""
+``ILMultiDimensional*``, ``MetricSDDiscernability``, ``MetricMDNUEntropyPrecomputed``,
+``MetricMDNUNMEntropyPrecomputed``)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,13 @@ from duckanon import Hierarchy, KAnonymity, Policy
 from duckanon.datasets import adult_hierarchy_dir, load_adult
 from duckanon.encode.binding import bind
 from duckanon.search import run as search_run
-from duckanon.utility.metrics import AGGREGATIONS, ArxLoss, ArxNonUniformEntropy, DiscernibilityStar
+from duckanon.utility.metrics import (
+    AGGREGATIONS,
+    ArxLoss,
+    ArxNonMonotoneEntropy,
+    ArxNonUniformEntropy,
+    DiscernibilityStar,
+)
 from search_data import ADULT_QIS, on_every_evaluator, setup_table, tables
 
 ARX_VALUES = json.loads((Path(__file__).parent / "data" / "arx_utility_metrics.json").read_text(encoding="utf-8"))
@@ -78,10 +85,12 @@ def _arx_metric_cases(call, args, metric):
     *_arx_metric_cases("Metric.createDiscernabilityMetric", [True], "dm-star"),
     *_arx_metric_cases("Metric.createDiscernabilityMetric", [False], "dm"),
     *_arx_metric_cases("Metric.createAECSMetric", [], "average-class-size"),
+    *_arx_metric_cases("Metric.createEntropyMetric", [False], "arx-nm-entropy"),
+    *_arx_metric_cases("Metric.createEntropyMetric", [], "arx-nm-entropy"),
 ])
-def test_dm_star_dm_and_aecs_are_the_values_arx_expects(adult, kind, case, metric):
+def test_arx_single_metrics_are_the_values_arx_expects(adult, kind, case, metric):
     """Every node ARX's TestUtilityMetrics lists for k-anonymity alone (k = 5, at 0 % and 5 %), values within its
-    own tolerance of 1e-8."""
+    own tolerance of 1e-8 (or 1e-12 relative: entropies of 10⁵ bits summed in another order)."""
     con, _, hierarchies = adult
     [k] = case["models"][0]["args"]
     nodes = [json.loads(node) for node in case["values"]]
@@ -89,7 +98,7 @@ def test_dm_star_dm_and_aecs_are_the_values_arx_expects(adult, kind, case, metri
                        kind)
     assert len(nodes) >= 8
     for node, result in zip(nodes, results):
-        assert result.values[metric] == pytest.approx(float(case["values"][json.dumps(node)]), abs=1e-8), node
+        assert result.values[metric] == pytest.approx(float(case["values"][json.dumps(node)]), rel=1e-12, abs=1e-8), node
 
 
 # --------------------------------------------------------------------------- ARX's definitions, written out
@@ -99,9 +108,9 @@ def generalized(hierarchy, column, level):
 
 
 def arx_reference(frame, hierarchies, levels, k, gs_factor, weights):
-    """ARX's Loss under every aggregation, DM* and monotone non-uniform entropy of generalizing ``frame`` to
-    ``levels`` (a level per quasi-identifier), the records of classes smaller than k suppressed; and the Loss bound
-    (suppression ignored).  From ARX's definitions, not duckanon's code."""
+    """ARX's Loss under every aggregation, DM*, and the monotone and non-monotone non-uniform entropies of
+    generalizing ``frame`` to ``levels`` (a level per quasi-identifier), the records of classes smaller than k
+    suppressed; and the Loss bound (suppression ignored).  From ARX's definitions, not duckanon's code."""
     qis = list(levels)
     records = len(frame)
     g = 1.0 if gs_factor <= 0.5 else 1.0 - 2.0 * (gs_factor - 0.5)
@@ -110,7 +119,7 @@ def arx_reference(frame, hierarchies, levels, k, gs_factor, weights):
     keys = list(zip(*columns.values()))
     sizes = Counter(keys)
     suppressed = np.array([sizes[key] < k for key in keys])
-    losses, bounds, entropy = [], [], 0.0
+    losses, bounds, entropy, spread = [], [], 0.0, 0.0
     for q in qis:
         rows = hierarchies[q].rows
         under = Counter(row[levels[q]] for row in rows)  # ARX's domain share: rows under the value over all rows
@@ -121,6 +130,9 @@ def arx_reference(frame, hierarchies, levels, k, gs_factor, weights):
             out.append(math.floor(max((total - floor) / (records - floor), 0.0) * 1e10) / 1e10)
         originals, general = Counter(map(str, frame[q])), Counter(columns[q])
         entropy += sum(math.log2(general[gv] / originals[str(v)]) for v, gv in zip(frame[q], columns[q]))
+        # The non-monotone variant: the suppressed records' generalized values, as if generalized once more.
+        among = Counter(value for value, dropped in zip(columns[q], suppressed) if dropped)
+        spread += sum(c * math.log2(suppressed.sum() / c) for c in among.values())
     w = np.array([weights[q] for q in qis], dtype=float)
     w = w / w.max() if w.max() > 0 else np.ones(len(qis))
 
@@ -129,7 +141,7 @@ def arx_reference(frame, hierarchies, levels, k, gs_factor, weights):
         return {"geometric-mean": float(np.prod((v + 1) ** (1 / n)) - 1), "arithmetic-mean": float((v / n).sum()),
                 "sum": float(v.sum()), "maximum": float(v.max())}
 
-    return aggregate(losses), aggregate(bounds), float(sum(n * n for n in sizes.values())), entropy
+    return aggregate(losses), aggregate(bounds), float(sum(n * n for n in sizes.values())), entropy, entropy + spread
 
 
 @on_every_evaluator
@@ -143,7 +155,7 @@ def test_arx_metrics_follow_arx_definitions_on_every_node(kind, data, k, gs_fact
     qis = list(hierarchies)
     weights = dict(zip(qis, raw_weights))
     metrics = [ArxLoss(gs_factor, aggregation, weights, name=f"arx-loss-{aggregation}") for aggregation in AGGREGATIONS]
-    metrics += [DiscernibilityStar(), ArxNonUniformEntropy()]
+    metrics += [DiscernibilityStar(), ArxNonUniformEntropy(), ArxNonMonotoneEntropy()]
     con, anon = setup_table(frame)
     policy = Policy(quasi_identifiers=hierarchies, models=[KAnonymity(k)], suppression_limit=1.0,
                     others="insensitive")
@@ -155,13 +167,14 @@ def test_arx_metrics_follow_arx_definitions_on_every_node(kind, data, k, gs_fact
         results = [evaluator.results[i] for i in range(lattice.size)]
     for index, result in enumerate(results):
         levels = dict(zip(qis, result.node))
-        loss, bound, squares, entropy = arx_reference(frame, hierarchies, levels, k, gs_factor, weights)
+        loss, bound, squares, entropy, nm_entropy = arx_reference(frame, hierarchies, levels, k, gs_factor, weights)
         for aggregation in AGGREGATIONS:
             name = f"arx-loss-{aggregation}"
             assert result.values[name] == pytest.approx(loss[aggregation], rel=1e-9, abs=1e-9), (levels, name)
             assert result.bounds[name] == pytest.approx(bound[aggregation], rel=1e-9, abs=1e-9), (levels, name)
         assert result.values["dm-star"] == squares
         assert result.values["arx-entropy"] == pytest.approx(entropy, rel=1e-9, abs=1e-9)
+        assert result.values["arx-nm-entropy"] == pytest.approx(nm_entropy, rel=1e-9, abs=1e-9)
         above = [j for j, other in enumerate(results) if all(a >= b for a, b in zip(other.node, result.node))]
         for metric in metrics:
             if priors[metric.name] is not None:
@@ -183,6 +196,6 @@ def test_arx_metrics_are_selectable_by_name(adult):
     policy = Policy(quasi_identifiers={q: hierarchies[q] for q in ["sex", "age", "race"]}, models=[KAnonymity(5)],
                     suppression_limit=0.0, others="insensitive")
     anon = duckanon.connect(con)
-    for name in ("arx-loss", "dm-star", "arx-entropy"):
+    for name in ("arx-loss", "dm-star", "arx-entropy", "arx-nm-entropy"):
         result = anon.search("adult", policy, metric=name)
         assert result.proven and result.metric == name

@@ -76,7 +76,7 @@ class NodeEvaluator(ABC):
     def __init__(self, encoding: Encoding, hierarchies: Sequence[Hierarchy], models: Sequence[PrivacyModel],
                  metrics: Sequence[Metric], allowed_suppressed: int, monotone: bool,
                  progress: Callable[[str], None] | None = None, suppressed_monotone: bool = True,
-                 suppressed_class: bool = True):
+                 suppressed_class: bool = True, drops: bool | None = None):
         names = [m.name for m in metrics]
         if len(set(names)) != len(names):
             raise ValueError(f"metrics need distinct names, got {names}")
@@ -84,11 +84,13 @@ class NodeEvaluator(ABC):
         self.hierarchies = list(hierarchies)
         self.allowed_suppressed = allowed_suppressed
         # Whether suppressed records stay, all quasi-identifiers '*', as a class that must satisfy the policy too;
-        # otherwise they are dropped.
+        # and whether they are dropped (by default when they are not such a class; ARX's semantics keep them in the
+        # table, unchecked).
         self.suppressed_class = suppressed_class
+        drops = not suppressed_class if drops is None else drops
         # Dropped records leave the table some models compare with: each node is settled to drop mode's fixed point,
         # and being within the limit is then not monotone (whatever the models claim).
-        self.settles = not suppressed_class and any(m.compares_with_table for m in self.models)
+        self.settles = drops and any(m.compares_with_table for m in self.models)
         self.monotone = monotone and not (self.settles and allowed_suppressed > 0)
         # Whether generalizing never increases the suppressed records (then the top node suppresses least).
         self.suppressed_monotone = suppressed_monotone and not self.settles
@@ -97,6 +99,8 @@ class NodeEvaluator(ABC):
         self.lattice = Lattice(encoding.attributes, [h.levels for h in hierarchies])
         self.masks = LatticeMasks(self.lattice)
         self.costs = RecordCosts(encoding, hierarchies, metrics)
+        # Whether totals carry each attribute's spread over the suppressed records (a metric needs it).
+        self.spread = any(m.suppressed_spread for m in metrics)
         self.results: dict[int, NodeResult] = {}
         self.evaluated = np.zeros(self.lattice.size, dtype=bool)
         self.pending: np.ndarray | None = None

@@ -308,9 +308,9 @@ class MemoryNodeEvaluator(NodeEvaluator):
     def __init__(self, engine: Engine, encoding: Encoding, hierarchies: Sequence[Hierarchy],
                  models: Sequence[PrivacyModel], metrics: Sequence[Metric], allowed_suppressed: int,
                  monotone: bool, progress: Callable[[str], None] | None = None, suppressed_monotone: bool = True,
-                 suppressed_class: bool = True):
+                 suppressed_class: bool = True, drops: bool | None = None):
         super().__init__(encoding, hierarchies, models, metrics, allowed_suppressed, monotone, progress,
-                         suppressed_monotone, suppressed_class)
+                         suppressed_monotone, suppressed_class, drops)
         self.checked_sensitive = list(dict.fromkeys(m.sensitive for m in self.models if m.sensitive is not None))
         self.size_bounds = [m.minimum_size for m in self.models if m.minimum_size is not None]
         arrays = FrequencyArrays.of(engine, encoding, hierarchies)
@@ -451,7 +451,22 @@ class MemoryNodeEvaluator(NodeEvaluator):
         return NodeTotals(records=self.records, suppressed=int(violating.sum()), classes=len(sizes),
                           kept_classes=len(sizes) - len(violating), squares=squares,
                           kept_squares=squares - float(violating @ violating), costs=costs,
-                          bottom=self.costs.bottom)
+                          bottom=self.costs.bottom,
+                          suppressed_entropy=self._suppressed_entropy(classes) if self.spread else ())
+
+    def _suppressed_entropy(self, classes: _NodeClasses) -> tuple[float, ...]:
+        """Per attribute, Σ c·log2(n / c) over its codes at the node's level among the n suppressed records."""
+        dropped = classes.violated[classes.classes.ids]
+        if not dropped.any():
+            return (0.0,) * len(classes.codes)
+        weights = classes.rows.count[dropped].astype(np.float64)
+        total = float(weights.sum())
+        spread = []
+        for codes in classes.codes:
+            counts = np.bincount(codes[dropped], weights=weights)
+            counts = counts[counts > 0]
+            spread.append(float((counts * np.log2(total / counts)).sum()))
+        return tuple(spread)
 
     def _evaluate(self, indices: list[int]) -> dict[int, NodeResult]:
         # Lower nodes first: their snapshots may serve the higher ones of the batch.

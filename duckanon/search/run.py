@@ -103,7 +103,7 @@ def evaluator(workspace: Workspace, bound: BoundPolicy, metrics: Sequence[Metric
         built = EVALUATOR_CLASSES[kind](
             workspace.engine, encoding, [b.hierarchy for b in bound.hierarchies.values()], bound.policy.models,
             resolved, allowed, monotone, workspace.progress, suppressed_monotone,
-            suppressed_class=bound.policy.suppression == "replace")
+            suppressed_class=bound.policy.checks_replaced, drops=bound.policy.drops)
         yield built
     finally:
         if built is not None:

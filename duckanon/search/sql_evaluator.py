@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -35,6 +36,7 @@ from ..utility.metrics import CostSum, Metric, NodeTotals, cost_column
 from .evaluator import NodeEvaluator, NodeResult
 from .lattice import Node
 
+_VERDICTS = "__duckanon_verdicts"
 _serial = itertools.count()
 # Nodes evaluated per query: one query's fixed cost (~3 ms) is shared, while each node still costs a pass over the
 # rows of the table it is computed from.
@@ -98,16 +100,17 @@ class SqlNodeEvaluator(NodeEvaluator):
     def __init__(self, engine: Engine, encoding: Encoding, hierarchies: Sequence[Hierarchy],
                  models: Sequence[PrivacyModel], metrics: Sequence[Metric], allowed_suppressed: int,
                  monotone: bool, progress: Callable[[str], None] | None = None, suppressed_monotone: bool = True,
-                 suppressed_class: bool = True):
+                 suppressed_class: bool = True, drops: bool | None = None):
         super().__init__(encoding, hierarchies, models, metrics, allowed_suppressed, monotone, progress,
-                         suppressed_monotone, suppressed_class)
+                         suppressed_monotone, suppressed_class, drops)
         self.engine = engine
         self.cost_kinds = self.costs.kinds
         self.nodes_view = f"__duckanon_nodes_{next(_serial)}"
         self.records_name = f"__duckanon_records_{next(_serial)}"
         self.carried = [f"__{prefix}_{s.name}" for s in self.costs.sums for prefix in ("all", "suppressed")]
         base = self._base_table()
-        self._tail = self._totals_query()
+        # The class verdicts of a batch's records, built once and copied into each batch's statement.
+        self._batch_verdicts = self._verdicts(self._classes(self.records_name)).subquery("v")
         # Per set of snapshots a batch reads (by id), its statement; the sets of dropped snapshots never recur.
         self._statements: dict[tuple[int, ...], Prepared] = {}
         rows = engine.value(exp.select(exp.func("COUNT", exp.Star())).from_(base))
@@ -186,13 +189,15 @@ class SqlNodeEvaluator(NodeEvaluator):
     def _verdicts(self, classes: Classes) -> exp.Select:
         return class_verdicts(classes, self.models, {name: sb.col(name) for name in self.carried})
 
-    def _totals_query(self) -> exp.Select:
-        """Per node of the records relation (the union of the batch's snapshots' records, named ``records_name``):
-        the models' verdicts per class, then the node's totals."""
-        return self._totals(self._verdicts(self._classes(self.records_name)).subquery("v"))
+    def _totals_query(self, records: exp.Expression) -> exp.Select:
+        """Per node of ``records`` (the union of the batch's snapshots' records, named ``records_name``): the models'
+        verdicts per class, then the node's totals."""
+        return self._totals(self._batch_verdicts.copy(), [(sb.ident(self.records_name), records)])
 
-    def _totals(self, verdicts: exp.Expression) -> exp.Select:
-        """Per node, its totals from the class verdicts ``verdicts``."""
+    def _totals(self, verdicts: exp.Expression, ctes: Sequence[tuple[exp.Identifier, exp.Expression]] = ()
+                ) -> exp.Select:
+        """Per node, its totals from the class verdicts ``verdicts``, which may read the common table expressions
+        ``ctes`` (name, query)."""
         size, violated = sb.as_double(sb.col(SIZE)), sb.col(VIOLATED)
 
         def where(condition: exp.Expression, value: exp.Expression) -> exp.Expression:
@@ -209,7 +214,23 @@ class SqlNodeEvaluator(NodeEvaluator):
         for cost_sum in self.costs.sums:
             every, dropped = sb.col(f"__all_{cost_sum.name}"), sb.col(f"__suppressed_{cost_sum.name}")
             columns += [exp.func("SUM", every), where(violated.not_(), every), where(violated, dropped)]
-        return exp.select(*columns).from_(verdicts).group_by(node)
+        if not self.spread:
+            return _with(exp.select(*columns).from_(verdicts).group_by(node), ctes)
+        # Per attribute, Σ c·ln c over its codes among the suppressed records (c records each), by node: the verdicts
+        # are read once per attribute, so they are named once.
+        named = sb.table(_VERDICTS)
+        totals = exp.select(*columns).from_(named).group_by(node.copy())
+        query = exp.select(exp.Star()).from_(totals.subquery("t"))
+        for i in range(len(self.hierarchies)):
+            key, count = sb.col(key_name(i + 1)), sb.col("__c")
+            per_code = (exp.select(node.copy(), exp.func("SUM", size.copy()).as_("__c", quoted=True))
+                        .from_(named).where(violated.copy()).group_by(node.copy(), key))
+            spread = (exp.select(node.copy().as_(f"__n{i}", quoted=True),
+                                 exp.func("SUM", count * exp.func("LN", count)).as_(f"__spread{i}", quoted=True))
+                      .from_(per_code.subquery("p")).group_by(node.copy()))
+            query = query.join(spread.subquery(f"s{i}"), on=sb.col(key_name(0), "t").eq(sb.col(f"__n{i}", f"s{i}")),
+                               join_type="LEFT")
+        return _with(query, [*ctes, (sb.ident(_VERDICTS), exp.select(exp.Star()).from_(verdicts))])
 
     @functools.cached_property
     def _settling(self) -> _Settling:
@@ -235,13 +256,12 @@ class SqlNodeEvaluator(NodeEvaluator):
         if key not in self._statements:
             records = functools.reduce(lambda a, b: exp.union(a, b, distinct=False, copy=False),
                                        [exp.select(exp.Star()).from_(source.records) for source in sources])
-            name = sb.ident(self.records_name)
             if self.settles:
                 settling = self._settling
                 statement = sb.create_table_as(settling.grouped, settling.grouping.copy().with_(
-                    name, as_=records, copy=False), temporary=True)
+                    sb.ident(self.records_name), as_=records, copy=False), temporary=True)
             else:
-                statement = self._tail.copy().with_(name, as_=records, copy=False)
+                statement = self._totals_query(records)
             self._statements[key] = self.engine.prepare(statement)
         return self._statements[key]
 
@@ -318,7 +338,8 @@ class SqlNodeEvaluator(NodeEvaluator):
                 position += 3
             totals = NodeTotals(records=int(row[0]), suppressed=int(row[1]), classes=int(row[2]),
                                 kept_classes=int(row[3]), squares=float(row[4]), kept_squares=float(row[5]),
-                                costs=costs, bottom=self.costs.bottom)
+                                costs=costs, bottom=self.costs.bottom,
+                                suppressed_entropy=self._spread(int(row[1]), row[position:]) if self.spread else ())
             results[index] = self._result(index, totals, suppressed_too_small=bool(row[6]))
         return results
 
@@ -447,12 +468,28 @@ class SqlNodeEvaluator(NodeEvaluator):
         self.snapshots.append(self._new_snapshot(node, table, rows))
         return self.snapshots[-1]
 
+    @staticmethod
+    def _spread(suppressed: int, columns: Sequence) -> tuple[float, ...]:
+        """Per attribute, Σ c·log2(n / c) = (n ln n − Σ c ln c) / ln 2 from the totals' (node, Σ c ln c) columns."""
+        sums = [float(v or 0.0) for v in columns[1::2]]
+        if suppressed == 0:
+            return (0.0,) * len(sums)
+        whole = suppressed * math.log(suppressed)
+        return tuple(max(whole - v, 0.0) / math.log(2) for v in sums)
+
     def _suppressed_class_violates(self, node: Node) -> bool:
         return suppressed_class_violates(self.engine, self.encoding.classes(self.lattice.levels_of(node)), self.models)
 
     def close(self) -> None:
         for snapshot in self.snapshots:
             self._drop_snapshot(snapshot)
+
+
+def _with(statement: exp.Select, ctes: Sequence[tuple[exp.Identifier, exp.Expression]]) -> exp.Select:
+    """``statement`` with the common table expressions ``ctes`` (name, query), in their order."""
+    for name, query in ctes:
+        statement = statement.with_(name, as_=query, copy=False)
+    return statement
 
 
 def _suppressed_cost(cost_sum: CostSum) -> str:

@@ -18,7 +18,7 @@ with it the loss):
 
 Without suppression every bound equals the metric: the metrics are monotone.
 
-**ARX's metrics** (``arx-loss``, ``dm-star``, ``arx-entropy``) are defined as ARX 3.9.2 defines them (its
+**ARX's metrics** (``arx-loss``, ``dm-star``, ``arx-entropy``, ``arx-nm-entropy``) are defined as ARX 3.9.2 defines them (its
 ``metric/v2`` sources, cited per class), so that a search here and ARX's optimize the same objective; duckanon's own
 (``loss``, ``dm``, …) keep their definitions.  A metric sums record costs in cost sums (:class:`CostSum`): one per
 metric for those that weigh attributes into one total, one per attribute for those that aggregate attributes' losses
@@ -67,6 +67,10 @@ class NodeTotals:
     costs: Mapping[str, tuple[float, float, float]] = field(default_factory=dict)
     # per cost sum: its sum over all records at the lattice's bottom (the original values), which no node is below
     bottom: Mapping[str, float] = field(default_factory=dict)
+    # per quasi-identifier, when a metric asks (:attr:`Metric.suppressed_spread`): Σ over its values v at the node's
+    # level of c_v · log2(n / c_v), c_v of the n suppressed records holding v -- n times the entropy of the attribute
+    # among the suppressed records
+    suppressed_entropy: Sequence[float] = ()
 
 
 class Metric(ABC):
@@ -74,6 +78,9 @@ class Metric(ABC):
 
     name: str = ""
     cost_kind: str | None = None
+    # Whether the value needs how the suppressed records spread over each attribute's values
+    # (NodeTotals.suppressed_entropy), which evaluators compute only then.
+    suppressed_spread: bool = False
 
     def weights(self, attributes: Sequence[str]) -> dict[str, float]:
         """Per-attribute weights of the record cost (record-cost metrics only)."""
@@ -225,6 +232,21 @@ class ArxNonUniformEntropy(RecordCostMetric):
         return totals.costs[self.name][0]
 
 
+class ArxNonMonotoneEntropy(ArxNonUniformEntropy):
+    """ARX's non-monotone non-uniform entropy (its default: ``Metric.createEntropyMetric()``,
+    ``createPrecomputedEntropyMetric(threshold)`` and ``(threshold, false)``; ARX 3.9.2
+    ``metric/v2/MetricMDNUNMEntropyPrecomputed``): the monotone entropy (every record at the node's levels), plus, per
+    attribute, Σ over its values v at the node's level of c_v · log2(n / c_v) over the n suppressed records, c_v of which
+    hold v: as if the suppressed records were generalized to one value more, within their own group.  Its lower bound
+    is the monotone part, as ARX's."""
+
+    name = "arx-nm-entropy"
+    suppressed_spread = True
+
+    def value(self, totals):
+        return totals.costs[self.name][0] + float(sum(totals.suppressed_entropy))
+
+
 AGGREGATIONS = ("geometric-mean", "arithmetic-mean", "sum", "maximum")
 _ARX_DIGITS = 1e10
 
@@ -339,7 +361,7 @@ class ArxLoss(Metric):
 METRICS: dict[str, type[Metric]] = {"loss": Loss, "dm": Discernibility, "non-uniform-entropy": NonUniformEntropy,
                                     "ncp": NormalizedCertaintyPenalty, "average-class-size": AverageClassSize,
                                     "arx-loss": ArxLoss, "dm-star": DiscernibilityStar,
-                                    "arx-entropy": ArxNonUniformEntropy}
+                                    "arx-entropy": ArxNonUniformEntropy, "arx-nm-entropy": ArxNonMonotoneEntropy}
 WEIGHTED = {"entropy-loss": "entropy", "mi-loss": "mutual-information"}
 
 
