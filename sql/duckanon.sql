@@ -519,7 +519,7 @@ CREATE OR REPLACE TEMP MACRO anon__undeclared(policy, tbl) AS
 -- anon_policy(policy) -> the row of anon.policies declaring policy `policy`: suppression,
 -- suppression_limit, max_suppressed and others as duckanon.Policy's arguments of those
 -- names, given by name, e.g. anon_policy('p', suppression := 'drop', suppression_limit :=
--- 0.05). Defaults as Policy's: suppression 'replace' (or 'drop'); suppression_limit the
+-- 0.05). Defaults as Policy's: suppression 'replace' (or 'drop', 'replace-unchecked'); suppression_limit the
 -- share of records that may be suppressed, 0 (1 when max_suppressed is given);
 -- max_suppressed a number of records, none; others 'error' (or 'drop', 'insensitive':
 -- what happens to columns given no role).
@@ -618,7 +618,8 @@ CREATE OR REPLACE TEMP MACRO anon_policy_models(policy, models) AS TABLE
 -- content digest (its definition is in duckanon/release/digest.py), the record count, the
 -- classes and the smallest class, the suppression, and the models k-anonymity, distinct,
 -- entropy and recursive (c,l)-diversity, (alpha,k)-anonymity, p-sensitive k-anonymity and
--- t-closeness with the equal distance (against the released distribution). The ordered and
+-- t-closeness with the equal distance (against the released distribution; under suppression
+-- 'replace-unchecked', ARX's semantics, the '*' class is left out of the models). The ordered and
 -- hierarchical distances and alpha-l-diversity-k-anonymity need the values' types or a
 -- hierarchy: they show holds = NULL here; a DuckDB release's own view
 -- release_verification recomputes them. Rows are compared as text (CAST AS VARCHAR).
@@ -722,6 +723,9 @@ WITH info AS (
     FROM models CROSS JOIN sizes
          LEFT JOIN per_class ON per_class.i = models.i AND per_class.class_key = sizes.class_key
          LEFT JOIN alpha_shares ON alpha_shares.i = models.i AND alpha_shares.class_key = sizes.class_key
+    -- Under ARX's semantics (suppression 'replace-unchecked') the '*' class is left out of the models.
+    WHERE NOT ((SELECT coalesce(json_extract_string(policy, '$.suppression'), 'replace') FROM info) = 'replace-unchecked'
+               AND len(sizes.class_key) > 0 AND list_bool_and(list_transform(sizes.class_key, lambda x: x = '*')))
     GROUP BY models.i, models.model, models.params
 ), suppression AS (
     SELECT CAST(json_extract_string(info, '$.suppressed_records') AS BIGINT) AS claimed,

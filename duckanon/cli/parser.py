@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from .._version import version
+from ..declare.policy import SUPPRESSION_MODES
 from ..release.files import FORMATS
 from ..search.memory_evaluator import DEFAULT_MEMORY_BUDGET
 from ..search.run import EVALUATORS
@@ -128,8 +129,9 @@ def _policy() -> Parser:
     models.add_argument("--t-closeness", action="append", default=[], metavar="COLUMN:T[:ordered]",
                         type=values.t_closeness, help="t-closeness, equal distance unless ':ordered' follows")
     suppression = parser.add_argument_group("suppression")
-    suppression.add_argument("--suppression", choices=("replace", "drop"), default="replace",
-                             help="replace a violating record's quasi-identifiers by '*', or drop it "
+    suppression.add_argument("--suppression", choices=SUPPRESSION_MODES, default="replace",
+                             help="replace a violating record's quasi-identifiers by '*' (its records then one class "
+                                  "the policy checks too), drop it, or replace it unchecked as ARX does "
                                   "(default %(default)s)")
     suppression.add_argument("--suppression-limit", type=values.share, metavar="SHARE",
                              help="largest share of records that may be suppressed (default 0; 0.05 on the bundled "

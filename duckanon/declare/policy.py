@@ -23,8 +23,18 @@ from ..hierarchy.hierarchy import Hierarchy
 from ..privacy.models import PrivacyModel, model_from_params, sensitive_attributes
 from .roles import IDENTIFIER, assign_roles, check_others, released_columns
 
-SUPPRESSION_MODES = ("replace", "drop")
+# replace: violating records' quasi-identifiers become '*', and those records, one class, must satisfy the policy too;
+# drop: violating records leave the release (and the table models such as t-closeness compare with);
+# replace-unchecked: ARX's semantics -- replaced as in replace, but left out of every check, while models that compare
+# with the table still compare with all records.
+SUPPRESSION_MODES = ("replace", "drop", "replace-unchecked")
 SUPPRESSED = "*"
+
+
+def exempt_class(suppression: str) -> str | None:
+    """The value every quasi-identifier of a class shows when checks leave that class out under a suppression mode:
+    '*' under ``replace-unchecked`` (ARX's semantics), none otherwise."""
+    return SUPPRESSED if suppression == "replace-unchecked" else None
 
 
 @dataclass
@@ -40,6 +50,23 @@ class Policy:
     others: str = "error"
     max_suppressed: int | None = None
     _roles: dict[str, str] = field(init=False, repr=False)
+
+    @property
+    def drops(self) -> bool:
+        """Whether suppressed records leave the release (``drop``)."""
+        return self.suppression == "drop"
+
+    @property
+    def checks_replaced(self) -> bool:
+        """Whether suppressed records, replaced by '*', must satisfy the policy as one class (``replace``; not under
+        ARX's ``replace-unchecked``)."""
+        return self.suppression == "replace"
+
+    @property
+    def exempt_class(self) -> str | None:
+        """The value every quasi-identifier of a class shows when checks leave that class out: '*' under
+        ``replace-unchecked``."""
+        return exempt_class(self.suppression)
 
     def __post_init__(self):
         self.quasi_identifiers = dict(self.quasi_identifiers)

@@ -188,7 +188,8 @@ class EncodedSource:
         levels = self.bound.levels(levels)
         classes = self.encoding.classes(levels)
         report = check(self.engine, classes, self.bound.policy.models, key_names=self.bound.quasi_identifiers,
-                       allowed_suppressed=self.bound.allowed_suppressed, drop=self.bound.policy.suppression == "drop")
+                       allowed_suppressed=self.bound.allowed_suppressed, drop=self.bound.policy.drops,
+                       replaced_checked=self.bound.policy.checks_replaced)
         # The listing holds level codes; show the generalized values they stand for.
         for i, attribute in enumerate(self.bound.quasi_identifiers):
             report.violations[attribute] = report.violations[attribute].map(

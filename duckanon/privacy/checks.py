@@ -221,26 +221,35 @@ class CheckReport:
 
 def check(engine: Engine, classes: Classes, models: Sequence[PrivacyModel], *,
           key_names: Sequence[str], allowed_suppressed: int = 0, most_violations: int = 1000,
-          drop: bool = False) -> CheckReport:
+          drop: bool = False, replaced_checked: bool = True, exempt: str | None = None) -> CheckReport:
     """How ``classes`` fare under ``models``.  ``drop``: suppressed records are dropped, so the violating classes are
     those of drop mode's fixed point (:func:`settle_drops`); otherwise they are replaced, and their own class must
-    satisfy the models too (:func:`suppressed_class_violates`)."""
+    satisfy the models too (:func:`suppressed_class_violates`) unless ``replaced_checked`` is False (ARX's
+    semantics).  The class whose every key is ``exempt`` never violates (a release's '*' class under ARX's
+    semantics)."""
     # The verdicts feed both the totals and the listing: computed once into a temporary table.
     verdicts = sb.table(f"__duckanon_verdicts_{next(_serial)}")
     engine.run(sb.create_table_as(verdicts, class_verdicts(classes, models), temporary=True))
     try:
+        if exempt is not None:
+            cleared = [exp.EQ(this=sb.col(c), expression=exp.false())
+                       for c in [VIOLATED, *[verdict_column(i) for i in range(len(models))]]]
+            starred = sb.and_all(sb.col(k).eq(sb.lit(exempt)) for k in classes.key_columns)
+            engine.run(exp.Update(this=verdicts.copy(), expressions=cleared, where=exp.Where(this=starred)))
         return verdict_report(engine, verdicts, classes, models, key_names=key_names,
-                              allowed_suppressed=allowed_suppressed, most_violations=most_violations, drop=drop)
+                              allowed_suppressed=allowed_suppressed, most_violations=most_violations, drop=drop,
+                              replaced_checked=replaced_checked)
     finally:
         engine.run(sb.drop("TABLE", verdicts))
 
 
 def verdict_report(engine: Engine, verdicts: exp.Table, classes: Classes,
                    models: Sequence[PrivacyModel], *, key_names: Sequence[str], allowed_suppressed: int = 0,
-                   most_violations: int = 1000, drop: bool = False) -> CheckReport:
+                   most_violations: int = 1000, drop: bool = False, replaced_checked: bool = True) -> CheckReport:
     """The :class:`CheckReport` of ``verdicts``, a table of :func:`class_verdicts` of ``classes`` and ``models``; with
     ``drop`` the table is first settled in place (:func:`settle_drops`), so it then marks what drop mode suppresses;
-    without it, violating records within the limit are checked as the one class replacement makes of them."""
+    without it, violating records within the limit are checked as the one class replacement makes of them (unless
+    ``replaced_checked`` is False: ARX's semantics)."""
     cascaded = settle_drops(engine, classes, models, verdicts) if drop else 0
     size, violated = sb.col(SIZE), sb.col(VIOLATED)
 
@@ -267,7 +276,7 @@ def verdict_report(engine: Engine, verdicts: exp.Table, classes: Classes,
                           *[sb.col(verdict_column(i)).as_(model.describe(), quoted=True) for i, model in enumerate(models)])
                .from_(verdicts).where(violated).order_by(size, *[sb.col(k) for k in classes.key_columns])
                .limit(most_violations))
-    replaced_class_violates = (not drop and 0 < bad_records <= allowed_suppressed
+    replaced_class_violates = (not drop and replaced_checked and 0 < bad_records <= allowed_suppressed
                                and suppressed_class_violates(engine, classes, models, verdicts))
     return CheckReport(records=records, classes=n_classes, smallest_class=smallest, violating_classes=bad_classes,
                        violating_records=bad_records, allowed_suppressed=allowed_suppressed, per_model=per_model,

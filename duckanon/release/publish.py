@@ -112,12 +112,11 @@ def publish(workspace: Workspace, bound: BoundPolicy, transformation: Transforma
             else "recoding by groups", source_records=bound.facts.records, suppressed_records=suppressed,
             suppression=bound.policy.suppression, policy=described_policy(bound),
             transformation=transformation.describe(), metrics=metrics or {}, classes_by=quasi)
-        dropping = bound.policy.suppression == "drop"
         verification = verification_view(table, ranges.columns(bound.columns), quasi, bound.policy.models,
-                                          bound.allowed_suppressed, dropping)
+                                          bound.allowed_suppressed, bound.policy.suppression)
         content = ReleaseContent(table, final, {f"{table}_classes": classes_view, VIEW: verification}, info,
                                  sources=[bound.source])
-        dropped = suppressed if dropping else 0
+        dropped = suppressed if bound.policy.drops else 0
         expected = bound.facts.records - dropped
         workspace.announce(f"writing and verifying {path}")
         path = write_release(engine, path, content,
@@ -173,21 +172,21 @@ def suppress(engine: Engine, bound: BoundPolicy, generalized: exp.Table, tempora
     of their own (every quasi-identifier ``*``), which must satisfy the policy too, as checks and searches require.
     """
     policy, quasi = bound.policy, bound.quasi_identifiers
-    dropping = policy.suppression == "drop"
     classes = Classes.of(generalized, quasi)
     verdicts = temporaries.create(class_verdicts(classes, policy.models))
     report = verdict_report(engine, verdicts, classes, policy.models, key_names=quasi,
-                            allowed_suppressed=bound.allowed_suppressed, drop=dropping)
+                            allowed_suppressed=bound.allowed_suppressed, drop=policy.drops,
+                            replaced_checked=policy.checks_replaced)
     if not report.within_limit:
         raise PolicyNotSatisfied(report.summary(), report)
     suppressed_keys = temporaries.create(
         exp.select(*classes.keys_of(), sb.col(SIZE)).from_(verdicts).where(sb.col(VIOLATED)))
-    final = _suppressed_query(generalized, bound.columns, quasi, suppressed_keys, policy.suppression)
+    final = _suppressed_query(generalized, bound.columns, quasi, suppressed_keys, policy.drops)
     return report, final, report.violating_records
 
 
 def _suppressed_query(generalized: exp.Table, columns: Sequence[str], quasi: Sequence[str], suppressed: exp.Table,
-                      mode: str) -> exp.Select:
+                      drops: bool) -> exp.Select:
     keys = Classes.of(generalized, quasi).key_columns
     marked = exp.select(*[sb.col(k) for k in keys], exp.true().as_("__suppressed", quoted=True)).from_(suppressed)
     on = sb.and_all(exp.NullSafeEQ(this=sb.col(q, "g"), expression=sb.col(k, "s")) for q, k in zip(quasi, keys))
@@ -196,10 +195,10 @@ def _suppressed_query(generalized: exp.Table, columns: Sequence[str], quasi: Seq
         marked.subquery("s"), on=on, join_type="LEFT")
     for column in columns:
         value = sb.col(column, "g")
-        if column in quasi and mode == "replace":
+        if column in quasi and not drops:
             value = exp.Case().when(flag.is_(exp.Null()).not_(), sb.lit(SUPPRESSED)).else_(value).as_(column, quoted=True)
         query = query.select(value)
-    return query.where(flag.is_(exp.Null())) if mode == "drop" else query
+    return query.where(flag.is_(exp.Null())) if drops else query
 
 
 class _Temporaries(contextlib.AbstractContextManager):
@@ -233,7 +232,7 @@ def verify_release(reader: Engine, table: str, bound: BoundPolicy, transformatio
     if records != expected_records:
         raise ReleaseCheckFailed(f"release check: {records} records written, {expected_records} expected")
     report = check(reader, Classes.of(released, bound.quasi_identifiers), bound.policy.models,
-                   key_names=bound.quasi_identifiers)
+                   key_names=bound.quasi_identifiers, exempt=bound.policy.exempt_class)
     if not report.satisfied:
         raise ReleaseCheckFailed(f"release check: the written table violates the policy: {report.summary()}")
     for attribute, hierarchy in bound.hierarchies.items():

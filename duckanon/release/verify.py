@@ -24,7 +24,7 @@ from pathlib import Path
 import pandas as pd
 from sqlglot import exp
 
-from ..declare.policy import SUPPRESSED
+from ..declare.policy import SUPPRESSED, exempt_class
 from ..errors import (DigestMismatch, GuaranteeFails, PolicyError, SignatureMismatch, VerificationFailed,
                       WrongKey)
 from ..hierarchy.notation import in_notation, label_problem
@@ -200,7 +200,8 @@ def _models(reader, released, quasi: Sequence[str], policy: dict) -> list[Check]
     if not models:
         return checks
     # One check of every model: its per-model counts say which hold, its listing names the first failing class.
-    report = check(reader, Classes.of(released, quasi), models, key_names=quasi, most_violations=100)
+    report = check(reader, Classes.of(released, quasi), models, key_names=quasi, most_violations=100,
+                   exempt=exempt_class(policy.get("suppression", "replace")))
     for model, bad in zip(models, report.per_model.itertuples(index=False)):
         if bad.violating_classes == 0:
             how = f"all {report.classes:,} classes hold (smallest {report.smallest_class:,} records)"
@@ -239,11 +240,13 @@ VIEW = "release_verification"
 
 
 def verification_view(table: str, columns: Sequence[str], quasi: Sequence[str], models: Sequence[PrivacyModel],
-                      allowed_suppressed: int, drop: bool) -> exp.Select:
+                      allowed_suppressed: int, suppression: str) -> exp.Select:
     """The plain-SQL view a DuckDB release carries (:data:`VIEW`): per guarantee, what ``release_info`` claims, what
     the rows give, and whether they agree, so that a recipient with only the ``duckdb`` shell sees them.  The content
-    digest, the record count, the classes and every model are recomputed by the view's own SQL from the table."""
+    digest, the record count, the classes and every model are recomputed by the view's own SQL from the table (the
+    '*' class left out of the models under ARX's ``replace-unchecked``)."""
     released = sb.table(table)
+    drop, exempt = suppression == "drop", exempt_class(suppression)
 
     def claimed(column: str) -> exp.Expression:
         return exp.select(sb.col(column)).from_(sb.table(INFO_TABLE)).subquery()
@@ -276,12 +279,15 @@ def verification_view(table: str, columns: Sequence[str], quasi: Sequence[str], 
                  value(exp.select(exp.func("COUNT", exp.Star())).from_(released.copy()).where(
                      sb.and_all(sb.col(q).eq(sb.lit(SUPPRESSED)) for q in quasi))))
         agrees = (exp.EQ if drop else exp.GTE)(this=shown.copy(), expression=claimed("suppressed_records"))
-        rows.append(row(f"at most {allowed_suppressed:,} records suppressed ({'drop' if drop else 'replace'})",
+        rows.append(row(f"at most {allowed_suppressed:,} records suppressed ({suppression})",
                         claimed("suppressed_records"), shown, exp.and_(
                             agrees, exp.LTE(this=claimed("suppressed_records"), expression=sb.lit(allowed_suppressed)))))
+        keys = Classes.of(released, quasi).key_columns
+        counted_class = (exp.true() if exempt is None else
+                         exp.not_(sb.and_all(sb.col(k).eq(sb.lit(exempt)) for k in keys)))
         for i, model in enumerate(models):
             violating = value(exp.select(exp.func("COUNT", exp.Star())).from_(verdicts.copy()).where(
-                sb.col(verdict_column(i))))
+                exp.and_(sb.col(verdict_column(i)), counted_class.copy())))
             rows.append(row(plain_model(model.name, model.params()), sb.lit("0 classes violate it"),
                             exp.Concat(expressions=[text(violating), sb.lit(" classes violate it")], safe=False),
                             exp.EQ(this=violating.copy(), expression=sb.lit(0))))

@@ -118,8 +118,7 @@ def _policy(figures: ReportFigures) -> str:
     share = float(policy.get("suppression_limit") or 0)
     limit = (f"at most {_count(policy['max_suppressed'])} records" if policy.get("max_suppressed") is not None else
              f"at most {_percent(share)} of the records" if share else "none may be")
-    how = {"replace": "their quasi-identifiers replaced by *", "drop": "left out of the release"}.get(
-        policy.get("suppression"), "")
+    how = _SUPPRESSED_HOW.get(policy.get("suppression"), "")
     others = {"drop": "dropped", "insensitive": "released as they are", "error": "refused"}.get(policy.get("others"), "")
     return ("<h2>Policy</h2>" + _table(models, "policy.models") + _table(columns, "policy.columns")
             + f"<p>Records in classes that violate the policy are suppressed ({_text(how)}): {_text(limit)}. "
@@ -149,12 +148,18 @@ def _transformation(figures: ReportFigures) -> str:
     return "".join(parts)
 
 
+# What happened to suppressed records, per suppression mode.
+_SUPPRESSED_HOW = {"replace": "their quasi-identifiers replaced by *", "drop": "left out of the release",
+                   "replace-unchecked": "their quasi-identifiers replaced by *, not checked as a class of their own, "
+                                        "as ARX does"}
+
+
 def _suppression(figures: ReportFigures) -> str:
     info = figures.info
     source, suppressed = info["source_records"], info["suppressed_records"]
     share = suppressed / source if source else 0.0
     mode = info.get("suppression")
-    how = {"replace": "their quasi-identifiers replaced by *", "drop": "left out of the release"}.get(mode, "")
+    how = _SUPPRESSED_HOW.get(mode, "")
     return (f"<h2>Suppression</h2><p><span {_tag('suppression.records', suppressed)}>{_count(suppressed)}</span> of "
             f"{_count(source)} records (<span {_tag('suppression.share', share)}>{_percent(share)}</span>) were "
             f"suppressed{', ' + how if how else ''}.</p>")
