@@ -38,7 +38,10 @@ from .privacy.disclosure import DisclosureReport
 from .privacy.models import (
     AlphaKAnonymity,
     AlphaLDiversityKAnonymity,
+    BasicBetaLikeness,
+    DeltaDisclosurePrivacy,
     DistinctLDiversity,
+    EnhancedBetaLikeness,
     EntropyLDiversity,
     KAnonymity,
     PrivacyModel,
@@ -54,8 +57,12 @@ from .risk.classes import RiskReport
 from .search.strategies import SearchResult
 from .session import Anonymizer, connect
 from .utility.metrics import (
+    ArxLoss,
+    ArxNonMonotoneEntropy,
+    ArxNonUniformEntropy,
     AverageClassSize,
     Discernibility,
+    DiscernibilityStar,
     Loss,
     Metric,
     NonUniformEntropy,
@@ -74,3 +81,5 @@ __all__ += ["AdditiveNoise", "DisclosureReport", "EmpiricalSynthesis", "Perturbe
 __all__ += ["DigestMismatch", "GuaranteeFails", "NotARelease", "SignatureMismatch", "SigningKeyError", "Verification",
             "VerificationFailed", "WrongKey", "read_release_info", "verify"]
 __all__ += ["Clusters", "MDAV", "Personalization", "SemiSupervisedClustering", "TopDownPartitioning"]
+__all__ += ["ArxLoss", "ArxNonMonotoneEntropy", "ArxNonUniformEntropy", "BasicBetaLikeness", "DeltaDisclosurePrivacy",
+            "DiscernibilityStar", "EnhancedBetaLikeness"]

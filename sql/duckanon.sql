@@ -578,14 +578,19 @@ CREATE OR REPLACE TEMP MACRO anon_policy_columns(policy, quasi_identifiers,
 --       (distance 'ordered', or 'hierarchical' with 'hierarchy': anon_hierarchy_rows('disease'))
 --   anon_model('alpha-l-diversity-k-anonymity', {'sensitive': 'disease', 'alpha': 0.6, 'l': 2,
 --       'k': 5, 'levels': MAP {'flu': 1, 'hiv': 3}})
+--   anon_model('basic-beta-likeness', {'sensitive': 'disease', 'beta': 1.0})
+--   anon_model('enhanced-beta-likeness', {'sensitive': 'disease', 'beta': 1.0})
+--   anon_model('delta-disclosure-privacy', {'sensitive': 'disease', 'delta': 1.5})
 CREATE OR REPLACE TEMP MACRO anon_model(name, params) AS
     CASE
         WHEN name IS NULL OR NOT list_contains(['k-anonymity', 'distinct-l-diversity', 'entropy-l-diversity',
                 'recursive-cl-diversity', 'alpha-k-anonymity', 'p-sensitive-k-anonymity', 't-closeness',
-                'alpha-l-diversity-k-anonymity'], name)
+                'alpha-l-diversity-k-anonymity', 'basic-beta-likeness', 'enhanced-beta-likeness',
+                'delta-disclosure-privacy'], name)
             THEN error('duckanon: unknown privacy model ' || coalesce(name, 'NULL') || '; known: k-anonymity, '
                        || 'distinct-l-diversity, entropy-l-diversity, recursive-cl-diversity, alpha-k-anonymity, '
-                       || 'p-sensitive-k-anonymity, t-closeness, alpha-l-diversity-k-anonymity')
+                       || 'p-sensitive-k-anonymity, t-closeness, alpha-l-diversity-k-anonymity, '
+                       || 'basic-beta-likeness, enhanced-beta-likeness, delta-disclosure-privacy')
         ELSE struct_pack(model := CAST(name AS VARCHAR),
                          sensitive := json_extract_string(to_json(params), '$.sensitive'),
                          params := CAST(to_json(params) AS VARCHAR))
@@ -617,8 +622,9 @@ CREATE OR REPLACE TEMP MACRO anon_policy_models(policy, models) AS TABLE
 -- from the rows, independently of duckanon and of the views the release carries: the
 -- content digest (its definition is in duckanon/release/digest.py), the record count, the
 -- classes and the smallest class, the suppression, and the models k-anonymity, distinct,
--- entropy and recursive (c,l)-diversity, (alpha,k)-anonymity, p-sensitive k-anonymity and
--- t-closeness with the equal distance (against the released distribution; under suppression
+-- entropy and recursive (c,l)-diversity, (alpha,k)-anonymity, p-sensitive k-anonymity, basic and
+-- enhanced beta-likeness, delta-disclosure privacy and t-closeness with the equal distance
+-- (against the released distribution; under suppression
 -- 'replace-unchecked', ARX's semantics, the '*' class is left out of the models). The ordered and
 -- hierarchical distances and alpha-l-diversity-k-anonymity need the values' types or a
 -- hierarchy: they show holds = NULL here; a DuckDB release's own view
@@ -702,6 +708,13 @@ WITH info AS (
                                        OR list_contains(json_extract_string(params, '$.highly_sensitive[*]'), v)
                                   THEN p ELSE 0 END) AS bounded
     FROM shares JOIN models USING (i) GROUP BY i, class_key
+), ratios AS (
+    -- Per class, its values' share p against the released share q: beta-likeness's relative gains and
+    -- delta-disclosure's |log2 p/q|, each model's way.
+    SELECT i, class_key, max((p - q) / q) AS gain,
+           max((p - q) / q - least(CAST(json_extract_string(params, '$.beta') AS DOUBLE), -ln(q))) AS enhanced_excess,
+           max(abs(ln(p / q)) / ln(2)) AS disclosure
+    FROM shares JOIN models USING (i) GROUP BY i, class_key
 ), verdicts AS (
     SELECT models.i, models.model, models.params,
            CASE model
@@ -716,6 +729,11 @@ WITH info AS (
                    WHERE sizes.n < CAST(json_extract_string(params, '$.k') AS BIGINT) OR bounded > CAST(json_extract_string(params, '$.alpha') AS DOUBLE))
                WHEN 'p-sensitive-k-anonymity' THEN count(*) FILTER (
                    WHERE sizes.n < CAST(json_extract_string(params, '$.k') AS BIGINT) OR values_ < CAST(json_extract_string(params, '$.p') AS BIGINT))
+               WHEN 'basic-beta-likeness' THEN count(*) FILTER (
+                   WHERE gain > CAST(json_extract_string(params, '$.beta') AS DOUBLE) + 1e-9)
+               WHEN 'enhanced-beta-likeness' THEN count(*) FILTER (WHERE enhanced_excess > 1e-9)
+               WHEN 'delta-disclosure-privacy' THEN count(*) FILTER (
+                   WHERE disclosure >= CAST(json_extract_string(params, '$.delta') AS DOUBLE) - 1e-9)
                WHEN 't-closeness' THEN CASE WHEN coalesce(json_extract_string(params, '$.distance'), 'equal') = 'equal'
                    THEN count(*) FILTER (WHERE emd > CAST(json_extract_string(params, '$.t') AS DOUBLE) + 1e-9) END
            END AS violating,
@@ -723,6 +741,7 @@ WITH info AS (
     FROM models CROSS JOIN sizes
          LEFT JOIN per_class ON per_class.i = models.i AND per_class.class_key = sizes.class_key
          LEFT JOIN alpha_shares ON alpha_shares.i = models.i AND alpha_shares.class_key = sizes.class_key
+         LEFT JOIN ratios ON ratios.i = models.i AND ratios.class_key = sizes.class_key
     -- Under ARX's semantics (suppression 'replace-unchecked') the '*' class is left out of the models.
     WHERE NOT ((SELECT coalesce(json_extract_string(policy, '$.suppression'), 'replace') FROM info) = 'replace-unchecked'
                AND len(sizes.class_key) > 0 AND list_bool_and(list_transform(sizes.class_key, lambda x: x = '*')))

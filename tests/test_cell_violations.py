@@ -22,7 +22,10 @@ from hypothesis import strategies as st
 from duckanon import (
     AlphaKAnonymity,
     AlphaLDiversityKAnonymity,
+    BasicBetaLikeness,
+    DeltaDisclosurePrivacy,
     DistinctLDiversity,
+    EnhancedBetaLikeness,
     EntropyLDiversity,
     Hierarchy,
     KAnonymity,
@@ -166,6 +169,15 @@ def random_models(draw, frame, sensitive, weight, universe):
     level_l = draw(st.integers(1, 3))
     models.append(AlphaLDiversityKAnonymity(sensitive, boundary_or(draw, [0.5, 2 / 3, 1.0], level_shares), level_l,
                                             draw(st.integers(level_l, 4)), levels))
+    # β-likeness and δ-disclosure, their parameters also on a value's boundary: a class's largest relative gain, or
+    # its largest |log2 p/q|.
+    p = cells.cell_count / cells.sizes[cells.cell_class]
+    q = cells.table_shares()[cells.cell_value]
+    gains = [float(g) for g in (p - q) / q if g > 0]
+    disclosures = [float(d) for d in np.abs(np.log2(p / q)) if d > 0]
+    models.append(BasicBetaLikeness(sensitive, boundary_or(draw, [0.1, 0.5, 1.0, 2.0], gains)))
+    models.append(EnhancedBetaLikeness(sensitive, boundary_or(draw, [0.1, 0.5, 1.0, 2.0], gains)))
+    models.append(DeltaDisclosurePrivacy(sensitive, boundary_or(draw, [0.2, 0.5, 1.0, 3.0], disclosures)))
     hierarchies = [random_hierarchy(draw, [str(v) for v in universe]) for _ in range(2)]
     for distance, hierarchy in [("equal", None), ("ordered", None), *[("hierarchical", h) for h in hierarchies]]:
         probe = TCloseness(sensitive, 0.5, distance, hierarchy)

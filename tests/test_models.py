@@ -33,7 +33,10 @@ import duckanon
 from duckanon import (
     AlphaKAnonymity,
     AlphaLDiversityKAnonymity,
+    BasicBetaLikeness,
+    DeltaDisclosurePrivacy,
     DistinctLDiversity,
+    EnhancedBetaLikeness,
     EntropyLDiversity,
     Hierarchy,
     KAnonymity,
@@ -143,6 +146,23 @@ def test_t_closeness_equal_distance_by_hand(con):
     models = [TCloseness("s", 0.25), TCloseness("s", 0.2), TCloseness("s", 1 / 6), TCloseness("s", 0.16)]
     got = {k: v[1] for k, v in verdicts(con, classes, models).items()}
     assert got == {("A",): [False, True, True, True], ("B",): [False, False, False, True]}
+
+
+def test_beta_likeness_and_delta_disclosure_by_hand(con):
+    # Table: x 5, y 3, z 2 of 10 records, q = (0.5, 0.3, 0.2).
+    # Class A = (x, x, x, y):        p = (3/4, 1/4):       gains (p - q) / q = (1/2, -1/6); |log2 p/q| = (0.585, 0.263)
+    # Class B = (x, x, y, y, z, z):  p = (1/3, 1/3, 1/3):  gains (-1/3, 1/9, 2/3);      |log2 p/q| = (0.585, 0.152, 0.737)
+    frame = pd.DataFrame({"q": ["A"] * 4 + ["B"] * 6, "s": list("xxxy") + list("xxyyzz")})
+    classes = frame_classes(con, frame, ["q"])
+    models = [BasicBetaLikeness("s", 0.5), BasicBetaLikeness("s", 0.6), BasicBetaLikeness("s", 2 / 3),
+              # enhanced: z's bound is min(β, -ln 0.2 = 1.609), x's min(β, -ln 0.5 = 0.693)
+              EnhancedBetaLikeness("s", 0.6), EnhancedBetaLikeness("s", 5.0),
+              # δ-disclosure fails at |log2 p/q| ≥ δ: A's largest is log2 1.5, B's log2 5/3
+              DeltaDisclosurePrivacy("s", 0.737), DeltaDisclosurePrivacy("s", math.log2(5 / 3)),
+              DeltaDisclosurePrivacy("s", math.log2(1.5))]
+    got = {k: v[1] for k, v in verdicts(con, classes, models).items()}
+    assert got == {("A",): [False, False, False, False, False, False, False, True],
+                   ("B",): [True, True, False, True, False, False, True, True]}
 
 
 def test_t_closeness_ordered_distance_salary_example(con):
@@ -263,6 +283,8 @@ def adult_models(education_hierarchy):
         TCloseness("education-num", 0.1, "ordered"),
         TCloseness("education", 0.2, "hierarchical", education_hierarchy),
         AlphaLDiversityKAnonymity("occupation", 0.5, 3, 4, OCCUPATION_LEVELS),
+        BasicBetaLikeness("occupation", 1.5), EnhancedBetaLikeness("occupation", 1.0),
+        DeltaDisclosurePrivacy("salary-class", 1.2), DeltaDisclosurePrivacy("occupation", 2.0),
     ]
 
 
@@ -315,6 +337,18 @@ def pandas_violations(frame, keys, model, tree=None):
         return too_small | (bounded.max(axis=1) > model.alpha)
     if isinstance(model, PSensitiveKAnonymity):
         return too_small | (distinct < model.p)
+    # β-likeness and δ-disclosure (ARX's BasicBLikeness, EnhancedBLikeness, DDisclosurePrivacy): per value a class
+    # holds, its share p in the class against its share q in the whole table.
+    q = counts.sum(axis=0) / counts.values.sum()
+    held = counts > 0
+    if isinstance(model, BasicBetaLikeness):
+        return (((share - q) / q > model.beta + TOL) & held).any(axis=1)
+    if isinstance(model, EnhancedBetaLikeness):
+        bound = np.minimum(model.beta, -np.log(q))
+        return (((share - q) / q > bound + TOL) & held).any(axis=1)
+    if isinstance(model, DeltaDisclosurePrivacy):
+        with np.errstate(divide="ignore"):
+            return ((np.abs(np.log2(share / q)) >= model.delta - TOL) & held).any(axis=1)
     if isinstance(model, TCloseness):
         return pandas_emd(frame, keys, model, tree) > model.t + TOL
     if isinstance(model, AlphaLDiversityKAnonymity):
@@ -578,6 +612,9 @@ def test_k_must_be_a_whole_number_of_at_least_1(make):
     (lambda: AlphaLDiversityKAnonymity("s", 0.5, 2, 2, {"x": 0}), "the level of 'x' must be a whole number"),
     (lambda: AlphaLDiversityKAnonymity("s", 0.5, 2, 2, {"x": 1, None: 2}), "NULL cannot be given a sensitivity"),
     (lambda: AlphaKAnonymity("s", 0.5, 2, highly_sensitive=["x", None]), "NULL cannot be a highly sensitive"),
+    (lambda: BasicBetaLikeness("s", 0), "basic-beta-likeness: beta must be"),
+    (lambda: EnhancedBetaLikeness("s", -1), "enhanced-beta-likeness: beta must be"),
+    (lambda: DeltaDisclosurePrivacy("s", float("inf")), "delta-disclosure-privacy: delta must be"),
 ])
 def test_bad_model_parameters(make, message):
     with pytest.raises(PolicyError, match=message):

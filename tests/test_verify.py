@@ -26,8 +26,11 @@ from duckanon import (
     MDAV,
     AdditiveNoise,
     AlphaKAnonymity,
+    BasicBetaLikeness,
+    DeltaDisclosurePrivacy,
     DigestMismatch,
     DistinctLDiversity,
+    EnhancedBetaLikeness,
     EntropyLDiversity,
     GuaranteeFails,
     Hierarchy,
@@ -460,3 +463,30 @@ def test_a_renamed_column_is_a_failing_guarantee_not_an_internal_error(anon, rel
     assert "the columns the policy names fails: missing: zip" in capsys.readouterr().err
     page = anon.report(release, release.with_suffix(".html")).read_text()  # the report says so first, and is written
     assert page.index("This release fails its verification: the columns the policy names") < page.index("<h2")
+
+
+RATIO_MODELS = [KAnonymity(5), BasicBetaLikeness("disease", 0.8), EnhancedBetaLikeness("disease", 0.8),
+                DeltaDisclosurePrivacy("disease", 1.0)]
+
+
+@pytest.mark.skipif(not SHELL.exists(), reason="the duckdb shell (PyPI duckdb-cli, the test extra) is not installed")
+@pytest.mark.parametrize("suffix", ["duckdb", "parquet"])
+def test_beta_likeness_and_delta_disclosure_are_recomputed_alike_by_verify_and_the_macro(anon, tmp_path, suffix):
+    """ARX's distribution models in a release: both implementations of the verification hold them on the release
+    as published, and count the same failing classes once some classes' diseases were made alike."""
+    policy = Policy(identifiers=["name"], quasi_identifiers={"age": AGES, "zip": ZIPS, "sex": SEXES},
+                    sensitive=["disease"], insensitive=["income"], models=RATIO_MODELS, suppression_limit=0.05)
+    path = anon.publish("people", policy, LEVELS, tmp_path / f"release.{suffix}", table="people").path
+    assert verify(path).failure is None
+    assert all(holds == "true" for _, holds in shell_verify(path).values())
+    tamper_rows(path, SAME_DISEASE)
+    shown = shell_verify(path)
+    python = verify(path).frame().set_index("guarantee")
+    failing = 0
+    for model in RATIO_MODELS[1:]:
+        [(recomputed, holds)] = [v for g, v in shown.items() if g.startswith(model.name + " {")]
+        ours = python.loc[plain_model(model.name, model.params())]
+        assert violating(recomputed) == (0 if ours["holds"] else violating(ours["recomputed"])), model
+        assert (holds == "true") == bool(ours["holds"])
+        failing += not ours["holds"]
+    assert failing == 3

@@ -128,6 +128,11 @@ def _policy() -> Parser:
                         metavar="VALUE=LEVEL,…", help="every sensitive value's sensitivity level, for --alpha-l-k")
     models.add_argument("--t-closeness", action="append", default=[], metavar="COLUMN:T[:ordered]",
                         type=values.t_closeness, help="t-closeness, equal distance unless ':ordered' follows")
+    models.add_argument("--beta-likeness", action="append", default=[], metavar="COLUMN:BETA[:enhanced]",
+                        type=values.beta_likeness, help="basic β-likeness, or enhanced with ':enhanced' (as ARX)")
+    models.add_argument("--delta-disclosure", action="append", default=[], metavar="COLUMN:DELTA",
+                        type=values.column_values("COLUMN:DELTA", values.number),
+                        help="δ-disclosure privacy: |log2(class share / table share)| < DELTA for every value")
     suppression = parser.add_argument_group("suppression")
     suppression.add_argument("--suppression", choices=SUPPRESSION_MODES, default="replace",
                              help="replace a violating record's quasi-identifiers by '*' (its records then one class "

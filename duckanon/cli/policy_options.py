@@ -12,7 +12,10 @@ from ..hierarchy.hierarchy import Hierarchy
 from ..privacy.models import (
     AlphaKAnonymity,
     AlphaLDiversityKAnonymity,
+    BasicBetaLikeness,
+    DeltaDisclosurePrivacy,
     DistinctLDiversity,
+    EnhancedBetaLikeness,
     EntropyLDiversity,
     KAnonymity,
     PrivacyModel,
@@ -60,6 +63,9 @@ def models(args: argparse.Namespace) -> list[PrivacyModel]:
     chosen += [AlphaLDiversityKAnonymity(column, alpha, l, k, args.sensitivity_levels)
                for column, alpha, l in args.alpha_l_k]
     chosen += [TCloseness(column, t, distance) for column, t, distance in args.t_closeness]
+    chosen += [(EnhancedBetaLikeness if variant == "enhanced" else BasicBetaLikeness)(column, beta)
+               for column, beta, variant in args.beta_likeness]
+    chosen += [DeltaDisclosurePrivacy(column, delta) for column, delta in args.delta_disclosure]
     if not chosen:
         raise AnonymizationError("give at least one privacy model, e.g. -k 5")
     return chosen

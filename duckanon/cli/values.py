@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 
@@ -87,17 +87,23 @@ def column_values(form: str, *kinds: Callable[[str], object]) -> Callable[[str],
     return parse
 
 
-T_DISTANCES = ("equal", "ordered")
+def column_number_variant(form: str, variants: Sequence[str]) -> Callable[[str], tuple[str, float, str]]:
+    """A parser of ``COLUMN:NUMBER`` or ``COLUMN:NUMBER:VARIANT`` into (column, number, variant), the variant the
+    first of ``variants`` when none is written."""
+
+    def parse(text: str) -> tuple[str, float, str]:
+        head, _, last = text.rpartition(":")
+        if last in variants:
+            column, value = column_values(form, number)(head)
+            return column, value, last
+        column, value = column_values(form, number)(text)
+        return column, value, variants[0]
+
+    return parse
 
 
-def t_closeness(text: str) -> tuple[str, float, str]:
-    """``COLUMN:T`` or ``COLUMN:T:ordered`` (or ``:equal``)."""
-    head, _, last = text.rpartition(":")
-    if last in T_DISTANCES:
-        column, t = column_values("COLUMN:T[:ordered]", number)(head)
-        return column, t, last
-    column, t = column_values("COLUMN:T[:ordered]", number)(text)
-    return column, t, "equal"
+t_closeness = column_number_variant("COLUMN:T[:ordered]", ("equal", "ordered"))
+beta_likeness = column_number_variant("COLUMN:BETA[:enhanced]", ("basic", "enhanced"))
 
 
 def assignments(form: str, kind: Callable[[str], object] = str) -> Callable[[str], dict]:

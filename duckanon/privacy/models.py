@@ -68,6 +68,18 @@ def _sum(expression: exp.Expression) -> exp.Expression:
     return exp.func("SUM", expression)
 
 
+def _with_shares(classes: Classes, sensitive: str) -> exp.Select:
+    """The class/value cells of ``sensitive`` with each value's share p of its class and q of the class's table."""
+    n = sb.col(WEIGHT)
+    over = lambda *partition: exp.Window(this=_sum(n), partition_by=list(partition))  # noqa: E731
+    table = classes.table_keys_of()
+    return exp.select(
+        *classes.keys_of(), sb.col(VALUE), n,
+        _ratio(n, over(*classes.keys_of())).as_("__p", quoted=True),
+        _ratio(over(*table, sb.col(VALUE)), over(*table)).as_("__q", quoted=True),
+    ).from_(classes.cells(sensitive).subquery("cells"))
+
+
 def _grouped(classes: Classes, source: exp.Select, alias: str, violated: exp.Expression) -> exp.Select:
     return (exp.select(*classes.keys_of(), violated.as_(VIOLATED, quoted=True))
             .from_(source.subquery(alias)).group_by(*classes.keys_of()))
@@ -362,23 +374,12 @@ class TCloseness(PrivacyModel):
                     "hierarchical": self._hierarchical_emd}[self.distance]
         return distance(cells) > self.t + TOLERANCE
 
-    def _with_shares(self, classes: Classes) -> exp.Select:
-        """Cells with the class share p and the table share q of each value."""
-        n = sb.col(WEIGHT)
-        over = lambda *partition: exp.Window(this=_sum(n), partition_by=list(partition))  # noqa: E731
-        table = classes.table_keys_of()
-        return exp.select(
-            *classes.keys_of(), sb.col(VALUE), n,
-            _ratio(n, over(*classes.keys_of())).as_("__p", quoted=True),
-            _ratio(over(*table, sb.col(VALUE)), over(*table)).as_("__q", quoted=True),
-        ).from_(classes.cells(self.sensitive).subquery("cells"))
-
     def _equal(self, classes):
         # Values absent from a class contribute their table share q: EMD = (sum |p - q| over present + 1 - sum q) / 2.
         p, q = sb.col("__p"), sb.col("__q")
         emd = (_sum(exp.func("ABS", p - q)) + sb.lit(1) - _sum(q)) / sb.lit(2)
         return (exp.select(*classes.keys_of(), emd.as_("__emd", quoted=True))
-                .from_(self._with_shares(classes).subquery("shares")).group_by(*classes.keys_of()))
+                .from_(_with_shares(classes, self.sensitive).subquery("shares")).group_by(*classes.keys_of()))
 
     def _equal_emd(self, cells: ClassCells) -> np.ndarray:
         """Per class, the equal distance (as :meth:`_equal`)."""
@@ -629,9 +630,82 @@ class AlphaLDiversityKAnonymity(PrivacyModel):
                 f"{count / facts.records:.4f} of all records")
 
 
+class _ShareRatioModel(PrivacyModel):
+    """A model that bounds, for every sensitive value a class holds, how its share p in the class compares with its
+    share q in the class's table (the whole input, or what drop mode keeps): a class violates when one of its values
+    does (:meth:`_violates`, the same formula over SQL columns and NumPy arrays)."""
+
+    compares_with_table = True
+
+    def _violates(self, p, q, functions):
+        """Whether a value of class share ``p`` and table share ``q`` violates; ``functions`` gives ``ln``,
+        ``least``, ``abs`` and ``lit`` (a number as an operand) for the kind of ``p`` and ``q`` (SQL expressions or
+        arrays)."""
+        raise NotImplementedError
+
+    def class_violations(self, classes):
+        shares = _with_shares(classes, self.sensitive)
+        functions = {"ln": lambda x: exp.func("LN", x), "least": lambda a, b: exp.func("LEAST", a, b),
+                     "abs": lambda x: exp.func("ABS", x), "lit": sb.lit}
+        violated = self._violates(sb.col("__p"), sb.col("__q"), functions)
+        return _grouped(classes, shares, "shares",
+                        exp.func("MAX", exp.Case().when(violated, sb.lit(1)).else_(sb.lit(0))).eq(sb.lit(1)))
+
+    def cell_violations(self, cells):
+        p = cells.cell_count / cells.sizes[cells.cell_class]
+        q = cells.table_shares()[cells.cell_value]
+        functions = {"ln": np.log, "least": np.minimum, "abs": np.abs, "lit": float}
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return cells.per_class_max(self._violates(p, q, functions).astype(np.int8)) == 1
+
+
+class BasicBetaLikeness(_ShareRatioModel):
+    """Basic β-likeness (Cao & Karras 2012; ARX's ``BasicBLikeness``): in every class, no sensitive value's share p
+    exceeds its table share q by more than β relatively: (p − q) / q ≤ β."""
+
+    name = "basic-beta-likeness"
+
+    def __init__(self, sensitive: str, beta: float):
+        self.sensitive = sensitive
+        self.beta = float(checked_number(beta, "beta", self.name, low=0, low_open=True))
+
+    def _violates(self, p, q, functions):
+        return (p - q) / q > functions["lit"](self.beta + TOLERANCE)
+
+
+class EnhancedBetaLikeness(_ShareRatioModel):
+    """Enhanced β-likeness (Cao & Karras 2012; ARX's ``EnhancedBLikeness``): the relative gain (p − q) / q of every
+    sensitive value in a class is at most min(β, −ln q), so that rare values may gain less."""
+
+    name = "enhanced-beta-likeness"
+
+    def __init__(self, sensitive: str, beta: float):
+        self.sensitive = sensitive
+        self.beta = float(checked_number(beta, "beta", self.name, low=0, low_open=True))
+
+    def _violates(self, p, q, functions):
+        return (p - q) / q > functions["least"](functions["lit"](self.beta), -functions["ln"](q)) + functions["lit"](
+            TOLERANCE)
+
+
+class DeltaDisclosurePrivacy(_ShareRatioModel):
+    """δ-disclosure privacy (Brickell & Shmatikov 2008; ARX's ``DDisclosurePrivacy``): every sensitive value a class
+    holds has |log2(p / q)| < δ, strictly, as ARX checks it."""
+
+    name = "delta-disclosure-privacy"
+
+    def __init__(self, sensitive: str, delta: float):
+        self.sensitive = sensitive
+        self.delta = float(checked_number(delta, "delta", self.name, low=0, low_open=True))
+
+    def _violates(self, p, q, functions):
+        return functions["abs"](functions["ln"](p / q)) / functions["lit"](math.log(2)) >= functions["lit"](
+            self.delta - TOLERANCE)
+
+
 MODELS: dict[str, type[PrivacyModel]] = {m.name: m for m in (
     KAnonymity, DistinctLDiversity, EntropyLDiversity, RecursiveCLDiversity, AlphaKAnonymity, PSensitiveKAnonymity,
-    TCloseness, AlphaLDiversityKAnonymity)}
+    TCloseness, AlphaLDiversityKAnonymity, BasicBetaLikeness, EnhancedBetaLikeness, DeltaDisclosurePrivacy)}
 
 
 def model_from_params(name: str, params: Mapping) -> PrivacyModel:
