@@ -87,6 +87,9 @@ def _arx_metric_cases(call, args, metric):
     *_arx_metric_cases("Metric.createAECSMetric", [], "average-class-size"),
     *_arx_metric_cases("Metric.createEntropyMetric", [False], "arx-nm-entropy"),
     *_arx_metric_cases("Metric.createEntropyMetric", [], "arx-nm-entropy"),
+    *_arx_metric_cases("Metric.createPrecisionMetric", [False], "arx-precision"),
+    *_arx_metric_cases("Metric.createPrecisionMetric", [True], "arx-precision-monotone"),
+    *_arx_metric_cases("Metric.createHeightMetric", [], "arx-height"),
 ])
 def test_arx_single_metrics_are_the_values_arx_expects(adult, kind, case, metric):
     """Every node ARX's TestUtilityMetrics lists for k-anonymity alone (k = 5, at 0 % and 5 %), values within its
@@ -196,6 +199,7 @@ def test_arx_metrics_are_selectable_by_name(adult):
     policy = Policy(quasi_identifiers={q: hierarchies[q] for q in ["sex", "age", "race"]}, models=[KAnonymity(5)],
                     suppression_limit=0.0, others="insensitive")
     anon = duckanon.connect(con)
-    for name in ("arx-loss", "dm-star", "arx-entropy", "arx-nm-entropy"):
+    for name in ("arx-loss", "dm-star", "arx-entropy", "arx-nm-entropy", "arx-precision", "arx-precision-monotone",
+                 "arx-height"):
         result = anon.search("adult", policy, metric=name)
         assert result.proven and result.metric == name

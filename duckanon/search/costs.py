@@ -61,9 +61,7 @@ class RecordCosts:
         """``metric``'s lower bounds of every node known before evaluating any (rows of ``nodes``), or None.  Slightly
         lowered: they are summed in another order than the evaluated values, and must never exceed them."""
         sums = metric.cost_sums(self.names)
-        bounds = None
-        if sums:
-            bounds = metric.prior_bounds(nodes, {s.name: self._level_costs(s) for s in sums}, self.records)
+        bounds = metric.prior_bounds(nodes, {s.name: self._level_costs(s) for s in sums}, self.records)
         if bounds is None:
             return None
         return bounds - 1e-9 * np.abs(bounds) - 1e-12

@@ -82,6 +82,7 @@ class NodeEvaluator(ABC):
             raise ValueError(f"metrics need distinct names, got {names}")
         self.encoding, self.models, self.metrics = encoding, list(models), list(metrics)
         self.hierarchies = list(hierarchies)
+        self.heights = tuple(h.levels - 1 for h in self.hierarchies)
         self.allowed_suppressed = allowed_suppressed
         # Whether suppressed records stay, all quasi-identifiers '*', as a class that must satisfy the policy too;
         # and whether they are dropped (by default when they are not such a class; ARX's semantics keep them in the

@@ -451,7 +451,8 @@ class MemoryNodeEvaluator(NodeEvaluator):
         return NodeTotals(records=self.records, suppressed=int(violating.sum()), classes=len(sizes),
                           kept_classes=len(sizes) - len(violating), squares=squares,
                           kept_squares=squares - float(violating @ violating), costs=costs,
-                          bottom=self.costs.bottom,
+                          bottom=self.costs.bottom, levels=tuple(int(level) for level in classes.node),
+                          heights=self.heights,
                           suppressed_entropy=self._suppressed_entropy(classes) if self.spread else ())
 
     def _suppressed_entropy(self, classes: _NodeClasses) -> tuple[float, ...]:

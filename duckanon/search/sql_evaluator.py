@@ -338,7 +338,8 @@ class SqlNodeEvaluator(NodeEvaluator):
                 position += 3
             totals = NodeTotals(records=int(row[0]), suppressed=int(row[1]), classes=int(row[2]),
                                 kept_classes=int(row[3]), squares=float(row[4]), kept_squares=float(row[5]),
-                                costs=costs, bottom=self.costs.bottom,
+                                costs=costs, bottom=self.costs.bottom, levels=self.lattice.node(index),
+                                heights=self.heights,
                                 suppressed_entropy=self._spread(int(row[1]), row[position:]) if self.spread else ())
             results[index] = self._result(index, totals, suppressed_too_small=bool(row[6]))
         return results

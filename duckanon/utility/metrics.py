@@ -18,7 +18,8 @@ with it the loss):
 
 Without suppression every bound equals the metric: the metrics are monotone.
 
-**ARX's metrics** (``arx-loss``, ``dm-star``, ``arx-entropy``, ``arx-nm-entropy``) are defined as ARX 3.9.2 defines them (its
+**ARX's metrics** (``arx-loss``, ``dm-star``, ``arx-entropy``, ``arx-nm-entropy``, ``arx-precision``,
+``arx-precision-monotone``, ``arx-height``) are defined as ARX 3.9.2 defines them (its
 ``metric/v2`` sources, cited per class), so that a search here and ARX's optimize the same objective; duckanon's own
 (``loss``, ``dm``, …) keep their definitions.  A metric sums record costs in cost sums (:class:`CostSum`): one per
 metric for those that weigh attributes into one total, one per attribute for those that aggregate attributes' losses
@@ -29,7 +30,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -67,6 +68,9 @@ class NodeTotals:
     costs: Mapping[str, tuple[float, float, float]] = field(default_factory=dict)
     # per cost sum: its sum over all records at the lattice's bottom (the original values), which no node is below
     bottom: Mapping[str, float] = field(default_factory=dict)
+    # the node's level and its hierarchy's height, per quasi-identifier
+    levels: Sequence[int] = ()
+    heights: Sequence[int] = ()
     # per quasi-identifier, when a metric asks (:attr:`Metric.suppressed_spread`): Σ over its values v at the node's
     # level of c_v · log2(n / c_v), c_v of the n suppressed records holding v -- n times the entropy of the attribute
     # among the suppressed records
@@ -251,26 +255,14 @@ AGGREGATIONS = ("geometric-mean", "arithmetic-mean", "sum", "maximum")
 _ARX_DIGITS = 1e10
 
 
-class ArxLoss(Metric):
-    """ARX's Loss (``Metric.createLossMetric(gsFactor, aggregation)``; ARX 3.9.2 ``metric/v2/MetricMDNMLoss``).
+class _ArxMultiDimensional(Metric):
+    """ARX's multi-dimensional metrics (``metric/v2/AbstractMetricMultiDimensional``): a loss per quasi-identifier,
+    weighted (weights divided by the largest; all 1 when none is given or all are 0) and aggregated by one of
+    :data:`AGGREGATIONS` (``ILMultiDimensional*``): ``geometric-mean`` Π (1 + w·v)^(1/n) − 1, ``arithmetic-mean``
+    Σ w·v / n, ``sum`` Σ w·v, ``maximum`` max w·v.  ARX's gs-factor sets a generalization factor g (1 up to 0.5, then
+    1 − 2 (gs − 0.5)) and a suppression factor s (2 gs below 0.5, then 1)."""
 
-    Per quasi-identifier, a kept record costs g × its generalized value's domain share (ARX's ``DomainShare``: the
-    hierarchy rows the value covers over all rows, or its interval's width over the domain's; 1 for ``*``), a
-    suppressed one its share + s × (1 − share), which is 1 when s = 1.  The attribute's sum is normalized between
-    g × records / domain size (every value original) and the records, clipped at 0 and floored to 10 decimals.  The
-    attributes' losses v, times their weights w (divided by the largest; all 1 when none is given or all are 0), are
-    aggregated: ``geometric-mean`` Π (1 + w·v)^(1/n) − 1 (ARX's default), ``arithmetic-mean`` Σ w·v / n, ``sum``
-    Σ w·v, ``maximum`` max w·v.  From ARX's gs-factor (0.5 by default): g = 1 up to 0.5 and 1 − 2 (gs − 0.5) above,
-    s = 2 gs below 0.5 and 1 from it, so at 0.5 generalizing a value all the way and suppressing it cost the same.
-
-    Lower bound (as ARX's ``getLowerBoundInternal``): each attribute's g × shares at the node's levels, suppression
-    ignored.  A share only grows with the level, a suppressed value costs at least g × its share, and every
-    aggregation grows with each attribute's loss, so it bounds every generalization of the node."""
-
-    cost_kind = "share"
-
-    def __init__(self, gs_factor: float = 0.5, aggregation: str = "geometric-mean",
-                 weights: Mapping[str, float] | None = None, name: str = "arx-loss"):
+    def __init__(self, gs_factor: float, aggregation: str, weights: Mapping[str, float] | None, name: str):
         self.gs_factor = float(checked_number(gs_factor, "gs_factor", f"metric {name}", low=0, high=1))
         if aggregation not in AGGREGATIONS:
             raise PolicyError(f"metric {name}: unknown aggregation {aggregation!r}; known: {', '.join(AGGREGATIONS)}")
@@ -282,12 +274,6 @@ class ArxLoss(Metric):
                 checked_number(weight, f"the weight of {attribute!r}", f"metric {name}", low=0)
         self._weights = dict(weights) if weights is not None else None
 
-    def _sum_name(self, attribute: str) -> str:
-        return f"{self.name}[{attribute}]"
-
-    def cost_sums(self, attributes):
-        return [CostSum(self._sum_name(a), self.cost_kind, {b: float(a == b) for b in attributes}) for a in attributes]
-
     def weights(self, attributes):
         if self._weights is None:
             return super().weights(attributes)
@@ -298,18 +284,6 @@ class ArxLoss(Metric):
         if largest == 0:
             return super().weights(attributes)
         return {a: float(self._weights[a]) / largest for a in attributes}
-
-    def _attributes(self, totals: NodeTotals) -> list[str]:
-        prefix = f"{self.name}["
-        return [key[len(prefix):-1] for key in totals.costs if key.startswith(prefix)]
-
-    def _normalized(self, total, bottom, records):
-        """An attribute's summed cost between its floor (every value original) and the records, as ARX normalizes."""
-        floor = self.generalization_factor * np.asarray(bottom, dtype=float)
-        span = records - floor
-        with np.errstate(divide="ignore", invalid="ignore"):
-            share = np.where(span > 0, (np.asarray(total, dtype=float) - floor) / np.where(span > 0, span, 1), 0.0)
-        return np.floor(np.maximum(share, 0.0) * _ARX_DIGITS) / _ARX_DIGITS
 
     def _aggregate(self, losses: np.ndarray, weights: np.ndarray) -> np.ndarray:
         """Attributes' losses (last axis) aggregated as ARX's ``AggregateFunction``."""
@@ -327,8 +301,50 @@ class ArxLoss(Metric):
         weights = self.weights(attributes)
         return np.array([weights[a] for a in attributes])
 
+    def __repr__(self) -> str:
+        return f"{self.name}(gs_factor={self.gs_factor}, aggregation={self.aggregation!r})"
+
+
+class ArxLoss(_ArxMultiDimensional):
+    """ARX's Loss (``Metric.createLossMetric(gsFactor, aggregation)``; ARX 3.9.2 ``metric/v2/MetricMDNMLoss``).
+
+    Per quasi-identifier, a kept record costs g × its generalized value's domain share (ARX's ``DomainShare``: the
+    hierarchy rows the value covers over all rows, or its interval's width over the domain's; 1 for ``*``), a
+    suppressed one its share + s × (1 − share), which is 1 when s = 1.  The attribute's sum is normalized between
+    g × records / domain size (every value original) and the records, clipped at 0 and floored to 10 decimals, and
+    the attributes' losses aggregated (a geometric mean by default; see :class:`_ArxMultiDimensional`).  At ARX's
+    default gs-factor of 0.5, generalizing a value all the way and suppressing it cost the same.
+
+    Lower bound (as ARX's ``getLowerBoundInternal``): each attribute's g × shares at the node's levels, suppression
+    ignored.  A share only grows with the level, a suppressed value costs at least g × its share, and every
+    aggregation grows with each attribute's loss, so it bounds every generalization of the node."""
+
+    cost_kind = "share"
+
+    def __init__(self, gs_factor: float = 0.5, aggregation: str = "geometric-mean",
+                 weights: Mapping[str, float] | None = None, name: str = "arx-loss"):
+        super().__init__(gs_factor, aggregation, weights, name)
+
+    def _sum_name(self, attribute: str) -> str:
+        return f"{self.name}[{attribute}]"
+
+    def cost_sums(self, attributes):
+        return [CostSum(self._sum_name(a), self.cost_kind, {b: float(a == b) for b in attributes}) for a in attributes]
+
+    def _attributes(self, keys) -> list[str]:
+        prefix = f"{self.name}["
+        return [key[len(prefix):-1] for key in keys if key.startswith(prefix)]
+
+    def _normalized(self, total, bottom, records):
+        """An attribute's summed cost between its floor (every value original) and the records, as ARX normalizes."""
+        floor = self.generalization_factor * np.asarray(bottom, dtype=float)
+        span = records - floor
+        with np.errstate(divide="ignore", invalid="ignore"):
+            share = np.where(span > 0, (np.asarray(total, dtype=float) - floor) / np.where(span > 0, span, 1), 0.0)
+        return np.floor(np.maximum(share, 0.0) * _ARX_DIGITS) / _ARX_DIGITS
+
     def value(self, totals):
-        attributes = self._attributes(totals)
+        attributes = self._attributes(totals.costs)
         g, s = self.generalization_factor, self.suppression_factor
         losses = []
         for attribute in attributes:
@@ -339,14 +355,13 @@ class ArxLoss(Metric):
         return float(self._aggregate(np.array(losses), self._weight_vector(attributes)))
 
     def lower_bound(self, totals):
-        attributes = self._attributes(totals)
+        attributes = self._attributes(totals.costs)
         losses = [self._normalized(self.generalization_factor * totals.costs[self._sum_name(a)][0],
                                    totals.bottom[self._sum_name(a)], totals.records) for a in attributes]
         return float(self._aggregate(np.array(losses), self._weight_vector(attributes)))
 
     def prior_bounds(self, nodes, level_costs, records):
-        prefix = f"{self.name}["
-        attributes = [key[len(prefix):-1] for key in level_costs if key.startswith(prefix)]
+        attributes = self._attributes(level_costs)
         losses = []
         for attribute in attributes:
             costs = level_costs[self._sum_name(attribute)]
@@ -354,14 +369,62 @@ class ArxLoss(Metric):
             losses.append(self._normalized(self.generalization_factor * at_levels(nodes, costs), bottom, records))
         return self._aggregate(np.stack(losses, axis=-1), self._weight_vector(attributes))
 
-    def __repr__(self) -> str:
-        return f"{self.name}(gs_factor={self.gs_factor}, aggregation={self.aggregation!r})"
+
+class ArxPrecision(_ArxMultiDimensional):
+    """ARX's precision (``Metric.createPrecisionMetric(monotonic, gsFactor, aggregation)``; ARX 3.9.2
+    ``metric/v2/MetricMDNMPrecision`` and ``MetricMDPrecision``; Sweeney's Prec): per quasi-identifier, its level
+    over its hierarchy's height.  Non-monotone (``arx-precision``, ARX's default): (kept records × g × level / height
+    + suppressed records × s) / records; monotone (``arx-precision-monotone``): g × level / height, suppression not
+    counted.  Aggregated by an arithmetic mean by default; attributes weigh alike.  Lower bound: the monotone form,
+    which only grows with the levels."""
+
+    def __init__(self, monotone: bool = False, gs_factor: float = 0.5, aggregation: str = "arithmetic-mean",
+                 name: str | None = None):
+        super().__init__(gs_factor, aggregation, None,
+                         name or ("arx-precision-monotone" if monotone else "arx-precision"))
+        self.monotone = monotone
+
+    def _ratios(self, totals: NodeTotals) -> np.ndarray:
+        return np.array([level / height if height else 0.0 for level, height in zip(totals.levels, totals.heights)])
+
+    def value(self, totals):
+        ratios = self._ratios(totals)
+        if not self.monotone:
+            kept = totals.records - totals.suppressed
+            ratios = (kept * ratios * self.generalization_factor
+                      + totals.suppressed * self.suppression_factor) / totals.records
+        else:
+            ratios = ratios * self.generalization_factor
+        return float(self._aggregate(ratios, np.ones(len(ratios))))
+
+    def lower_bound(self, totals):
+        return float(self._aggregate(self._ratios(totals) * self.generalization_factor, np.ones(len(totals.levels))))
 
 
-METRICS: dict[str, type[Metric]] = {"loss": Loss, "dm": Discernibility, "non-uniform-entropy": NonUniformEntropy,
+class ArxHeight(_ArxMultiDimensional):
+    """ARX's height (``Metric.createHeightMetric(aggregation)``; ARX 3.9.2 ``metric/v2/MetricMDHeight``): the
+    node's levels, summed by default; monotone, its own lower bound."""
+
+    def __init__(self, aggregation: str = "sum", name: str = "arx-height"):
+        super().__init__(0.5, aggregation, None, name)
+
+    def value(self, totals):
+        return float(self._aggregate(np.array(totals.levels, dtype=float), np.ones(len(totals.levels))))
+
+    def lower_bound(self, totals):
+        return self.value(totals)
+
+    def prior_bounds(self, nodes, level_costs, records):
+        return self._aggregate(nodes.astype(float), np.ones(nodes.shape[1]))
+
+
+METRICS: dict[str, Callable[[], Metric]] = {"loss": Loss, "dm": Discernibility, "non-uniform-entropy": NonUniformEntropy,
                                     "ncp": NormalizedCertaintyPenalty, "average-class-size": AverageClassSize,
                                     "arx-loss": ArxLoss, "dm-star": DiscernibilityStar,
-                                    "arx-entropy": ArxNonUniformEntropy, "arx-nm-entropy": ArxNonMonotoneEntropy}
+                                    "arx-entropy": ArxNonUniformEntropy, "arx-nm-entropy": ArxNonMonotoneEntropy,
+                                    "arx-precision": ArxPrecision,
+                                    "arx-precision-monotone": lambda: ArxPrecision(monotone=True),
+                                    "arx-height": ArxHeight}
 WEIGHTED = {"entropy-loss": "entropy", "mi-loss": "mutual-information"}
 
 
