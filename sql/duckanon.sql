@@ -627,7 +627,8 @@ CREATE OR REPLACE TEMP MACRO anon_policy_models(policy, models) AS TABLE
 -- (against the released distribution; under suppression
 -- 'replace-unchecked', ARX's semantics, the '*' class is left out of the models). The ordered and
 -- hierarchical distances and alpha-l-diversity-k-anonymity need the values' types or a
--- hierarchy: they show holds = NULL here; a DuckDB release's own view
+-- hierarchy, and entropy l-diversity with Grassberger's estimator its correction table:
+-- they show holds = NULL here; a DuckDB release's own view
 -- release_verification recomputes them. Rows are compared as text (CAST AS VARCHAR).
 
 -- anon__literal(s) -> s as a SQL string literal.
@@ -720,8 +721,9 @@ WITH info AS (
            CASE model
                WHEN 'k-anonymity' THEN count(*) FILTER (WHERE sizes.n < CAST(json_extract_string(params, '$.k') AS BIGINT))
                WHEN 'distinct-l-diversity' THEN count(*) FILTER (WHERE coalesce(values_, 0) < CAST(json_extract_string(params, '$.l') AS DOUBLE))
-               WHEN 'entropy-l-diversity' THEN count(*) FILTER (
-                   WHERE coalesce(entropy, 0) < ln(CAST(json_extract_string(params, '$.l') AS DOUBLE)) - 1e-9)
+               WHEN 'entropy-l-diversity' THEN CASE WHEN json_extract_string(params, '$.estimator') IS NULL
+                   THEN count(*) FILTER (
+                       WHERE coalesce(entropy, 0) < ln(CAST(json_extract_string(params, '$.l') AS DOUBLE)) - 1e-9) END
                WHEN 'recursive-cl-diversity' THEN count(*) FILTER (
                    WHERE NOT counts[1] < CAST(json_extract_string(params, '$.c') AS DOUBLE)
                                          * coalesce(list_sum(counts[CAST(json_extract_string(params, '$.l') AS BIGINT):]), 0))

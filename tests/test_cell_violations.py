@@ -34,6 +34,7 @@ from duckanon import (
     TCloseness,
 )
 from duckanon.engine import as_engine
+from duckanon.privacy.models import _grassberger
 from duckanon.privacy.cells import ClassCells, SensitiveValues
 from duckanon.privacy.checks import class_verdicts
 from duckanon.privacy.classes import Classes
@@ -178,6 +179,8 @@ def random_models(draw, frame, sensitive, weight, universe):
     models.append(BasicBetaLikeness(sensitive, boundary_or(draw, [0.1, 0.5, 1.0, 2.0], gains)))
     models.append(EnhancedBetaLikeness(sensitive, boundary_or(draw, [0.1, 0.5, 1.0, 2.0], gains)))
     models.append(DeltaDisclosurePrivacy(sensitive, boundary_or(draw, [0.2, 0.5, 1.0, 3.0], disclosures)))
+    estimates = [math.exp(float(_grassberger(n.sum()) - (n * _grassberger(n)).sum() / n.sum())) for n in counts]
+    models.append(EntropyLDiversity(sensitive, max(1.0, boundary_or(draw, [1, 1.5, 2, 3], estimates)), "grassberger"))
     hierarchies = [random_hierarchy(draw, [str(v) for v in universe]) for _ in range(2)]
     for distance, hierarchy in [("equal", None), ("ordered", None), *[("hierarchical", h) for h in hierarchies]]:
         probe = TCloseness(sensitive, 0.5, distance, hierarchy)

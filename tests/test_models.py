@@ -148,6 +148,18 @@ def test_t_closeness_equal_distance_by_hand(con):
     assert got == {("A",): [False, True, True, True], ("B",): [False, False, False, True]}
 
 
+def test_entropy_l_diversity_with_grassbergers_estimator_by_hand(con):
+    # Class A = (x, x, y): Shannon ln 3 − (2 ln 2)/3 = 0.6365; Grassberger G(3) − (2 G(2) + G(1))/3 with G(1) = −γ − ln 2
+    # = −1.2704, G(2) = G(3) = G(1) + 2 = 0.7296: 0.7296 − 0.1889/3 = 0.6667.  ln 1.9 = 0.6419 lies between them.
+    # Class B = (x, x, x): one value; its estimate is 0, and ⌈l⌉ distinct values are needed too.
+    frame = pd.DataFrame({"q": ["A"] * 3 + ["B"] * 3, "s": list("xxy") + list("xxx")})
+    classes = frame_classes(con, frame, ["q"])
+    models = [EntropyLDiversity("s", 1.9), EntropyLDiversity("s", 1.9, "grassberger"),
+              EntropyLDiversity("s", 2, "grassberger"), EntropyLDiversity("s", 1.0, "grassberger")]
+    got = {k: v[1] for k, v in verdicts(con, classes, models).items()}
+    assert got == {("A",): [True, False, True, False], ("B",): [True, True, True, False]}
+
+
 def test_beta_likeness_and_delta_disclosure_by_hand(con):
     # Table: x 5, y 3, z 2 of 10 records, q = (0.5, 0.3, 0.2).
     # Class A = (x, x, x, y):        p = (3/4, 1/4):       gains (p - q) / q = (1/2, -1/6); |log2 p/q| = (0.585, 0.263)
@@ -285,6 +297,7 @@ def adult_models(education_hierarchy):
         AlphaLDiversityKAnonymity("occupation", 0.5, 3, 4, OCCUPATION_LEVELS),
         BasicBetaLikeness("occupation", 1.5), EnhancedBetaLikeness("occupation", 1.0),
         DeltaDisclosurePrivacy("salary-class", 1.2), DeltaDisclosurePrivacy("occupation", 2.0),
+        EntropyLDiversity("occupation", 3, "grassberger"), EntropyLDiversity("salary-class", 1.5, "grassberger"),
     ]
 
 
@@ -315,6 +328,25 @@ def pandas_emd(frame, keys, model, tree=None):
     return total
 
 
+def grassberger_g(n: int) -> float:
+    """Grassberger's G(n) as ARX's EntropyLDiversity computes it, from its definition: G(1) = −γ − ln 2,
+    G(2k) = G(1) + 2 Σ_{j ≤ k} 1/(2j − 1) up to 100 (odd n as n − 1), ARX's series beyond."""
+    even = n - n % 2
+    if n <= 100:
+        return -0.5772156649015329 - math.log(2) + sum(2 / (2 * j - 1) for j in range(1, even // 2 + 1))
+    m = 1 / (even / 2) ** 2
+    return math.log(even) + m * (1 / 24 - m * (7 / 960 - m * 31 / 8064))
+
+
+def grassberger_entropy(counts: pd.DataFrame) -> pd.Series:
+    """Per class (row of value counts), Grassberger's estimate G(N) − Σ n G(n) / N."""
+    def row(values):
+        held = [int(v) for v in values if v > 0]
+        total = sum(held)
+        return grassberger_g(total) - sum(v * grassberger_g(v) for v in held) / total
+    return counts.apply(lambda r: row(r.to_numpy()), axis=1)
+
+
 def pandas_violations(frame, keys, model, tree=None):
     """Boolean Series per class: does it violate ``model``?  Computed with group-bys, independently of duckanon."""
     size = frame.groupby(keys).size()
@@ -326,6 +358,8 @@ def pandas_violations(frame, keys, model, tree=None):
     share = counts.div(size, axis=0)
     if isinstance(model, DistinctLDiversity):
         return distinct < model.l
+    if isinstance(model, EntropyLDiversity) and model.estimator == "grassberger":
+        return (grassberger_entropy(counts) < math.log(model.l) - TOL) | (distinct < math.ceil(model.l))
     if isinstance(model, EntropyLDiversity):
         entropy = -(share * np.log(share.where(share > 0, 1))).sum(axis=1)
         return entropy < math.log(model.l) - TOL
@@ -615,6 +649,7 @@ def test_k_must_be_a_whole_number_of_at_least_1(make):
     (lambda: BasicBetaLikeness("s", 0), "basic-beta-likeness: beta must be"),
     (lambda: EnhancedBetaLikeness("s", -1), "enhanced-beta-likeness: beta must be"),
     (lambda: DeltaDisclosurePrivacy("s", float("inf")), "delta-disclosure-privacy: delta must be"),
+    (lambda: EntropyLDiversity("s", 2, "miller-madow"), "estimator must be one of shannon, grassberger"),
 ])
 def test_bad_model_parameters(make, message):
     with pytest.raises(PolicyError, match=message):
@@ -716,7 +751,9 @@ def all_models():
             AlphaKAnonymity("s", 0.5, 2), AlphaKAnonymity("s", 0.5, 2, highly_sensitive=["x"]),
             PSensitiveKAnonymity("s", 2, 2), TCloseness("s", 0.3), TCloseness("o", 0.3, "ordered"),
             TCloseness("s", 0.3, "hierarchical", Hierarchy.from_lists(SMALL_TREE_ROWS)),
-            AlphaLDiversityKAnonymity("s", 0.5, 2, 2, {"x": 1, "y": 2, "z": 3, "w": 3})]
+            AlphaLDiversityKAnonymity("s", 0.5, 2, 2, {"x": 1, "y": 2, "z": 3, "w": 3}),
+            EntropyLDiversity("s", 1.5, "grassberger"), BasicBetaLikeness("s", 1.0), EnhancedBetaLikeness("s", 1.0),
+            DeltaDisclosurePrivacy("s", 1.0)]
 
 
 @pytest.mark.parametrize("model", all_models(), ids=lambda m: m.describe())

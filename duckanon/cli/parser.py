@@ -107,8 +107,9 @@ def _policy() -> Parser:
                         help="k-anonymity (on the bundled data 5 unless given, also beside other models)")
     models.add_argument("--l-diversity", action="append", default=[], metavar="COLUMN:L",
                         type=values.column_values("COLUMN:L", values.whole), help="distinct l-diversity")
-    models.add_argument("--entropy-l", action="append", default=[], metavar="COLUMN:L",
-                        type=values.column_values("COLUMN:L", values.number), help="entropy l-diversity")
+    models.add_argument("--entropy-l", action="append", default=[], metavar="COLUMN:L[:grassberger]",
+                        type=values.entropy_l,
+                        help="entropy l-diversity; with ':grassberger', Grassberger's estimate of the entropy (as ARX)")
     models.add_argument("--recursive-l", action="append", default=[], metavar="COLUMN:C:L",
                         type=values.column_values("COLUMN:C:L", values.number, values.whole),
                         help="recursive (c,l)-diversity")

@@ -54,7 +54,7 @@ def models(args: argparse.Namespace) -> list[PrivacyModel]:
     if args.alpha_l_k and args.sensitivity_levels is None:
         raise AnonymizationError("--alpha-l-k needs --sensitivity-levels VALUE=LEVEL,…")
     chosen += [DistinctLDiversity(column, l) for column, l in args.l_diversity]
-    chosen += [EntropyLDiversity(column, l) for column, l in args.entropy_l]
+    chosen += [EntropyLDiversity(column, l, estimator) for column, l, estimator in args.entropy_l]
     chosen += [RecursiveCLDiversity(column, c, l) for column, c, l in args.recursive_l]
     chosen += [AlphaKAnonymity(column, alpha, k) for column, alpha in args.alpha_k]
     chosen += [AlphaKAnonymity(column, alpha, k, highly_sensitive=values.split(","))

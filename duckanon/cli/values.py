@@ -104,6 +104,7 @@ def column_number_variant(form: str, variants: Sequence[str]) -> Callable[[str],
 
 t_closeness = column_number_variant("COLUMN:T[:ordered]", ("equal", "ordered"))
 beta_likeness = column_number_variant("COLUMN:BETA[:enhanced]", ("basic", "enhanced"))
+entropy_l = column_number_variant("COLUMN:L[:grassberger]", ("shannon", "grassberger"))
 
 
 def assignments(form: str, kind: Callable[[str], object] = str) -> Callable[[str], dict]:

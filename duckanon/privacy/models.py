@@ -188,29 +188,86 @@ class DistinctLDiversity(PrivacyModel):
 
 
 class EntropyLDiversity(PrivacyModel):
-    """Every class's sensitive values have entropy of at least log(l)."""
+    """Every class's sensitive values have entropy of at least ln(l).  ``estimator`` ``shannon`` (the default) takes
+    the entropy of the class's value shares, ln N − Σ n ln n / N; ``grassberger`` estimates it from the counts as ARX
+    does (``EntropyLDiversity`` with ``EntropyEstimator.GRASSBERGER``; P. Grassberger, "Entropy estimates from
+    insufficient samplings", 2003): G(N) − Σ n G(n) / N, and, as ARX, also needs ⌈l⌉ distinct values."""
 
     name = "entropy-l-diversity"
+    ESTIMATORS = ("shannon", "grassberger")
 
-    def __init__(self, sensitive: str, l: float):  # noqa: E741
+    def __init__(self, sensitive: str, l: float, estimator: str = "shannon"):  # noqa: E741
         self.sensitive, self.l = sensitive, checked_number(l, "l", self.name, low=1)
+        if estimator not in self.ESTIMATORS:
+            raise PolicyError(f"{self.name}: estimator must be one of {', '.join(self.ESTIMATORS)}, got {estimator!r}")
+        self.estimator = estimator
+
+    def params(self):
+        params = super().params()
+        if self.estimator == "shannon":  # the default, left out as releases before it was named record it
+            del params["estimator"]
+        return params
 
     def class_violations(self, classes):
         n = sb.col(WEIGHT)
         total = _sum(n)
-        # H = ln(N) - sum(n ln n) / N, with N the class size and n the count of each value.
-        entropy = exp.func("LN", total) - _ratio(_sum(n * exp.func("LN", n)), total)
-        return _grouped(classes, classes.cells(self.sensitive), "cells",
-                        entropy < sb.lit(math.log(self.l) - TOLERANCE))
+        if self.estimator == "shannon":
+            # H = ln(N) - sum(n ln n) / N, with N the class size and n the count of each value.
+            entropy = exp.func("LN", total) - _ratio(_sum(n * exp.func("LN", n)), total)
+            return _grouped(classes, classes.cells(self.sensitive), "cells",
+                            entropy < sb.lit(math.log(self.l) - TOLERANCE))
+        estimate = _grassberger_sql(total) - _ratio(_sum(n * _grassberger_sql(n)), total)
+        return _grouped(classes, classes.cells(self.sensitive), "cells", exp.or_(
+            estimate < sb.lit(math.log(self.l) - TOLERANCE), exp.func("COUNT", exp.Star()) < sb.lit(math.ceil(self.l))))
 
     def cell_violations(self, cells):
-        n = cells.cell_count.astype(float)
-        total = cells.sizes.astype(float)
-        entropy = np.log(total) - cells.per_class_sum(n * np.log(n)) / total
-        return entropy < math.log(self.l) - TOLERANCE
+        n = cells.cell_count
+        total = cells.sizes
+        if self.estimator == "shannon":
+            n, total = n.astype(float), total.astype(float)
+            entropy = np.log(total) - cells.per_class_sum(n * np.log(n)) / total
+            return entropy < math.log(self.l) - TOLERANCE
+        estimate = _grassberger(total) - cells.per_class_sum(n * _grassberger(n)) / total
+        return (estimate < math.log(self.l) - TOLERANCE) | (cells.distinct() < math.ceil(self.l))
 
     def check_data(self, facts):
         self._check_distinct(facts, math.ceil(self.l - TOLERANCE), "l")
+
+
+# Grassberger's entropy correction G(n) as ARX computes it: G(1) = −γ − ln 2, G(2k) = G(1) + 2 Σ_{j≤k} 1/(2j − 1) for
+# 2k ≤ 100 (an odd n takes G of n − 1), and beyond, for the even n' ≤ n, ln n' + m (1/24 − m (7/960 − m 31/8064)) with
+# m = 1 / (n'/2)².
+_EULER_GAMMA = 0.5772156649015329
+_G_SMALL = [-_EULER_GAMMA - math.log(2)]
+for _k in range(1, 51):
+    _G_SMALL.append(_G_SMALL[-1] + 2.0 / (2 * _k - 1))
+_G_SERIES = (1 / 24, 7 / 960, 31 / 8064)
+
+
+def _grassberger(n: np.ndarray) -> np.ndarray:
+    """G(n) per count (counts of at least 1)."""
+    n = np.asarray(n, dtype=np.int64)
+    even = n - n % 2
+    table = np.array(_G_SMALL)[np.minimum(even, 100) // 2]
+    half = np.maximum(even // 2, 1).astype(float)
+    m = 1.0 / (half * half)
+    s1, s2, s3 = _G_SERIES
+    with np.errstate(divide="ignore"):
+        series = np.log(np.maximum(even, 1).astype(float)) + m * (s1 - m * (s2 - m * s3))
+    return np.where(n <= 100, table, series)
+
+
+def _grassberger_sql(n: exp.Expression) -> exp.Expression:
+    """G(n) of an integer expression, as :func:`_grassberger`."""
+    even = exp.paren(n.copy() - exp.Mod(this=n.copy(), expression=sb.lit(2)))
+    small = exp.Case(ifs=[exp.If(this=exp.EQ(this=even.copy(), expression=sb.lit(2 * k)), true=sb.lit(g))
+                          for k, g in enumerate(_G_SMALL)])
+    half = exp.cast(exp.paren(exp.Div(this=even.copy(), expression=sb.lit(2))), exp.DataType.build("DOUBLE"))
+    m = exp.paren(sb.lit(1.0) / exp.paren(half * half.copy()))
+    s1, s2, s3 = (sb.lit(s) for s in _G_SERIES)
+    series = exp.func("LN", exp.cast(even.copy(), exp.DataType.build("DOUBLE"))) + m * exp.paren(
+        s1 - m.copy() * exp.paren(s2 - m.copy() * s3))
+    return exp.Case(ifs=[exp.If(this=exp.LTE(this=n.copy(), expression=sb.lit(100)), true=small)], default=series)
 
 
 class RecursiveCLDiversity(PrivacyModel):
