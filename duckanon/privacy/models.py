@@ -191,7 +191,10 @@ class EntropyLDiversity(PrivacyModel):
     """Every class's sensitive values have entropy of at least ln(l).  ``estimator`` ``shannon`` (the default) takes
     the entropy of the class's value shares, ln N − Σ n ln n / N; ``grassberger`` estimates it from the counts as ARX
     does (``EntropyLDiversity`` with ``EntropyEstimator.GRASSBERGER``; P. Grassberger, "Entropy estimates from
-    insufficient samplings", 2003): G(N) − Σ n G(n) / N, and, as ARX, also needs ⌈l⌉ distinct values."""
+    insufficient samplings", 2003): G(N) − Σ n G(n) / N, and, as ARX, also needs ⌈l⌉ distinct values.  (ARX 3.9.2's
+    check stops at the first partial sum of n G(n) above its bound, in the order of its hash buckets; as G(1) < 0 the
+    sum can fall again, so ARX rejects some classes whose estimate meets the bound: 103 more Adult records at one
+    node measured.  Here the estimate is the whole sum's.)"""
 
     name = "entropy-l-diversity"
     ESTIMATORS = ("shannon", "grassberger")
