@@ -72,7 +72,17 @@ from bench_search import (  # noqa: E402
 from compare import LoadSampler  # noqa: E402
 
 import duckanon  # noqa: E402
-from duckanon import Hierarchy, KAnonymity, Policy, datasets  # noqa: E402
+from duckanon import (  # noqa: E402
+    BasicBetaLikeness,
+    DeltaDisclosurePrivacy,
+    EnhancedBetaLikeness,
+    EntropyLDiversity,
+    Hierarchy,
+    KAnonymity,
+    Policy,
+    TCloseness,
+    datasets,
+)
 from duckanon.cli.parser import build_parser  # noqa: E402
 from duckanon.cli.policy_options import bundled_defaults  # noqa: E402
 from duckanon.search.run import EVALUATORS  # noqa: E402
@@ -87,7 +97,12 @@ DEFAULT_SCALE_ROWS = [10_000_000, 100_000_000]
 SCALE_TARGETS = {100_000_000: (300.0, 8 * 1024)}
 #: ARX's metric for each of duckanon's: the same DM (non-monotonic: Σ|E|² over kept classes + n per suppressed
 #: record); ARX's Loss is a geometric mean over the attributes (gs = 0.5), duckanon's a sum of averages.
-ARX_METRICS = {"dm": "dm", "loss": "loss"}
+ARX_METRICS = {"dm": "dm", "loss": "loss", "dm-star": "dmstar", "arx-loss": "loss", "arx-entropy": "entropy",
+               "arx-nm-entropy": "nm-entropy"}
+#: Metrics both tools define alike, so that their optima must have the same value.
+ALIKE = {"dm", "dm-star", "arx-loss", "arx-entropy", "arx-nm-entropy"}
+#: duckanon's driver of ARX's models beyond k-anonymity (compiled against ARX's jars on first use).
+MODELS_DRIVER = HERE / "arx_models" / "ArxModels.java"
 
 
 # -------------------------------------------------------------------- cases
@@ -104,6 +119,10 @@ class Case:
     seconds_target: float | None = None  # duckanon's call below
     rows: int | None = None
     calls: int = 1  # timed calls per process (after the warm-ups)
+    # Privacy models (as ArxModels.java names them) over ``sensitive``, both tools with ARX's suppression semantics;
+    # none: k-anonymity with k = K, duckanon in its default replace mode.
+    models: tuple[str, ...] = ()
+    sensitive: str | None = None
 
     @property
     def with_arx(self) -> bool:
@@ -112,7 +131,7 @@ class Case:
     @property
     def same_optimum_required(self) -> bool:
         """Where both tools define the metric alike, their optima must be the same node with the same value."""
-        return self.kind == "warm" and self.metric == "dm"
+        return self.kind == "warm" and self.metric in ALIKE
 
     def target(self) -> str:
         parts = []
@@ -139,10 +158,29 @@ WARM_CASES = [
     Case("ihis-dm-5", "warm", "ihis", "dm", 0.05, "– (duckanon before: 271 s)", ratio_target=0.1,
          memory_target_mb=2048),
 ]
+# ARX's models beyond k-anonymity, in configurations of ARX's own test cases (benchmarks/arx_cases/adult_cases.json:
+# TCloseness#0, BLikeness#0 and #1) and alike ones on IHIS-shaped records; ARX's figure is the one measured here.
+MODEL_CASES = [
+    Case("adult-t-equal-4", "warm", "adult", "dm-star", 0.04, models=("t-equal:0.2", "k:5"), sensitive="occupation",
+         calls=3),
+    Case("adult-beta-basic-50", "warm", "adult", "arx-loss", 0.5, models=("basic-beta:3",), sensitive="occupation",
+         calls=3),
+    Case("adult-beta-enhanced-0", "warm", "adult", "arx-loss", 0.0, models=("enhanced-beta:2",),
+         sensitive="occupation", calls=5),
+    Case("adult-delta-disclosure-4", "warm", "adult", "arx-loss", 0.04, models=("delta-disclosure:1.5", "k:5"),
+         sensitive="occupation", calls=3),
+    # Shannon's entropy: with Grassberger's, ARX's check stops at the first partial sum above its bound, in the
+    # order of its hash buckets, though the sum can fall again (G(1) < 0), so its verdicts are not the estimate's.
+    Case("adult-entropy-l-4", "warm", "adult", "arx-nm-entropy", 0.04, models=("entropy-l:3", "k:5"),
+         sensitive="occupation", calls=3),
+    Case("ihis-t-equal-5", "warm", "ihis", "dm-star", 0.05, models=("t-equal:0.2", "k:5"), sensitive="EDUC"),
+    Case("ihis-beta-basic-5", "warm", "ihis", "dm-star", 0.05, models=("basic-beta:1", "k:5"), sensitive="EDUC"),
+]
 COLD_CASE = Case("cold", "cold", "adult", "loss", 0.05, "duckanon 0.4–0.7× ARX (ARX 8.5–18 s, 9 QIs)",
                  ratio_target=1.0)
 GROUPS = {"adult": [c.name for c in WARM_CASES if c.data == "adult"],
-          "ihis": [c.name for c in WARM_CASES if c.data == "ihis"], "scale": ["scale"], "cold": ["cold"]}
+          "ihis": [c.name for c in WARM_CASES if c.data == "ihis"], "scale": ["scale"], "cold": ["cold"],
+          "models": [c.name for c in MODEL_CASES]}
 
 
 def scale_case(rows: int) -> Case:
@@ -153,7 +191,7 @@ def scale_case(rows: int) -> Case:
 
 def chosen_cases(names: list[str], scale_rows: list[int]) -> list[Case]:
     wanted = {name for given in names for name in GROUPS.get(given, [given])}
-    cases = [c for c in WARM_CASES if c.name in wanted]
+    cases = [c for c in [*WARM_CASES, *MODEL_CASES] if c.name in wanted]
     if "scale" in wanted:
         cases += [scale_case(rows) for rows in scale_rows]
     if "cold" in wanted:
@@ -164,7 +202,7 @@ def chosen_cases(names: list[str], scale_rows: list[int]) -> list[Case]:
 def case_named(name: str) -> Case:
     if name.startswith("scale-"):
         return scale_case(int(name.removeprefix("scale-")))
-    return next(c for c in [*WARM_CASES, COLD_CASE] if c.name == name)
+    return next(c for c in [*WARM_CASES, *MODEL_CASES, COLD_CASE] if c.name == name)
 
 
 @dataclass(frozen=True)
@@ -298,8 +336,9 @@ def child(case: Case, evaluator: str, warmups: int, timed: int, data_dir: Path) 
     common.progress(f"{case.name}: {rows:,} records, loaded in {load_s:.1f} s")
     moments: list[tuple[float, str]] = []
     anon = duckanon.connect(con, progress=lambda message: moments.append((time.perf_counter(), message)))
-    policy = Policy(quasi_identifiers=hierarchies, models=[KAnonymity(K)], suppression_limit=case.suppression,
-                    others="insensitive")
+    policy = Policy(quasi_identifiers={q: h for q, h in hierarchies.items() if q != case.sensitive},
+                    models=duckanon_models(case), suppression_limit=case.suppression, others="insensitive",
+                    suppression="replace-unchecked" if case.models else "replace")
     # As ARX's warm calls search the data it loaded and encoded once, the warm calls search the source encoded once
     # (anon.encode); one full call (reading and encoding the source again) is timed besides.  The Parquet cases
     # time full calls only: a user's one call on the file.
@@ -326,6 +365,26 @@ def child(case: Case, evaluator: str, warmups: int, timed: int, data_dir: Path) 
                         f"{result.seconds:.2f} s); {chosen}; {result.summary()}")
     return {"case": case.name, "rows": rows, "load_s": load_s, "calls": calls, "facts": common.machine_facts(con),
             "load_average_end": common.machine_facts()["load_average"]}
+
+
+def duckanon_models(case: Case) -> list:
+    """The case's privacy models as duckanon's (ArxModels.java's names, over ``case.sensitive``)."""
+    if not case.models:
+        return [KAnonymity(K)]
+    models = []
+    for spec in case.models:
+        name, *values = spec.split(":")
+        numbers = [float(v) for v in values if v != "grassberger"]
+        models.append({
+            "k": lambda: KAnonymity(int(numbers[0])),
+            "basic-beta": lambda: BasicBetaLikeness(case.sensitive, numbers[0]),
+            "enhanced-beta": lambda: EnhancedBetaLikeness(case.sensitive, numbers[0]),
+            "delta-disclosure": lambda: DeltaDisclosurePrivacy(case.sensitive, numbers[0]),
+            "entropy-l": lambda: EntropyLDiversity(case.sensitive, numbers[0],
+                                                   "grassberger" if "grassberger" in values else "shannon"),
+            "t-equal": lambda: TCloseness(case.sensitive, numbers[0]),
+        }[name]())
+    return models
 
 
 def optimum_of(result, metric: str) -> dict | None:
@@ -378,8 +437,12 @@ def arx_run(case: Case, settings: Settings, warmups: int, timed: int, label: str
     median of the timed calls, or for the cold case the time from process start to the first call's result."""
     data, qis, k, suppression, metric = arx_input(case, settings)
     repeats = warmups + timed
-    command = [str(settings.arx / "arx-bench"), *data, str(k), repr(suppression), ARX_METRICS[metric], str(repeats),
-               ",".join(qis)]
+    if case.models:
+        command = [*models_driver(settings), *data, ",".join(q for q in qis if q != case.sensitive), case.sensitive,
+                   repr(suppression), ARX_METRICS[metric], str(repeats), *case.models]
+    else:
+        command = [str(settings.arx / "arx-bench"), *data, str(k), repr(suppression), ARX_METRICS[metric],
+                   str(repeats), ",".join(qis)]
     out, err = output_files(settings, label)
     with out, err:
         measured = common.run_measured(command, timeout=settings.timeout, stdout=out, stderr=err)
@@ -400,6 +463,19 @@ def arx_run(case: Case, settings: Settings, warmups: int, timed: int, label: str
     return {"error": None, "seconds": seconds, "rows": int(load.group(1)), "load_s": int(load.group(2)) / 1000,
             "calls_s": [r["ms"] / 1000 for r in runs], "checks": last["checks"], "optimum": last["optimum"],
             "peak_rss_mb": measured.peak_rss_mb, "process_wall": measured.wall}
+
+
+def models_driver(settings: Settings) -> list[str]:
+    """The command that runs ArxModels.java, compiled against ARX's jars into the data folder when it changed."""
+    jars = [settings.arx / "arx-3.9.2-core.jar", *sorted((settings.arx / "lib").glob("*.jar"))]
+    classpath = ":".join(map(str, jars))
+    classes = settings.data_dir / "arx-models-classes"
+    compiled = classes / "ArxModels.class"
+    if not compiled.is_file() or compiled.stat().st_mtime < MODELS_DRIVER.stat().st_mtime:
+        classes.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["javac", "-nowarn", "-encoding", "UTF-8", "-d", str(classes), "-cp", classpath,
+                        str(MODELS_DRIVER)], check=True)
+    return ["java", "-Xmx8g", "-cp", f"{classes}:{classpath}", "ArxModels"]
 
 
 def arx_optimum(levels: str, value: str, suppressed: str) -> dict | None:
@@ -515,9 +591,9 @@ def same_optimum(case: Case, arx: dict, duck: dict) -> tuple[bool, str]:
         return False, "levels differ"
     if a["suppressed"] != d["suppressed"]:
         return False, "suppressed records differ"
-    if case.metric == "dm" and not math.isclose(a["value"], d["value"], rel_tol=1e-9):
-        return False, "DM values differ"
-    return True, "yes" if case.metric == "dm" else "levels and suppressed (Loss defined apart)"
+    if case.metric in ALIKE and not math.isclose(a["value"], d["value"], rel_tol=1e-9):
+        return False, f"{case.metric} values differ"
+    return True, "yes" if case.metric in ALIKE else "levels and suppressed (Loss defined apart)"
 
 
 def same_optimum_text(case: Case, same: bool, text: str) -> str:
@@ -726,10 +802,10 @@ def arx_available(path: Path) -> str | None:
 
 # ---------------------------------------------------------------------- main
 def main(argv: list[str] | None = None) -> int:
-    names = [c.name for c in WARM_CASES] + list(GROUPS)
+    names = [c.name for c in [*WARM_CASES, *MODEL_CASES]] + list(GROUPS)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--cases", nargs="+", choices=names, default=list(GROUPS),
-                        help="cases or groups of them (adult, ihis, scale, cold; default all)")
+    parser.add_argument("--cases", nargs="+", choices=names, default=[g for g in GROUPS if g != "models"],
+                        help="cases or groups of them (adult, ihis, scale, cold, models; default all but models)")
     parser.add_argument("--pairs", type=int, default=3,
                         help="rounds of both tools per case (default 3; 0 prepares the data only)")
     parser.add_argument("--evaluator", choices=EVALUATORS, default="auto", help="duckanon's node evaluator")

@@ -1,0 +1,144 @@
+import java.io.BufferedReader;
+import java.io.File;
+import java.io.FileReader;
+import java.nio.charset.StandardCharsets;
+import java.util.Arrays;
+import java.util.List;
+import java.util.regex.Pattern;
+
+import org.deidentifier.arx.ARXAnonymizer;
+import org.deidentifier.arx.ARXConfiguration;
+import org.deidentifier.arx.ARXLattice.ARXNode;
+import org.deidentifier.arx.ARXResult;
+import org.deidentifier.arx.AttributeType;
+import org.deidentifier.arx.AttributeType.Hierarchy;
+import org.deidentifier.arx.Data;
+import org.deidentifier.arx.DataHandle;
+import org.deidentifier.arx.DataSource;
+import org.deidentifier.arx.criteria.BasicBLikeness;
+import org.deidentifier.arx.criteria.DDisclosurePrivacy;
+import org.deidentifier.arx.criteria.EnhancedBLikeness;
+import org.deidentifier.arx.criteria.EntropyLDiversity;
+import org.deidentifier.arx.criteria.EqualDistanceTCloseness;
+import org.deidentifier.arx.criteria.KAnonymity;
+import org.deidentifier.arx.criteria.PrivacyCriterion;
+import org.deidentifier.arx.criteria.RecursiveCLDiversity;
+import org.deidentifier.arx.metric.Metric;
+
+/**
+ * duckanon's benchmark driver for ARX 3.9.2's privacy models beyond k-anonymity (bench_arx.py's model cases).
+ *
+ *   java -cp CLASSES:ARX_JARS ArxModels CSV DELIM HIERARCHY_PATTERN QI1,QI2,... SENSITIVE SUPPRESSION METRIC REPEATS
+ *        MODEL [MODEL ...]
+ *
+ * MODEL: k:K, basic-beta:BETA, enhanced-beta:BETA, delta-disclosure:DELTA, entropy-l:L[:grassberger],
+ * recursive-cl:C:L, t-equal:T (the models over SENSITIVE). METRIC: dm, dmstar, loss, entropy (monotone),
+ * nm-entropy. The data is loaded once; each of the REPEATS anonymize() calls is timed on its own. Prints LOAD and
+ * RUN lines as bench_arx.py's ARX driver does.
+ */
+public class ArxModels {
+
+    public static void main(String[] args) throws Exception {
+        if (args.length < 9) {
+            System.err.println("usage: ArxModels CSV DELIM HIERARCHY_PATTERN QIS SENSITIVE SUPPRESSION METRIC REPEATS MODEL...");
+            System.exit(2);
+        }
+        long jvmStart = java.lang.management.ManagementFactory.getRuntimeMXBean().getStartTime();
+        char delim = args[1].equals("tab") ? '\t' : args[1].charAt(0);
+        String[] qis = args[3].split(",");
+        String sensitive = args[4];
+        double suppression = Double.parseDouble(args[5]);
+        int repeats = Integer.parseInt(args[7]);
+        List<String> models = Arrays.asList(args).subList(8, args.length);
+
+        long started = System.nanoTime();
+        String[] header;
+        try (BufferedReader reader = new BufferedReader(new FileReader(args[0], StandardCharsets.UTF_8))) {
+            header = reader.readLine().split(Pattern.quote(String.valueOf(delim)), -1);
+        }
+        DataSource source = DataSource.createCSVSource(new File(args[0]), StandardCharsets.UTF_8, delim, true);
+        for (String column : header) {
+            source.addColumn(column);
+        }
+        Data data = Data.create(source);
+        List<String> quasi = Arrays.asList(qis);
+        for (String column : header) {
+            if (column.equals(sensitive)) {
+                data.getDefinition().setAttributeType(column, AttributeType.SENSITIVE_ATTRIBUTE);
+            } else if (!quasi.contains(column)) {
+                data.getDefinition().setAttributeType(column, AttributeType.INSENSITIVE_ATTRIBUTE);
+            }
+        }
+        for (String qi : qis) {
+            data.getDefinition().setAttributeType(qi, Hierarchy.create(String.format(args[2], qi), StandardCharsets.UTF_8, ';'));
+        }
+        System.out.printf("LOAD rows=%d columns=%d qis=%d load_ms=%d jvm_to_loaded_ms=%d%n", data.getHandle().getNumRows(),
+                          header.length, qis.length, (System.nanoTime() - started) / 1_000_000,
+                          System.currentTimeMillis() - jvmStart);
+
+        for (int run = 1; run <= repeats; run++) {
+            ARXConfiguration config = ARXConfiguration.create();
+            for (String model : models) {
+                config.addPrivacyModel(criterion(model, sensitive));
+            }
+            config.setSuppressionLimit(suppression);
+            config.setQualityModel(metric(args[6]));
+            long begin = System.nanoTime();
+            ARXResult result = new ARXAnonymizer().anonymize(data, config);
+            long ms = (System.nanoTime() - begin) / 1_000_000;
+            long after = System.currentTimeMillis();
+            ARXNode optimum = result.getGlobalOptimum();
+            StringBuilder levels = new StringBuilder("{");
+            String loss = "none";
+            int suppressed = -1;
+            if (optimum != null) {
+                for (int i = 0; i < qis.length; i++) {
+                    levels.append(i == 0 ? "" : ", ").append(qis[i]).append('=').append(optimum.getGeneralization(qis[i]));
+                }
+                loss = String.valueOf(optimum.getHighestScore());
+                DataHandle output = result.getOutput(false);
+                suppressed = 0;
+                for (int row = 0; row < output.getNumRows(); row++) {
+                    if (output.isOutlier(row)) {
+                        suppressed++;
+                    }
+                }
+                output.release();
+            }
+            levels.append('}');
+            long checked = result.getProcessStatistics().getTransformationsChecked();
+            System.out.printf("RUN %d anonymize_ms=%d epoch_ms_after=%d optimum=%s il=%s il_low=- suppressed=%d checked=%d%n",
+                              run, ms, after, levels, loss, suppressed, checked);
+            data.getHandle().release();
+        }
+    }
+
+    static PrivacyCriterion criterion(String model, String sensitive) {
+        String[] part = model.split(":");
+        switch (part[0]) {
+        case "k": return new KAnonymity(Integer.parseInt(part[1]));
+        case "basic-beta": return new BasicBLikeness(sensitive, Double.parseDouble(part[1]));
+        case "enhanced-beta": return new EnhancedBLikeness(sensitive, Double.parseDouble(part[1]));
+        case "delta-disclosure": return new DDisclosurePrivacy(sensitive, Double.parseDouble(part[1]));
+        case "entropy-l":
+            return new EntropyLDiversity(sensitive, Double.parseDouble(part[1]),
+                                         part.length > 2 && part[2].equals("grassberger")
+                                             ? EntropyLDiversity.EntropyEstimator.GRASSBERGER
+                                             : EntropyLDiversity.EntropyEstimator.SHANNON);
+        case "recursive-cl": return new RecursiveCLDiversity(sensitive, Double.parseDouble(part[1]), Integer.parseInt(part[2]));
+        case "t-equal": return new EqualDistanceTCloseness(sensitive, Double.parseDouble(part[1]));
+        default: throw new IllegalArgumentException("unknown model " + model);
+        }
+    }
+
+    static Metric<?> metric(String name) {
+        switch (name) {
+        case "dm": return Metric.createDiscernabilityMetric(false);
+        case "dmstar": return Metric.createDiscernabilityMetric(true);
+        case "loss": return Metric.createLossMetric();
+        case "entropy": return Metric.createEntropyMetric(true);
+        case "nm-entropy": return Metric.createEntropyMetric(false);
+        default: throw new IllegalArgumentException("unknown metric " + name);
+        }
+    }
+}
