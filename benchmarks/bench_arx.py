@@ -747,7 +747,11 @@ def report_text(cases: list[Case], records: dict[str, list[dict]], summaries: di
         sections.append(f"### {case.name}: {what}\n\n{CASE_TEXT[case.kind]}\n\n{detail_table(case, records[case.name])}"
                         f"\n\n{optima_text(case, records[case.name])}")
     compared = any(c.with_arx for c in cases)
-    notes = [f"- k-anonymity, k = {K}; load: the 1-minute load average sampled every 2 s while a pair ran (mean), "
+    models = "; ".join(f"{c.name}: {', '.join(c.models)} over {c.sensitive}" for c in cases if c.models)
+    policies = (f"k-anonymity, k = {K}" if not models else
+                f"{models} (both tools with ARX's suppression semantics, duckanon's `replace-unchecked`)"
+                + (f"; the others k-anonymity, k = {K}" if any(not c.models for c in cases) else ""))
+    notes = [f"- {policies}; load: the 1-minute load average sampled every 2 s while a pair ran (mean), "
              f"on {os.cpu_count()} cores; every case's pairs alternate which tool goes first."]
     warm = [c for c in cases if c.kind == "warm"]
     if warm:
@@ -759,8 +763,9 @@ def report_text(cases: list[Case], records: dict[str, list[dict]], summaries: di
                  + ("; the JVM (-Xmx8g), whose driver also builds each result's output to count suppressed records."
                     if compared else "."))
     if compared:
-        notes.append("- same optimum: the same levels and suppressed records, and for DM (defined alike: Σ|E|² over "
-                     "kept classes + n per suppressed record) the same value.")
+        notes.append("- same optimum: the same levels and suppressed records, and for the metrics both define alike "
+                     "(DM: Σ|E|² over kept classes + n per suppressed record; ARX's DM*, Loss and entropies, which "
+                     "duckanon implements as `dm-star`, `arx-loss`, `arx-entropy`, `arx-nm-entropy`) the same value.")
     if any(c.metric == "loss" and c.with_arx for c in cases):
         notes.append("- Loss: ARX's is a geometric mean over the attributes (gs = 0.5), duckanon's `loss` a sum of "
                      "each attribute's average loss with a suppressed record losing 1; the values differ by "

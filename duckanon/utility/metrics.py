@@ -157,12 +157,19 @@ class Loss(RecordCostMetric):
         self.name = name
 
     def weights(self, attributes):
-        if self._weights is None:
-            return super().weights(attributes)
-        missing = [a for a in attributes if a not in self._weights]
-        if missing:
-            raise PolicyError(f"metric {self.name}: no weight for quasi-identifiers {missing}")
-        return {a: float(self._weights[a]) for a in attributes}
+        given = _given_weights(self.name, self._weights, attributes)
+        return super().weights(attributes) if given is None else given
+
+
+def _given_weights(metric: str, weights: Mapping[str, float] | None, attributes: Sequence[str]
+                   ) -> dict[str, float] | None:
+    """The weights given to a metric, per attribute, or None when none were; every attribute needs one."""
+    if weights is None:
+        return None
+    missing = [a for a in attributes if a not in weights]
+    if missing:
+        raise PolicyError(f"metric {metric}: no weight for quasi-identifiers {missing}")
+    return {a: float(weights[a]) for a in attributes}
 
 
 class NormalizedCertaintyPenalty(RecordCostMetric):
@@ -275,15 +282,11 @@ class _ArxMultiDimensional(Metric):
         self._weights = dict(weights) if weights is not None else None
 
     def weights(self, attributes):
-        if self._weights is None:
-            return super().weights(attributes)
-        missing = [a for a in attributes if a not in self._weights]
-        if missing:
-            raise PolicyError(f"metric {self.name}: no weight for quasi-identifiers {missing}")
-        largest = max((float(self._weights[a]) for a in attributes), default=0.0)
+        given = _given_weights(self.name, self._weights, attributes)
+        largest = max(given.values(), default=0.0) if given is not None else 0.0
         if largest == 0:
             return super().weights(attributes)
-        return {a: float(self._weights[a]) / largest for a in attributes}
+        return {a: weight / largest for a, weight in given.items()}
 
     def _aggregate(self, losses: np.ndarray, weights: np.ndarray) -> np.ndarray:
         """Attributes' losses (last axis) aggregated as ARX's ``AggregateFunction``."""

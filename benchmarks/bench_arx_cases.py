@@ -1,0 +1,372 @@
+"""ARX's own anonymization test cases on Adult as a yardstick: issue 26's table.
+
+    python benchmarks/bench_arx_cases.py                    # every case (a few minutes)
+    python benchmarks/bench_arx_cases.py --suites KAnonymity LDiversity --json out.json
+
+``arx_cases/adult_cases.json`` holds the 208 cases of ARX's test suites that run on ``data/adult.csv`` (transcribed
+from ARX's sources by ``arx_cases/transcribe.py``; Apache-2.0): each a suppression limit, a quality metric, privacy
+models, the sensitive attribute, and the optimum ARX's test expects with its information loss.  duckanon's bundled
+Adult (the 30,162 complete records) is that file, record for record, and its hierarchies are ARX's.
+
+For each case whose models and metric duckanon has, this runs duckanon's optimal search on the same quasi-identifiers
+(ARX's nine, less the case's sensitive attribute) with ARX's suppression semantics (``replace-unchecked``:
+suppressed records are starred and left out of every check, t-closeness compares with all records), and compares,
+by ARX's own metric definition:
+
+- ``same``: the transformation ARX expects;
+- ``both none``: neither finds a transformation that satisfies the policy;
+- ``better``: a transformation of lower information loss than ARX's (ARX's answer is heuristic, or its search assumed
+  monotonicity) -- ARX's node satisfies duckanon's check too, and scores higher;
+- ``equal value``: another transformation of the same information loss;
+- ``differs``: anything else (ARX's node fails duckanon's check, duckanon's answer is worse, or the two score ARX's
+  node differently, which says the definitions differ there): each is explained in the note beside it.
+
+Each case also says whether duckanon's value of ARX's node equals the loss ARX's test expects (the metric
+definition), and the search's time.  A case duckanon cannot run is listed with what it needs.  The table goes to
+``results/arx_cases.md``; ``--json`` keeps every row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))  # the checkout's duckanon, not an installed one
+sys.path.insert(0, str(HERE))
+
+import duckdb  # noqa: E402
+from sqlglot import exp  # noqa: E402
+
+import duckanon  # noqa: E402
+from common import markdown_table  # noqa: E402
+from duckanon import (  # noqa: E402
+    BasicBetaLikeness,
+    DeltaDisclosurePrivacy,
+    DistinctLDiversity,
+    EnhancedBetaLikeness,
+    EntropyLDiversity,
+    Hierarchy,
+    KAnonymity,
+    Policy,
+    RecursiveCLDiversity,
+    TCloseness,
+)
+from duckanon.datasets import ADULT_QUASI_IDENTIFIERS, adult_hierarchy_dir, load_adult  # noqa: E402
+from duckanon.encode.binding import bind  # noqa: E402
+from duckanon.search import run as search_run  # noqa: E402
+from duckanon.sqlgen import build as sb  # noqa: E402
+from duckanon.utility.metrics import (  # noqa: E402
+    ArxLoss,
+    ArxNonMonotoneEntropy,
+    ArxNonUniformEntropy,
+    Discernibility,
+    DiscernibilityStar,
+)
+from duckanon.utility.metrics import AverageClassSize, Metric  # noqa: E402
+
+CASES = HERE / "arx_cases" / "adult_cases.json"
+RESULTS = HERE / "results" / "arx_cases.md"
+# Relative tolerance between two information losses (ARX floors Loss per attribute to 10 decimals).
+CLOSE = 1e-9
+HEURISTIC_SUITES = {"TestAnonymizationGenetic": "its genetic algorithm",
+                    "TestAnonymizationHeuristic": "its best-effort bottom-up search",
+                    "TestAnonymizationHeuristicTopDown": "its best-effort top-down search"}
+ISSUE_ELSEWHERE = {"TestAnonymizationDifferentialPrivacy": "differential privacy (issue 29)",
+                   "TestAnonymizationLocalRecoding": "local recoding (issue 28)"}
+AGGREGATION = {"AggregateFunction.GEOMETRIC_MEAN": "geometric-mean", "AggregateFunction.ARITHMETIC_MEAN":
+               "arithmetic-mean", "AggregateFunction.SUM": "sum", "AggregateFunction.MAXIMUM": "maximum"}
+
+
+class Unsupported(Exception):
+    """What duckanon lacks to run a case."""
+
+
+@dataclass
+class Translation:
+    models: list
+    metric: Metric
+    note: str = ""
+
+
+@dataclass
+class Row:
+    case: str
+    models: str
+    metric: str
+    limit: float | None
+    needs: str = ""
+    verdict: str = ""
+    arx_node: list | None = None
+    node: list | None = None
+    arx_loss: str = ""
+    value_of_arx_node: float | None = None
+    value: float | None = None
+    seconds: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def _model(spec: dict, hierarchies_dir: Path):
+    name, args = spec.get("new") or spec.get("call"), spec["args"]
+    if name == "KAnonymity":
+        return KAnonymity(args[0])
+    if name == "DistinctLDiversity":
+        return DistinctLDiversity(args[0], args[1])
+    if name == "RecursiveCLDiversity":
+        return RecursiveCLDiversity(args[0], args[1], args[2])
+    if name == "EntropyLDiversity":
+        grassberger = len(args) > 2 and args[2] == {"const": "EntropyEstimator.GRASSBERGER"}
+        return EntropyLDiversity(args[0], args[1], "grassberger" if grassberger else "shannon")
+    if name == "HierarchicalDistanceTCloseness":
+        attribute = args[0]
+        return TCloseness(attribute, args[1], distance="hierarchical",
+                          hierarchy=Hierarchy.from_arx_csv(hierarchies_dir / f"{attribute}.csv"))
+    if name == "EqualDistanceTCloseness":
+        return TCloseness(args[0], args[1], distance="equal")
+    if name == "OrderedDistanceTCloseness":
+        return TCloseness(args[0], args[1], distance="ordered")
+    if name == "BasicBLikeness":
+        return BasicBetaLikeness(args[0], args[1])
+    if name == "EnhancedBLikeness":
+        return EnhancedBetaLikeness(args[0], args[1])
+    if name == "DDisclosurePrivacy":
+        return DeltaDisclosurePrivacy(args[0], args[1])
+    needs = {"DPresence": "δ-presence", "KMap": "k-map", "Inclusion": "anonymizing a subset (Inclusion)",
+             "AverageReidentificationRisk": "average re-identification risk as a model",
+             "SampleUniqueness": "sample uniqueness as a model",
+             "getPopulationUniqueness": "population uniqueness as a model",
+             "ProfitabilityJournalist": "game-theoretic models", "ProfitabilityJournalistNoAttack":
+             "game-theoretic models", "ProfitabilityProsecutor": "game-theoretic models",
+             "EDDifferentialPrivacy": "differential privacy (issue 29)"}
+    raise Unsupported(needs.get(name, f"the model {name}"))
+
+
+def _metric(spec: dict) -> tuple[Metric, str]:
+    call, args = spec["call"].removeprefix("Metric."), spec["args"]
+    if call in ("createLossMetric", "createPrecomputedLossMetric"):
+        if call == "createPrecomputedLossMetric":
+            args = args[1:]  # the precomputation threshold: how ARX computes, not what
+        gs = next((a for a in args if isinstance(a, float)), 0.5)
+        aggregation = next((a["const"] for a in args if isinstance(a, dict)), "AggregateFunction.GEOMETRIC_MEAN")
+        if aggregation not in AGGREGATION:
+            raise Unsupported("Loss with rank aggregation")
+        return ArxLoss(gs, AGGREGATION[aggregation]), ""
+    if call == "createDiscernabilityMetric":
+        return (DiscernibilityStar(), "") if args == [True] else (Discernibility(), "")
+    if call == "createAECSMetric" and not args:
+        return AverageClassSize(), ""
+    if call in ("createPrecomputedEntropyMetric", "createEntropyMetric"):
+        monotone = next((a for a in args if isinstance(a, bool)), False)
+        return (ArxNonUniformEntropy() if monotone else ArxNonMonotoneEntropy()), ""
+    names = {"createPublisherPayoutMetric": "the publisher-payout metric",
+             "createEntropyBasedInformationLossMetric": "entropy-based information loss",
+             "createClassificationMetric": "the classification metric", "createPrecisionMetric": "precision",
+             "createHeightMetric": "height"}
+    raise Unsupported(names.get(call, call))
+
+
+def translate(case: dict, hierarchies_dir: Path) -> Translation:
+    if case["suite"] in ISSUE_ELSEWHERE:
+        raise Unsupported(ISSUE_ELSEWHERE[case["suite"]])
+    if case["settings"]:
+        raise Unsupported("game-theoretic models")
+    missing, models = [], []
+    for spec in case["models"]:
+        try:
+            models.append(_model(spec, hierarchies_dir))
+        except Unsupported as lack:
+            missing.append(str(lack))
+    try:
+        metric, note = _metric(case["metric"])
+    except Unsupported as lack:
+        missing.append(str(lack))
+    if missing:
+        raise Unsupported("; ".join(dict.fromkeys(missing)))
+    return Translation(models, metric, note)
+
+
+def describe_models(case: dict) -> str:
+    parts = []
+    for spec in case["models"]:
+        shown = [a["const"].split(".")[-1] if isinstance(a, dict) and "const" in a else a for a in spec["args"]
+                 if not isinstance(a, list) and not (isinstance(a, dict) and "const" not in a)]
+        parts.append(f"{spec.get('new') or spec.get('call')}({', '.join(map(str, shown))})")
+    return " + ".join(parts)
+
+
+def describe_metric(case: dict) -> str:
+    spec = case["metric"]
+    if spec is None:
+        return "(configured by the suite)"
+    args = [a["const"].split(".")[-1] if isinstance(a, dict) else a for a in spec["args"]]
+    return f"{spec['call'].removeprefix('Metric.create').removesuffix('Metric')}({', '.join(map(str, args))})"
+
+
+def evaluate_nodes(anon, policy: Policy, metric: Metric, nodes: list) -> list:
+    """duckanon's results (verdict, value) of ``nodes`` under ``policy`` and ``metric``."""
+    workspace = anon.workspace
+    with bind(workspace, "adult", policy) as bound, \
+            search_run.evaluator(workspace, bound, [metric], None) as evaluator:
+        indices = [evaluator.lattice.index(tuple(node)) for node in nodes]
+        evaluator.evaluate_many(indices)
+        return [(evaluator.satisfies(i), evaluator.results[i].values[metric.name]) for i in indices]
+
+
+def run_case(anon, case: dict, translation: Translation, row: Row) -> None:
+    qis = [q for q in ADULT_QUASI_IDENTIFIERS if q != case["sensitive"]]
+    hierarchies = {q: Hierarchy.from_arx_csv(adult_hierarchy_dir() / f"{q}.csv") for q in qis}
+    policy = Policy(quasi_identifiers=hierarchies, models=translation.models, suppression="replace-unchecked",
+                    suppression_limit=case["suppression_limit"], others="insensitive")
+    expected = case["expected"]["transformation"]
+    row.arx_node, row.arx_loss = expected, case["expected"]["loss"]
+    if translation.note:
+        row.notes.append(translation.note)
+    started = time.perf_counter()
+    try:
+        result = anon.search("adult", policy, metric=translation.metric)
+    except duckanon.PolicyError as refused:  # parameters no release of this data can satisfy, refused up front
+        row.seconds = time.perf_counter() - started
+        row.verdict = "both none" if expected is None else "differs"
+        row.notes.append(f"duckanon refuses the policy up front: {refused}")
+        return
+    row.seconds = time.perf_counter() - started
+    if result.best is not None:
+        row.node = [int(result.levels[q]) for q in qis]
+        row.value = float(result.best.values[translation.metric.name])
+        sizes_only = [m for m in translation.models if isinstance(m, KAnonymity)]
+        if len(sizes_only) == len(translation.models):
+            frame = anon.workspace.engine.frame(exp.select(*[sb.col(q) for q in qis]).from_(sb.table("adult")))
+            violating = pandas_violating(frame, hierarchies, row.node, max(m.k for m in sizes_only))
+            row.notes.append(f"pandas: {violating} records in classes below k at duckanon's node "
+                             f"(at most {int(case['suppression_limit'] * len(frame))} allowed)")
+    if expected is None:
+        row.verdict = "both none" if row.node is None else "differs"
+        if row.node is not None:
+            row.notes.append("ARX's test expects no solution; duckanon found one")
+        return
+    [(arx_node_satisfies, row.value_of_arx_node)] = evaluate_nodes(anon, policy, translation.metric, [expected])
+    defined_alike = abs(row.value_of_arx_node - float(row.arx_loss)) <= CLOSE * max(1.0, abs(float(row.arx_loss)))
+    if not defined_alike:
+        row.notes.append("duckanon's value of ARX's node is not the loss ARX expects")
+        if any(a == {"const": "EntropyEstimator.GRASSBERGER"} for m in case["models"] for a in m["args"]):
+            row.notes.append("ARX's Grassberger check stops at the first partial sum over its bound, which can fall "
+                             "again (G(1) < 0): it suppresses other records than the estimate does")
+    if row.node is None:
+        row.verdict = "differs"
+        row.notes.append("duckanon finds no solution" + ("" if arx_node_satisfies else
+                                                          "; ARX's node fails duckanon's check"))
+    elif row.node == expected:
+        row.verdict = "same"
+    elif not defined_alike:
+        row.verdict = "differs"
+    elif not arx_node_satisfies:
+        row.verdict = "differs"
+        row.notes.append("ARX's node fails duckanon's check")
+    elif abs(row.value - row.value_of_arx_node) <= CLOSE * max(1.0, abs(row.value)):
+        row.verdict = "equal value"
+    elif row.value < row.value_of_arx_node:
+        row.verdict = "better"
+        row.notes.append(_why_arx_missed(case))
+    else:
+        row.verdict = "differs"
+        row.notes.append("duckanon's optimum scores worse than ARX's node")
+
+
+def _why_arx_missed(case: dict) -> str:
+    if case["suite"] in HEURISTIC_SUITES:
+        return f"ARX's answer is heuristic ({HEURISTIC_SUITES[case['suite']]})"
+    if case.get("practical_monotonicity"):
+        return "ARX's search assumed the policy monotone (practical monotonicity)"
+    return "ARX's search missed it"
+
+
+def pandas_violating(frame, hierarchies: dict[str, Hierarchy], levels: list[int], k: int) -> int:
+    """Records in classes smaller than k at ``levels``, by a pandas group-by (a check independent of duckanon)."""
+    generalized = frame[list(hierarchies)].astype(str).copy()
+    for (attribute, hierarchy), level in zip(hierarchies.items(), levels):
+        path = {row[0]: row[level] for row in hierarchy.rows}
+        generalized[attribute] = generalized[attribute].map(path)
+    sizes = generalized.groupby(list(hierarchies), dropna=False).size()
+    return int(sizes[sizes < k].sum())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--suites", nargs="*", help="suite names (without TestAnonymization), default all")
+    parser.add_argument("--json", type=Path, help="write every row here")
+    parser.add_argument("--no-write", action="store_true", help=f"do not write {RESULTS.name}")
+    options = parser.parse_args()
+    document = json.loads(CASES.read_text(encoding="utf-8"))
+    cases = [c for c in document["cases"] if not options.suites
+             or c["suite"].removeprefix("TestAnonymization").removeprefix("Test") in options.suites]
+    con = duckdb.connect()
+    load_adult(con, "adult")
+    anon = duckanon.connect(con)
+    rows = []
+    for number, case in enumerate(cases, start=1):
+        name = f"{case['suite'].removeprefix('TestAnonymization').removeprefix('Test')}#{case['index']}"
+        row = Row(name, describe_models(case), describe_metric(case), case["suppression_limit"])
+        try:
+            translation = translate(case, adult_hierarchy_dir())
+        except Unsupported as lack:
+            row.needs = str(lack)
+        else:
+            run_case(anon, case, translation, row)
+        rows.append(row)
+        print(f"[{number}/{len(cases)}] {name}: {row.verdict or 'needs ' + row.needs}"
+              + (f" ({row.seconds:.2f} s)" if row.seconds is not None else ""), file=sys.stderr, flush=True)
+    report = render(rows, document)
+    print(report)
+    if not options.no_write:
+        RESULTS.write_text(report, encoding="utf-8")
+    if options.json:
+        options.json.write_text(json.dumps([vars(r) for r in rows], indent=1), encoding="utf-8")
+
+
+def render(rows: list[Row], document: dict) -> str:
+    ran = [r for r in rows if not r.needs]
+    verdicts = collections.Counter(r.verdict for r in ran)
+    needs = collections.Counter(need for r in rows if r.needs for need in r.needs.split("; "))
+    definition = sum(1 for r in ran if r.value_of_arx_node is not None
+                     and "not the loss ARX expects" not in " ".join(r.notes))
+    lines = [f"# ARX's test cases on Adult, run by duckanon's optimal search",
+             "",
+             f"{len(rows)} cases from ARX's test suites (commit {str(document['commit'])[:10]}), "
+             f"{len(ran)} run, {len(rows) - len(ran)} need what duckanon lacks.",
+             "",
+             markdown_table(["verdict", "cases"], [[v, n] for v, n in sorted(verdicts.items())]),
+             "",
+             f"duckanon's value of ARX's node equals the loss ARX's test expects in {definition} of the "
+             f"{sum(1 for r in ran if r.value_of_arx_node is not None)} run cases where ARX expects a node.",
+             "",
+             "## What the other cases need (a case may need several)",
+             "",
+             markdown_table(["capability", "cases"], needs.most_common()),
+             "",
+             "## Every case run",
+             "",
+             markdown_table(
+                 ["case", "models", "metric", "limit", "verdict", "ARX's node", "duckanon's node", "ARX's loss",
+                  "duckanon: ARX's node", "duckanon: its optimum", "search s", "notes"],
+                 [[r.case, r.models, r.metric, r.limit, r.verdict, _node(r.arx_node), _node(r.node), r.arx_loss,
+                   _value(r.value_of_arx_node), _value(r.value), f"{r.seconds:.2f}", "; ".join(r.notes)]
+                  for r in ran]),
+             ""]
+    return "\n".join(lines)
+
+
+def _node(node: list | None) -> str:
+    return "none" if node is None else "".join(map(str, node))
+
+
+def _value(value: float | None) -> str:
+    return "" if value is None else f"{value:.10g}"
+
+
+if __name__ == "__main__":
+    main()
