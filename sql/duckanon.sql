@@ -746,7 +746,8 @@ WITH info AS (
          LEFT JOIN ratios ON ratios.i = models.i AND ratios.class_key = sizes.class_key
     -- Under ARX's semantics (suppression 'replace-unchecked') the '*' class is left out of the models.
     WHERE NOT ((SELECT coalesce(json_extract_string(policy, '$.suppression'), 'replace') FROM info) = 'replace-unchecked'
-               AND len(sizes.class_key) > 0 AND list_bool_and(list_transform(sizes.class_key, lambda x: x = '*')))
+               AND len(sizes.class_key) > 0
+               AND list_bool_and(list_transform(sizes.class_key, lambda x: coalesce(x = '*', false))))
     GROUP BY models.i, models.model, models.params
 ), suppression AS (
     SELECT CAST(json_extract_string(info, '$.suppressed_records') AS BIGINT) AS claimed,

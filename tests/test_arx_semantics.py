@@ -17,7 +17,11 @@ from hypothesis import strategies as st
 import duckanon
 from duckanon import Hierarchy, KAnonymity, Policy, PolicyNotSatisfied, TCloseness
 from duckanon.encode.binding import bind
+from duckanon.engine import as_engine
+from duckanon.privacy.checks import check
+from duckanon.privacy.classes import Classes
 from duckanon.search import run as search_run
+from duckanon.sqlgen import build as sb
 from duckanon.utility.metrics import DiscernibilityStar
 from search_data import ADULT_QIS, adult_setup, on_every_evaluator, setup_table, tables
 from test_verify import MACROS, SHELL
@@ -128,3 +132,14 @@ def test_the_report_says_how_suppressed_records_were_treated(few, tmp_path):
     release = few.publish("few", policy, {"zip": 0}, tmp_path / "r.parquet")
     page = few.report(release).read_text(encoding="utf-8")
     assert "not checked as a class of their own, as ARX does" in page
+
+
+def test_only_the_class_starred_in_every_quasi_identifier_is_exempt():
+    """A class with a NULL (or any other value) beside '*' is checked as any class: NULL is not '*'."""
+    frame = pd.DataFrame({"a": ["*", None, "*", "x"], "b": ["*", "*", None, "*"]})
+    con = duckdb.connect()
+    con.register("t", frame)
+    report = check(as_engine(con), Classes.of(sb.table("t"), ["a", "b"]), [KAnonymity(2)], key_names=["a", "b"],
+                   exempt="*")
+    con.close()
+    assert (report.classes, report.violating_classes, report.violating_records) == (4, 3, 3)

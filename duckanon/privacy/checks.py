@@ -229,13 +229,17 @@ def check(engine: Engine, classes: Classes, models: Sequence[PrivacyModel], *,
     semantics)."""
     # The verdicts feed both the totals and the listing: computed once into a temporary table.
     verdicts = sb.table(f"__duckanon_verdicts_{next(_serial)}")
-    engine.run(sb.create_table_as(verdicts, class_verdicts(classes, models), temporary=True))
+    query = class_verdicts(classes, models)
+    if exempt is not None:  # the exempt class's verdicts read false, in the query itself (no UPDATE: Spark has none)
+        # A NULL key is not the exempt value (NULL would turn the verdict NULL, hiding a violation).
+        starred = exp.func("COALESCE", sb.and_all(sb.col(k).eq(sb.lit(exempt)) for k in classes.key_columns),
+                           exp.false())
+        flags = [VIOLATED, *[verdict_column(i) for i in range(len(models))]]
+        query = exp.select(*[sb.col(c) for c in [*classes.key_columns, SIZE]], *[
+            exp.and_(sb.col(f), exp.not_(starred.copy())).as_(f, quoted=True) for f in flags
+        ]).from_(query.subquery("verdicts"))
+    engine.run(sb.create_table_as(verdicts, query, temporary=True))
     try:
-        if exempt is not None:
-            cleared = [exp.EQ(this=sb.col(c), expression=exp.false())
-                       for c in [VIOLATED, *[verdict_column(i) for i in range(len(models))]]]
-            starred = sb.and_all(sb.col(k).eq(sb.lit(exempt)) for k in classes.key_columns)
-            engine.run(exp.Update(this=verdicts.copy(), expressions=cleared, where=exp.Where(this=starred)))
         return verdict_report(engine, verdicts, classes, models, key_names=key_names,
                               allowed_suppressed=allowed_suppressed, most_violations=most_violations, drop=drop,
                               replaced_checked=replaced_checked)

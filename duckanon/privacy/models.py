@@ -18,6 +18,7 @@ dropped: that moves the distribution such models compare with, so drop mode supp
 
 from __future__ import annotations
 
+import itertools
 import math
 from abc import ABC
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -241,9 +242,8 @@ class EntropyLDiversity(PrivacyModel):
 # 2k ≤ 100 (an odd n takes G of n − 1), and beyond, for the even n' ≤ n, ln n' + m (1/24 − m (7/960 − m 31/8064)) with
 # m = 1 / (n'/2)².
 _EULER_GAMMA = 0.5772156649015329
-_G_SMALL = [-_EULER_GAMMA - math.log(2)]
-for _k in range(1, 51):
-    _G_SMALL.append(_G_SMALL[-1] + 2.0 / (2 * _k - 1))
+_G_SMALL = list(itertools.accumulate((2.0 / (2 * k - 1) for k in range(1, 51)),
+                                     initial=-_EULER_GAMMA - math.log(2)))
 _G_SERIES = (1 / 24, 7 / 960, 31 / 8064)
 
 

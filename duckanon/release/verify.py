@@ -283,8 +283,8 @@ def verification_view(table: str, columns: Sequence[str], quasi: Sequence[str], 
                         claimed("suppressed_records"), shown, exp.and_(
                             agrees, exp.LTE(this=claimed("suppressed_records"), expression=sb.lit(allowed_suppressed)))))
         keys = Classes.of(released, quasi).key_columns
-        counted_class = (exp.true() if exempt is None else
-                         exp.not_(sb.and_all(sb.col(k).eq(sb.lit(exempt)) for k in keys)))
+        counted_class = (exp.true() if exempt is None else exp.not_(exp.func(
+            "COALESCE", sb.and_all(sb.col(k).eq(sb.lit(exempt)) for k in keys), exp.false())))
         for i, model in enumerate(models):
             violating = value(exp.select(exp.func("COUNT", exp.Star())).from_(verdicts.copy()).where(
                 exp.and_(sb.col(verdict_column(i)), counted_class.copy())))
