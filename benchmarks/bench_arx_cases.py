@@ -53,12 +53,14 @@ from duckanon import (  # noqa: E402
     EntropyLDiversity,
     Hierarchy,
     KAnonymity,
+    KMap,
     Policy,
     RecursiveCLDiversity,
     TCloseness,
 )
 from duckanon.datasets import ADULT_QUASI_IDENTIFIERS, adult_hierarchy_dir, load_adult  # noqa: E402
 from duckanon.encode.binding import bind  # noqa: E402
+from duckanon.privacy.models import DataFacts  # noqa: E402
 from duckanon.search import run as search_run  # noqa: E402
 from duckanon.sqlgen import build as sb  # noqa: E402
 from duckanon.utility.metrics import (  # noqa: E402
@@ -83,6 +85,12 @@ AGGREGATION = {"AggregateFunction.GEOMETRIC_MEAN": "geometric-mean", "AggregateF
                "arithmetic-mean", "AggregateFunction.SUM": "sum", "AggregateFunction.MAXIMUM": "maximum"}
 
 
+# ARX's ARXPopulationModel.Region.USA, the population its k-map cases estimate from.
+USA_POPULATION = 317_238_626
+ESTIMATORS = {"CellSizeEstimator.ZERO_TRUNCATED_POISSON": "zero-truncated-poisson",
+              "CellSizeEstimator.POISSON": "poisson"}
+
+
 class Unsupported(Exception):
     """What duckanon lacks to run a case."""
 
@@ -92,6 +100,32 @@ class Translation:
     models: list
     metric: Metric
     note: str = ""
+    # ARX's Inclusion: only these rows (0-based, of adult.csv) are anonymized and measured, the others left out.
+    rows: list[int] | None = None
+
+
+def java_random_subset(size: int) -> list[int]:
+    """The rows ARX's ``TestAnonymizationSubset.getSubset(size)`` includes: ``size`` draws of
+    ``java.util.Random(0xDEADBEEF).nextInt(size)``, as a set (java.util.Random's generator, written out: a 48-bit
+    linear congruence, ``nextInt`` rejecting the draws that would bias it)."""
+    multiplier, mask = 0x5DEECE66D, (1 << 48) - 1
+    state = (-559038737 ^ multiplier) & mask  # 0xDEADBEEF is a negative Java int, widened to long
+
+    def next31() -> int:
+        nonlocal state
+        state = (state * multiplier + 0xB) & mask
+        return state >> 17
+
+    def next_int(bound: int) -> int:
+        if bound & -bound == bound:
+            return (bound * next31()) >> 31
+        while True:
+            bits = next31()
+            value = bits % bound
+            if bits - value + (bound - 1) < 2**31:  # Java's int overflow test
+                return value
+
+    return sorted({next_int(size) for _ in range(size)})
 
 
 @dataclass
@@ -136,7 +170,11 @@ def _model(spec: dict, hierarchies_dir: Path):
         return EnhancedBetaLikeness(args[0], args[1])
     if name == "DDisclosurePrivacy":
         return DeltaDisclosurePrivacy(args[0], args[1])
-    needs = {"DPresence": "δ-presence", "KMap": "k-map", "Inclusion": "anonymizing a subset (Inclusion)",
+    if name == "KMap" and len(args) in (3, 4) and args[2] == {"call": "ARXPopulationModel.create",
+                                                             "args": [{"const": "Region.USA"}]}:
+        estimator = ESTIMATORS[args[3]["const"]] if len(args) == 4 else "poisson"
+        return KMap(args[0], USA_POPULATION, args[1], estimator)
+    needs = {"DPresence": "δ-presence", "KMap": "k-map with a population table",
              "AverageReidentificationRisk": "average re-identification risk as a model",
              "SampleUniqueness": "sample uniqueness as a model",
              "getPopulationUniqueness": "population uniqueness as a model",
@@ -175,8 +213,12 @@ def translate(case: dict, hierarchies_dir: Path) -> Translation:
         raise Unsupported(ISSUE_ELSEWHERE[case["suite"]])
     if case["settings"]:
         raise Unsupported("game-theoretic models")
-    missing, models = [], []
+    missing, models, rows = [], [], None
     for spec in case["models"]:
+        inclusion = spec.get("new") == "Inclusion" and spec["args"][0].get("call") == "getSubset"
+        if inclusion:
+            rows = java_random_subset(spec["args"][0]["args"][0])
+            continue
         try:
             models.append(_model(spec, hierarchies_dir))
         except Unsupported as lack:
@@ -187,7 +229,7 @@ def translate(case: dict, hierarchies_dir: Path) -> Translation:
         missing.append(str(lack))
     if missing:
         raise Unsupported("; ".join(dict.fromkeys(missing)))
-    return Translation(models, metric, note)
+    return Translation(models, metric, note, rows)
 
 
 def describe_models(case: dict) -> str:
@@ -207,10 +249,10 @@ def describe_metric(case: dict) -> str:
     return f"{spec['call'].removeprefix('Metric.create').removesuffix('Metric')}({', '.join(map(str, args))})"
 
 
-def evaluate_nodes(anon, policy: Policy, metric: Metric, nodes: list) -> list:
-    """duckanon's results (verdict, value) of ``nodes`` under ``policy`` and ``metric``."""
+def evaluate_nodes(anon, source: str, policy: Policy, metric: Metric, nodes: list) -> list:
+    """duckanon's results (verdict, value) of ``nodes`` of ``source`` under ``policy`` and ``metric``."""
     workspace = anon.workspace
-    with bind(workspace, "adult", policy) as bound, \
+    with bind(workspace, source, policy) as bound, \
             search_run.evaluator(workspace, bound, [metric], None) as evaluator:
         indices = [evaluator.lattice.index(tuple(node)) for node in nodes]
         evaluator.evaluate_many(indices)
@@ -226,9 +268,13 @@ def run_case(anon, case: dict, translation: Translation, row: Row) -> None:
     row.arx_node, row.arx_loss = expected, case["expected"]["loss"]
     if translation.note:
         row.notes.append(translation.note)
+    source = "adult" if translation.rows is None else subset_table(anon, translation.rows)
+    if translation.rows is not None:
+        row.notes.append(f"ARX's Inclusion: the {len(translation.rows):,} rows of its test's subset, anonymized alone "
+                         f"(ARX measures and checks only them)")
     started = time.perf_counter()
     try:
-        result = anon.search("adult", policy, metric=translation.metric)
+        result = anon.search(source, policy, metric=translation.metric)
     except duckanon.PolicyError as refused:  # parameters no release of this data can satisfy, refused up front
         row.seconds = time.perf_counter() - started
         row.verdict = "both none" if expected is None else "differs"
@@ -238,18 +284,20 @@ def run_case(anon, case: dict, translation: Translation, row: Row) -> None:
     if result.best is not None:
         row.node = [int(result.levels[q]) for q in qis]
         row.value = float(result.best.values[translation.metric.name])
-        sizes_only = [m for m in translation.models if isinstance(m, KAnonymity)]
+        sizes_only = [m for m in translation.models if isinstance(m, (KAnonymity, KMap))]
         if len(sizes_only) == len(translation.models):
-            frame = anon.workspace.engine.frame(exp.select(*[sb.col(q) for q in qis]).from_(sb.table("adult")))
-            violating = pandas_violating(frame, hierarchies, row.node, max(m.k for m in sizes_only))
-            row.notes.append(f"pandas: {violating} records in classes below k at duckanon's node "
+            frame = anon.workspace.engine.frame(exp.select(*[sb.col(q) for q in qis]).from_(sb.table(source)))
+            k = max(m.for_data(DataFacts(records=len(frame))).minimum_size for m in sizes_only)
+            violating = pandas_violating(frame, hierarchies, row.node, k)
+            row.notes.append(f"pandas: {violating} records in classes below k = {k} at duckanon's node "
                              f"(at most {int(case['suppression_limit'] * len(frame))} allowed)")
     if expected is None:
         row.verdict = "both none" if row.node is None else "differs"
         if row.node is not None:
             row.notes.append("ARX's test expects no solution; duckanon found one")
         return
-    [(arx_node_satisfies, row.value_of_arx_node)] = evaluate_nodes(anon, policy, translation.metric, [expected])
+    [(arx_node_satisfies, row.value_of_arx_node)] = evaluate_nodes(anon, source, policy, translation.metric,
+                                                                    [expected])
     defined_alike = abs(row.value_of_arx_node - float(row.arx_loss)) <= CLOSE * max(1.0, abs(float(row.arx_loss)))
     if not defined_alike:
         row.notes.append("duckanon's value of ARX's node is not the loss ARX expects")
@@ -275,6 +323,20 @@ def run_case(anon, case: dict, translation: Translation, row: Row) -> None:
     else:
         row.verdict = "differs"
         row.notes.append("duckanon's optimum scores worse than ARX's node")
+
+
+def subset_table(anon, rows: list[int]) -> str:
+    """A table of the Adult rows at these 0-based positions (ARX's row numbers: the bundled table keeps its order)."""
+    name = f"adult_subset_{len(rows)}"
+    engine = anon.workspace.engine
+    positions = exp.select(exp.Star()).from_(exp.Unnest(expressions=[exp.Array(expressions=[sb.lit(r) for r in rows])])
+                                                 .as_("included", table=["position"]))
+    numbered = exp.select(exp.Star(), exp.column("rowid").as_("__position", quoted=True)).from_(sb.table("adult"))
+    chosen = (exp.select(exp.Star(except_=[sb.col("__position")]))
+              .from_(numbered.subquery("numbered"))
+              .where(sb.col("__position").isin(query=positions)))
+    engine.run(exp.Create(this=sb.table(name), kind="TABLE", replace=True, expression=chosen))
+    return name
 
 
 def _why_arx_missed(case: dict) -> str:
@@ -334,7 +396,7 @@ def render(rows: list[Row], document: dict) -> str:
     needs = collections.Counter(need for r in rows if r.needs for need in r.needs.split("; "))
     definition = sum(1 for r in ran if r.value_of_arx_node is not None
                      and "not the loss ARX expects" not in " ".join(r.notes))
-    lines = [f"# ARX's test cases on Adult, run by duckanon's optimal search",
+    lines = ["# ARX's test cases on Adult, run by duckanon's optimal search",
              "",
              f"{len(rows)} cases from ARX's test suites (commit {str(document['commit'])[:10]}), "
              f"{len(ran)} run, {len(rows) - len(ran)} need what duckanon lacks.",

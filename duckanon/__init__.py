@@ -44,6 +44,7 @@ from .privacy.models import (
     EnhancedBetaLikeness,
     EntropyLDiversity,
     KAnonymity,
+    KMap,
     PrivacyModel,
     PSensitiveKAnonymity,
     RecursiveCLDiversity,
@@ -70,16 +71,15 @@ from .utility.metrics import (
 )
 
 __all__ = [
-    "AlphaKAnonymity", "AlphaLDiversityKAnonymity", "AnonymizationError", "Anonymizer", "Assignment", "AverageClassSize",
-    "CheckReport", "Discernibility", "DistinctLDiversity", "EncodedSource", "EntropyLDiversity", "Hierarchy",
-    "HierarchyError", "IntervalHierarchy", "KAnonymity", "Loss", "Metric", "MondrianResult", "NonUniformEntropy",
-    "NormalizedCertaintyPenalty", "PartitionMap", "Policy", "PolicyError", "PolicyNotSatisfied", "PrivacyModel",
-    "PSensitiveKAnonymity", "RecursiveCLDiversity", "Release", "ReleaseCheckFailed", "RiskReport", "SearchResult",
-    "TCloseness", "__version__", "connect",
+    "AdditiveNoise", "AlphaKAnonymity", "AlphaLDiversityKAnonymity", "AnonymizationError", "Anonymizer", "ArxLoss",
+    "ArxNonMonotoneEntropy", "ArxNonUniformEntropy", "Assignment", "AverageClassSize", "BasicBetaLikeness",
+    "CheckReport", "Clusters", "connect", "DeltaDisclosurePrivacy", "DigestMismatch", "Discernibility",
+    "DiscernibilityStar", "DisclosureReport", "DistinctLDiversity", "EmpiricalSynthesis", "EncodedSource",
+    "EnhancedBetaLikeness", "EntropyLDiversity", "GuaranteeFails", "Hierarchy", "HierarchyError",
+    "IntervalHierarchy", "KAnonymity", "KMap", "Loss", "MDAV", "Metric", "MondrianResult", "NonUniformEntropy",
+    "NormalizedCertaintyPenalty", "NotARelease", "PartitionMap", "Personalization", "PerturbedRelease", "Policy",
+    "PolicyError", "PolicyNotSatisfied", "PrivacyModel", "PSensitiveKAnonymity", "RandomizedResponse",
+    "read_release_info", "RecursiveCLDiversity", "Release", "ReleaseCheckFailed", "RiskReport", "SearchResult",
+    "SemiSupervisedClustering", "SignatureMismatch", "SigningKeyError", "TCloseness", "TopDownPartitioning",
+    "Verification", "VerificationFailed", "verify", "WrongKey", "__version__",
 ]
-__all__ += ["AdditiveNoise", "DisclosureReport", "EmpiricalSynthesis", "PerturbedRelease", "RandomizedResponse"]
-__all__ += ["DigestMismatch", "GuaranteeFails", "NotARelease", "SignatureMismatch", "SigningKeyError", "Verification",
-            "VerificationFailed", "WrongKey", "read_release_info", "verify"]
-__all__ += ["Clusters", "MDAV", "Personalization", "SemiSupervisedClustering", "TopDownPartitioning"]
-__all__ += ["ArxLoss", "ArxNonMonotoneEntropy", "ArxNonUniformEntropy", "BasicBetaLikeness", "DeltaDisclosurePrivacy",
-            "DiscernibilityStar", "EnhancedBetaLikeness"]

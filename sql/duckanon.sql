@@ -581,16 +581,18 @@ CREATE OR REPLACE TEMP MACRO anon_policy_columns(policy, quasi_identifiers,
 --   anon_model('basic-beta-likeness', {'sensitive': 'disease', 'beta': 1.0})
 --   anon_model('enhanced-beta-likeness', {'sensitive': 'disease', 'beta': 1.0})
 --   anon_model('delta-disclosure-privacy', {'sensitive': 'disease', 'delta': 1.5})
+--   anon_model('k-map', {'k': 5, 'population_size': 8000000})
+--       (optionally 'significance': 0.05, 'estimator': 'poisson'; k-map estimated as ARX does)
 CREATE OR REPLACE TEMP MACRO anon_model(name, params) AS
     CASE
         WHEN name IS NULL OR NOT list_contains(['k-anonymity', 'distinct-l-diversity', 'entropy-l-diversity',
                 'recursive-cl-diversity', 'alpha-k-anonymity', 'p-sensitive-k-anonymity', 't-closeness',
                 'alpha-l-diversity-k-anonymity', 'basic-beta-likeness', 'enhanced-beta-likeness',
-                'delta-disclosure-privacy'], name)
+                'delta-disclosure-privacy', 'k-map'], name)
             THEN error('duckanon: unknown privacy model ' || coalesce(name, 'NULL') || '; known: k-anonymity, '
                        || 'distinct-l-diversity, entropy-l-diversity, recursive-cl-diversity, alpha-k-anonymity, '
                        || 'p-sensitive-k-anonymity, t-closeness, alpha-l-diversity-k-anonymity, '
-                       || 'basic-beta-likeness, enhanced-beta-likeness, delta-disclosure-privacy')
+                       || 'basic-beta-likeness, enhanced-beta-likeness, delta-disclosure-privacy, k-map')
         ELSE struct_pack(model := CAST(name AS VARCHAR),
                          sensitive := json_extract_string(to_json(params), '$.sensitive'),
                          params := CAST(to_json(params) AS VARCHAR))
@@ -621,7 +623,7 @@ CREATE OR REPLACE TEMP MACRO anon_policy_models(policy, models) AS TABLE
 -- it) or the path of a Parquet release ('release.parquet'). Everything is recomputed here
 -- from the rows, independently of duckanon and of the views the release carries: the
 -- content digest (its definition is in duckanon/release/digest.py), the record count, the
--- classes and the smallest class, the suppression, and the models k-anonymity, distinct,
+-- classes and the smallest class, the suppression, and the models k-anonymity, k-map, distinct,
 -- entropy and recursive (c,l)-diversity, (alpha,k)-anonymity, p-sensitive k-anonymity, basic and
 -- enhanced beta-likeness, delta-disclosure privacy and t-closeness with the equal distance
 -- (against the released distribution; under suppression
@@ -630,6 +632,26 @@ CREATE OR REPLACE TEMP MACRO anon_policy_models(policy, models) AS TABLE
 -- hierarchy, and entropy l-diversity with Grassberger's estimator its correction table:
 -- they show holds = NULL here; a DuckDB release's own view
 -- release_verification recomputes them. Rows are compared as text (CAST AS VARCHAR).
+
+-- anon__first_size(estimator) -> the smallest size the estimator models: 0 (Poisson), 1 (zero-truncated).
+CREATE OR REPLACE TEMP MACRO anon__first_size(estimator) AS CASE WHEN estimator = 'poisson' THEN 0 ELSE 1 END;
+
+-- anon__estimated_share(m, mean, estimator) -> P(X <= m) for X Poisson with this mean, zero-truncated unless
+-- estimator is 'poisson': the sum of exp(j ln mean - mean - lgamma(j + 1)) from the first size to m.
+CREATE OR REPLACE TEMP MACRO anon__estimated_share(m, mean, estimator) AS
+    list_sum(list_transform(range(anon__first_size(estimator), m + 1),
+                            lambda j: exp(j * ln(mean) - mean - lgamma(j + 1))))
+    / CASE WHEN estimator = 'poisson' THEN 1 ELSE 1 - exp(-mean) END;
+
+-- anon__derived_k(k, n, population, significance, estimator) -> the class size estimated k-map enforces on n
+-- records sampled from a population of that size, as duckanon's KMap (and ARX's KMap) derive it: with mean
+-- k * n / population, the least m (from 0 for 'poisson', else from 1) whose Poisson (or zero-truncated Poisson)
+-- cumulative probability reaches 1 - significance, looked for up to k - 1, plus 2 (or 1); at most k and n.
+CREATE OR REPLACE TEMP MACRO anon__derived_k(k, n, population, significance, estimator) AS
+    least(k, n, coalesce(list_filter(range(anon__first_size(estimator), k),
+                                     lambda m: anon__estimated_share(m, k * n / population, estimator)
+                                               >= 1 - significance)[1], k - 1)
+                + CASE WHEN estimator = 'poisson' THEN 2 ELSE 1 END);
 
 -- anon__literal(s) -> s as a SQL string literal.
 CREATE OR REPLACE TEMP MACRO anon__literal(s) AS '''' || replace(s, '''', '''''') || '''';
@@ -720,6 +742,12 @@ WITH info AS (
     SELECT models.i, models.model, models.params,
            CASE model
                WHEN 'k-anonymity' THEN count(*) FILTER (WHERE sizes.n < CAST(json_extract_string(params, '$.k') AS BIGINT))
+               WHEN 'k-map' THEN count(*) FILTER (WHERE sizes.n < anon__derived_k(
+                   CAST(json_extract_string(params, '$.k') AS BIGINT),
+                   CAST(json_extract_string(params, '$.sample_records') AS BIGINT),
+                   CAST(json_extract_string(params, '$.population_size') AS BIGINT),
+                   CAST(json_extract_string(params, '$.significance') AS DOUBLE),
+                   json_extract_string(params, '$.estimator')))
                WHEN 'distinct-l-diversity' THEN count(*) FILTER (WHERE coalesce(values_, 0) < CAST(json_extract_string(params, '$.l') AS DOUBLE))
                WHEN 'entropy-l-diversity' THEN CASE WHEN json_extract_string(params, '$.estimator') IS NULL
                    THEN count(*) FILTER (

@@ -40,6 +40,7 @@ from duckanon import (
     EntropyLDiversity,
     Hierarchy,
     KAnonymity,
+    KMap,
     PolicyError,
     PSensitiveKAnonymity,
     RecursiveCLDiversity,
@@ -753,7 +754,7 @@ def all_models():
             TCloseness("s", 0.3, "hierarchical", Hierarchy.from_lists(SMALL_TREE_ROWS)),
             AlphaLDiversityKAnonymity("s", 0.5, 2, 2, {"x": 1, "y": 2, "z": 3, "w": 3}),
             EntropyLDiversity("s", 1.5, "grassberger"), BasicBetaLikeness("s", 1.0), EnhancedBetaLikeness("s", 1.0),
-            DeltaDisclosurePrivacy("s", 1.0)]
+            DeltaDisclosurePrivacy("s", 1.0), KMap(3, 50, sample_records=5)]
 
 
 @pytest.mark.parametrize("model", all_models(), ids=lambda m: m.describe())

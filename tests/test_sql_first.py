@@ -28,6 +28,7 @@ from duckanon import (
     EntropyLDiversity,
     Hierarchy,
     KAnonymity,
+    KMap,
     Policy,
     PSensitiveKAnonymity,
     RecursiveCLDiversity,
@@ -351,6 +352,15 @@ POLICY_CASES = [
       "SELECT * FROM anon_policy_columns('k_only', MAP {'age': 'age', 'zip': 'zip'}, identifiers := ['name'], "
       "insensitive := ['visits'])",
       "SELECT * FROM anon_policy_models('k_only', [anon_model('k-anonymity', {'k': 5})])"]),
+    ("k_map",
+     lambda h: Policy(quasi_identifiers={"age": h["age"], "zip": h["zip"]},
+                      models=[KMap(5, 100_000), KMap(20, 50_000, 0.05, "poisson")],
+                      identifiers=["name"], insensitive=["visits"], suppression_limit=0.1),
+     ["SELECT * FROM anon_policy('k_map', suppression_limit := 0.1)",
+      "SELECT * FROM anon_policy_columns('k_map', MAP {'age': 'age', 'zip': 'zip'}, identifiers := ['name'], "
+      "insensitive := ['visits'])",
+      "SELECT * FROM anon_policy_models('k_map', [anon_model('k-map', {'k': 5, 'population_size': 100000}), "
+      "anon_model('k-map', {'k': 20, 'population_size': 50000, 'significance': 0.05, 'estimator': 'poisson'})])"]),
     ("l_kinds",
      lambda h: Policy(quasi_identifiers={"zip": h["zip"], "age": h["age"]},
                       models=[DistinctLDiversity("disease", 2), EntropyLDiversity("disease", 1.5),

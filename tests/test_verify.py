@@ -35,6 +35,7 @@ from duckanon import (
     GuaranteeFails,
     Hierarchy,
     KAnonymity,
+    KMap,
     NotARelease,
     Policy,
     PSensitiveKAnonymity,
@@ -490,3 +491,45 @@ def test_beta_likeness_and_delta_disclosure_are_recomputed_alike_by_verify_and_t
         assert (holds == "true") == bool(ours["holds"])
         failing += not ours["holds"]
     assert failing == 3
+
+
+# ----------------------------------------------------------------------- estimated k-map
+def k_map_release(anon, path: Path, k: int) -> Path:
+    """People published under k-map estimated for a population of 9,000 (sampling fraction 0.1)."""
+    policy = Policy(identifiers=["name"], quasi_identifiers={"age": AGES, "zip": ZIPS, "sex": SEXES},
+                    sensitive=["disease"], insensitive=["income"], models=[KMap(k, 9_000, 0.01, "poisson")],
+                    suppression_limit=0.2)
+    return anon.publish("people", policy, {"age": 1, "zip": 0, "sex": 0}, path, table="people").path
+
+
+@pytest.mark.parametrize("suffix", ["duckdb", "parquet"])
+def test_estimated_k_map_is_recorded_with_its_sample_and_rechecked_by_verify_and_the_macro(anon, tmp_path, suffix):
+    """A k-map release records the records k' was derived from; verify and the shell macro derive k' again (k = 40 at
+    sampling fraction 0.1: Poisson mean 4, P(X <= 9) = 0.9919 the first to reach 0.99, so k' = 9 + 2 = 11) and fail
+    the classes below it, alike; a sample size changed in the info is caught."""
+    path = k_map_release(anon, tmp_path / f"release.{suffix}", 40)
+    [model] = read_release_info(path)["policy"]["models"]
+    assert model["params"]["sample_records"] == ROWS
+    assert verify(path).failure is None
+    frame = released(path)
+    sizes = frame.groupby(["age", "zip", "sex"]).size()
+    assert sizes.min() >= 11 and (sizes < 40).any()  # k' governs, not k
+    if SHELL.exists():
+        assert all(holds == "true" for _, holds in shell_verify(path).values())
+    tamper_rows(path, UNIQUE)
+    python = verify(path).frame().set_index("guarantee")
+    ours = python.loc[plain_model("k-map", KMap(**model["params"]).params())]
+    assert not ours["holds"] and violating(ours["recomputed"]) == 1
+    if SHELL.exists():
+        [(recomputed, holds)] = [v for g, v in shell_verify(path).items() if g.startswith("k-map {")]
+        assert violating(recomputed) == 1 and holds == "false"
+
+
+def test_a_k_map_sample_size_changed_in_the_info_is_caught(anon, tmp_path):
+    path = k_map_release(anon, tmp_path / "release.duckdb", 40)
+    with duckdb.connect(str(path)) as con:
+        policy = json.loads(con.execute("SELECT policy FROM release_info").fetchone()[0])
+        policy["models"][0]["params"]["sample_records"] = 90  # a smaller sample derives a laxer k'
+        con.execute("UPDATE release_info SET policy = ?", [json.dumps(policy)])
+    failing = verify(path).frame().query("holds == False")["guarantee"].tolist()
+    assert "k-map's threshold derived from the source's records" in failing

@@ -18,6 +18,7 @@ from ..privacy.models import (
     EnhancedBetaLikeness,
     EntropyLDiversity,
     KAnonymity,
+    KMap,
     PrivacyModel,
     PSensitiveKAnonymity,
     RecursiveCLDiversity,
@@ -66,6 +67,7 @@ def models(args: argparse.Namespace) -> list[PrivacyModel]:
     chosen += [(EnhancedBetaLikeness if variant == "enhanced" else BasicBetaLikeness)(column, beta)
                for column, beta, variant in args.beta_likeness]
     chosen += [DeltaDisclosurePrivacy(column, delta) for column, delta in args.delta_disclosure]
+    chosen += [KMap(*spec) for spec in args.k_map]
     if not chosen:
         raise AnonymizationError("give at least one privacy model, e.g. -k 5")
     return chosen

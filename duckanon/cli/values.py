@@ -102,6 +102,20 @@ def column_number_variant(form: str, variants: Sequence[str]) -> Callable[[str],
     return parse
 
 
+def k_map(text: str) -> tuple[int, int, float, str]:
+    """``K:POPULATION[:SIGNIFICANCE[:ESTIMATOR]]`` into (k, population size, significance, estimator)."""
+    form = "K:POPULATION[:SIGNIFICANCE[:zero-truncated-poisson|poisson]]"
+    parts = text.split(":")
+    if not 2 <= len(parts) <= 4:
+        raise argparse.ArgumentTypeError(f"expected {form}, got {text!r}")
+    try:
+        k, population = positive_whole(parts[0]), positive_whole(parts[1])
+        significance = number(parts[2]) if len(parts) > 2 else 0.01
+    except argparse.ArgumentTypeError as error:
+        raise argparse.ArgumentTypeError(f"{error} in {text!r} (expected {form})") from None
+    return k, population, significance, parts[3] if len(parts) > 3 else "zero-truncated-poisson"
+
+
 t_closeness = column_number_variant("COLUMN:T[:ordered]", ("equal", "ordered"))
 beta_likeness = column_number_variant("COLUMN:BETA[:enhanced]", ("basic", "enhanced"))
 entropy_l = column_number_variant("COLUMN:L[:grassberger]", ("shannon", "grassberger"))

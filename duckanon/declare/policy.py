@@ -143,6 +143,10 @@ class Policy:
     def describe(self) -> str:
         return "; ".join(m.describe() for m in self.models)
 
+    def for_data(self, facts) -> Policy:
+        """This policy with each model as it applies to data of these facts (:meth:`PrivacyModel.for_data`)."""
+        return dataclasses.replace(self, models=[m.for_data(facts) for m in self.models])
+
     def with_parameter(self, parameter: str, value: object) -> Policy:
         """This policy with ``parameter`` (``k``, ``l``, ``t``, ...) set to ``value`` in every model that has it."""
         models, changed = [], False

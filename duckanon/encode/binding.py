@@ -130,6 +130,7 @@ def bind(workspace: Workspace, source, policy: Policy | str, *, partitioning: bo
         facts = DataFacts(records=records, value_counts=value_counts)
         for model in policy.models:
             model.check_data(facts)
+        policy = policy.for_data(facts)
         stored = workspace.catalog.stored({c: h for c, h in policy.quasi_identifiers.items() if h is not None})
         hierarchies = {c: BoundHierarchy(c, hierarchy, table) for c, (hierarchy, table) in stored.items()}
         # One query finds the attributes whose values are all leaves of their hierarchies; only the others need

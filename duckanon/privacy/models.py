@@ -127,6 +127,11 @@ class PrivacyModel(ABC):
     def check_data(self, facts: DataFacts) -> None:
         """Reject parameters that no release of this data can satisfy."""
 
+    def for_data(self, facts: DataFacts) -> PrivacyModel:
+        """The model as it applies to this data: itself, or, for a model with a threshold derived from the data
+        (estimated k-map), a copy that records what it was derived from, so that a release's checks reproduce it."""
+        return self
+
     def params(self) -> dict:
         return {k: v for k, v in vars(self).items() if not k.startswith("_")}
 
@@ -167,6 +172,84 @@ class KAnonymity(PrivacyModel):
 
     def check_data(self, facts):
         self._check_k(facts)
+
+
+class KMap(PrivacyModel):
+    """k-map estimated from the sampling fraction, as ARX's ``KMap(k, significance, population, estimator)``: every
+    class would hold at least k records of the population the data was sampled from.  Without the population table
+    the class sizes there are estimated: a sample class of size c stands for a population class whose size is modelled
+    as Poisson with mean λ = f·k (f = n / N, the sample's records over ``population_size``), and the model enforces
+    k-anonymity with the smallest k' at which a population class below k is improbable at ``significance``
+    (Pannekoek, "Statistical methods for some simple disclosure limitation rules", Statistica Neerlandica 53, 1999;
+    zero-truncated: El Emam & Dankar, "Protecting privacy using k-anonymity", JAMIA 15, 2008).  k' is computed
+    exactly as ARX 3.9.2 does (``KMap.calculateKPoisson`` and ``calculateKZeroPoisson``, off-by-ones included), then
+    capped at k and at n.  The data's record count enters k', so a bound policy holds ``sample_records``
+    (:meth:`for_data`) and a release records it."""
+
+    name = "k-map"
+    monotone_under_suppression = True
+    ESTIMATORS = ("zero-truncated-poisson", "poisson")
+
+    def __init__(self, k: int, population_size: int, significance: float = 0.01,
+                 estimator: str = "zero-truncated-poisson", sample_records: int | None = None):
+        self.k = _count(k, "k", self.name)
+        self.population_size = _count(population_size, "population_size", self.name)
+        self.significance = float(checked_number(significance, "significance", self.name, low=0, high=1,
+                                                 low_open=True, high_open=True))
+        if estimator not in self.ESTIMATORS:
+            raise PolicyError(f"{self.name}: estimator must be one of {', '.join(self.ESTIMATORS)}, got {estimator!r}")
+        self.estimator = estimator
+        self.sample_records = None if sample_records is None else _count(sample_records, "sample_records", self.name)
+        if self.sample_records is not None and self.sample_records > self.population_size:
+            raise PolicyError(f"{self.name}: population_size={self.population_size} is smaller than the data "
+                              f"({self.sample_records} records)")
+
+    @property
+    def minimum_size(self) -> int:
+        if self.sample_records is None:
+            raise PolicyError(f"{self.name}: k' depends on the data's record count; bind the policy to a source "
+                              "(every check, search and publish does) before checking")
+        return derived_k(self.k, self.sample_records / self.population_size, self.significance, self.estimator,
+                         self.sample_records)
+
+    def check_data(self, facts):
+        if facts.records > self.population_size:
+            raise PolicyError(f"{self.name}: population_size={self.population_size} is smaller than the data "
+                              f"({facts.records} records)")
+
+    def for_data(self, facts):
+        return KMap(self.k, self.population_size, self.significance, self.estimator, facts.records)
+
+    def describe(self):
+        derived = "" if self.sample_records is None else f", k'={self.minimum_size}"
+        return (f"{self.name}(k={self.k}, population_size={self.population_size}, significance={self.significance}, "
+                f"estimator={self.estimator!r}{derived})")
+
+
+def _poisson_probability(j: int, mean: float) -> float:
+    return math.exp(j * math.log(mean) - mean - math.lgamma(j + 1))
+
+
+def derived_k(k: int, sampling_fraction: float, significance: float, estimator: str, records: int) -> int:
+    """The sample class size k-map's estimate enforces (see :class:`KMap`), as ARX computes it: with λ = f·k, the
+    Poisson estimator returns m + 2 for the least m ≥ 0 with P(X ≤ m) ≥ 1 − significance, the zero-truncated one
+    m + 1 for the least m ≥ 1 with P(1 ≤ X ≤ m) / P(X ≥ 1) ≥ 1 − significance; both stop looking at m = k − 1,
+    and the result is capped at k and at ``records``."""
+    mean, threshold = sampling_fraction * k, 1 - significance
+    if estimator == "poisson":
+        reached, cumulative = 0, _poisson_probability(0, mean)
+        while cumulative < threshold and reached + 1 < k:
+            reached += 1
+            cumulative += _poisson_probability(reached, mean)
+        estimate = reached + 2
+    else:
+        positive = 1 - math.exp(-mean)
+        reached, cumulative = 1, _poisson_probability(1, mean) / positive
+        while cumulative < threshold and reached + 1 < k:
+            reached += 1
+            cumulative += _poisson_probability(reached, mean) / positive
+        estimate = reached + 1
+    return min(k, records, estimate)
 
 
 class DistinctLDiversity(PrivacyModel):
@@ -764,8 +847,9 @@ class DeltaDisclosurePrivacy(_ShareRatioModel):
 
 
 MODELS: dict[str, type[PrivacyModel]] = {m.name: m for m in (
-    KAnonymity, DistinctLDiversity, EntropyLDiversity, RecursiveCLDiversity, AlphaKAnonymity, PSensitiveKAnonymity,
-    TCloseness, AlphaLDiversityKAnonymity, BasicBetaLikeness, EnhancedBetaLikeness, DeltaDisclosurePrivacy)}
+    KAnonymity, KMap, DistinctLDiversity, EntropyLDiversity, RecursiveCLDiversity, AlphaKAnonymity,
+    PSensitiveKAnonymity, TCloseness, AlphaLDiversityKAnonymity, BasicBetaLikeness, EnhancedBetaLikeness,
+    DeltaDisclosurePrivacy)}
 
 
 def model_from_params(name: str, params: Mapping) -> PrivacyModel:

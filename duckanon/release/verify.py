@@ -150,7 +150,7 @@ def guarantees(reader, released: exp.Table, info: dict) -> list[Check]:
         if missing:  # nothing else can be recomputed: classes and models are over these columns
             return checks
     # The models first: a failing one is what a recipient must hear of before any claim that differs.
-    checks += _models(reader, released, quasi, policy)
+    checks += _models(reader, released, quasi, policy, info)
     if policy:
         checks.append(_suppression(reader, released, quasi, info, policy, counted))
     if quasi:
@@ -190,13 +190,20 @@ def _suppression(reader, released, quasi: Sequence[str], info: dict, policy: dic
                  claimed <= allowed and starred >= claimed)
 
 
-def _models(reader, released, quasi: Sequence[str], policy: dict) -> list[Check]:
+def _models(reader, released, quasi: Sequence[str], policy: dict, info: dict) -> list[Check]:
     checks, models = [], []
     for described in policy.get("models") or []:
         try:
             models.append(model_from_params(described["model"], described["params"]))
         except (PolicyError, KeyError, TypeError) as error:
             checks.append(Check(described.get("model", "a model"), "holds", f"not checked: {error}", None))
+            continue
+        sample = described["params"].get("sample_records")
+        if sample is not None:
+            # A threshold derived from the data's size (estimated k-map's k') must be derived from this source's.
+            checks.append(Check(f"{described['model']}'s threshold derived from the source's records",
+                                f"{sample:,} records", f"the source had {info['source_records']:,}",
+                                sample == info["source_records"]))
     if not models:
         return checks
     # One check of every model: its per-model counts say which hold, its listing names the first failing class.
