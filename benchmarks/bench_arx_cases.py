@@ -30,9 +30,12 @@ from __future__ import annotations
 
 import argparse
 import collections
+import csv
+import gzip
 import json
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,6 +51,7 @@ from common import markdown_table  # noqa: E402
 from duckanon import (  # noqa: E402
     BasicBetaLikeness,
     DeltaDisclosurePrivacy,
+    DeltaPresence,
     DistinctLDiversity,
     EnhancedBetaLikeness,
     EntropyLDiversity,
@@ -100,8 +104,33 @@ class Translation:
     models: list
     metric: Metric
     note: str = ""
-    # ARX's Inclusion: only these rows (0-based, of adult.csv) are anonymized and measured, the others left out.
-    rows: list[int] | None = None
+    # The rows (0-based, of adult.csv) anonymized and measured, the others left out, when the case names a subset
+    # (ARX's Inclusion, or the research subset of δ-presence and k-map, whose population is then all of Adult).
+    rows: Callable[[object], list[int]] | None = None
+    subset: str = ""
+
+
+SUBSET = HERE / "arx_cases" / "adult_subset.csv.gz"
+RESEARCH_SUBSET = {"call": "DataSubset.create", "args": [
+    {"call": "Data.create", "args": ["./data/adult.csv", {"const": "StandardCharsets.UTF_8"}, ";"]},
+    {"call": "Data.create", "args": ["./data/adult_subset.csv", {"const": "StandardCharsets.UTF_8"}, ";"]}]}
+
+
+def arx_subset_rows(anon) -> list[int]:
+    """The rows of Adult that ARX's ``DataSubset.create(adult, adult_subset)`` marks: each subset record takes the
+    first not yet taken Adult row of equal values (all columns, as text), as ARX matches them."""
+    with gzip.open(SUBSET, "rt", encoding="utf-8", newline="") as file:
+        reader = csv.reader(file, delimiter=";")
+        header = next(reader)
+        subset = [tuple(row) for row in reader]
+    frame = anon.workspace.engine.frame(exp.select(*[sb.as_text(sb.col(c)).as_(c, quoted=True) for c in header])
+                                        .from_(sb.table("adult")))
+    free: dict[tuple, list[int]] = collections.defaultdict(list)
+    for position, row in enumerate(frame.itertuples(index=False, name=None)):
+        free[row].append(position)
+    for waiting in free.values():
+        waiting.reverse()  # pop() then takes the first
+    return sorted(free[row].pop() for row in subset)
 
 
 def java_random_subset(size: int) -> list[int]:
@@ -170,11 +199,15 @@ def _model(spec: dict, hierarchies_dir: Path):
         return EnhancedBetaLikeness(args[0], args[1])
     if name == "DDisclosurePrivacy":
         return DeltaDisclosurePrivacy(args[0], args[1])
+    if name == "DPresence" and args[2] == RESEARCH_SUBSET:
+        return DeltaPresence(args[0], args[1], "adult")
+    if name == "KMap" and len(args) == 2 and args[1] == RESEARCH_SUBSET:
+        return KMap(args[0], population="adult")
     if name == "KMap" and len(args) in (3, 4) and args[2] == {"call": "ARXPopulationModel.create",
                                                              "args": [{"const": "Region.USA"}]}:
         estimator = ESTIMATORS[args[3]["const"]] if len(args) == 4 else "poisson"
         return KMap(args[0], USA_POPULATION, args[1], estimator)
-    needs = {"DPresence": "δ-presence", "KMap": "k-map with a population table",
+    needs = {"DPresence": "δ-presence", "KMap": "k-map",
              "AverageReidentificationRisk": "average re-identification risk as a model",
              "SampleUniqueness": "sample uniqueness as a model",
              "getPopulationUniqueness": "population uniqueness as a model",
@@ -213,12 +246,14 @@ def translate(case: dict, hierarchies_dir: Path) -> Translation:
         raise Unsupported(ISSUE_ELSEWHERE[case["suite"]])
     if case["settings"]:
         raise Unsupported("game-theoretic models")
-    missing, models, rows = [], [], None
+    missing, models, rows, subset = [], [], None, ""
     for spec in case["models"]:
-        inclusion = spec.get("new") == "Inclusion" and spec["args"][0].get("call") == "getSubset"
-        if inclusion:
-            rows = java_random_subset(spec["args"][0]["args"][0])
+        if spec.get("new") == "Inclusion" and spec["args"][0].get("call") == "getSubset":
+            size = spec["args"][0]["args"][0]
+            rows, subset = (lambda _anon, size=size: java_random_subset(size)), "ARX's Inclusion (its test's subset)"
             continue
+        if RESEARCH_SUBSET in spec["args"]:
+            rows, subset = arx_subset_rows, "ARX's research subset (data/adult_subset.csv), all of Adult its population"
         try:
             models.append(_model(spec, hierarchies_dir))
         except Unsupported as lack:
@@ -229,7 +264,7 @@ def translate(case: dict, hierarchies_dir: Path) -> Translation:
         missing.append(str(lack))
     if missing:
         raise Unsupported("; ".join(dict.fromkeys(missing)))
-    return Translation(models, metric, note, rows)
+    return Translation(models, metric, note, rows, subset)
 
 
 def describe_models(case: dict) -> str:
@@ -268,10 +303,12 @@ def run_case(anon, case: dict, translation: Translation, row: Row) -> None:
     row.arx_node, row.arx_loss = expected, case["expected"]["loss"]
     if translation.note:
         row.notes.append(translation.note)
-    source = "adult" if translation.rows is None else subset_table(anon, translation.rows)
+    source = "adult"
     if translation.rows is not None:
-        row.notes.append(f"ARX's Inclusion: the {len(translation.rows):,} rows of its test's subset, anonymized alone "
-                         f"(ARX measures and checks only them)")
+        rows = translation.rows(anon)
+        source = subset_table(anon, rows)
+        row.notes.append(f"{translation.subset}: its {len(rows):,} rows anonymized (ARX measures, checks and "
+                         f"suppresses only them)")
     started = time.perf_counter()
     try:
         result = anon.search(source, policy, metric=translation.metric)
@@ -284,7 +321,8 @@ def run_case(anon, case: dict, translation: Translation, row: Row) -> None:
     if result.best is not None:
         row.node = [int(result.levels[q]) for q in qis]
         row.value = float(result.best.values[translation.metric.name])
-        sizes_only = [m for m in translation.models if isinstance(m, (KAnonymity, KMap))]
+        sizes_only = [m for m in translation.models
+                      if isinstance(m, KAnonymity) or (isinstance(m, KMap) and m.population is None)]
         if len(sizes_only) == len(translation.models):
             frame = anon.workspace.engine.frame(exp.select(*[sb.col(q) for q in qis]).from_(sb.table(source)))
             k = max(m.for_data(DataFacts(records=len(frame))).minimum_size for m in sizes_only)

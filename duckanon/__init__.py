@@ -40,6 +40,7 @@ from .privacy.models import (
     AlphaLDiversityKAnonymity,
     BasicBetaLikeness,
     DeltaDisclosurePrivacy,
+    DeltaPresence,
     DistinctLDiversity,
     EnhancedBetaLikeness,
     EntropyLDiversity,
@@ -73,7 +74,7 @@ from .utility.metrics import (
 __all__ = [
     "AdditiveNoise", "AlphaKAnonymity", "AlphaLDiversityKAnonymity", "AnonymizationError", "Anonymizer", "ArxLoss",
     "ArxNonMonotoneEntropy", "ArxNonUniformEntropy", "Assignment", "AverageClassSize", "BasicBetaLikeness",
-    "CheckReport", "Clusters", "connect", "DeltaDisclosurePrivacy", "DigestMismatch", "Discernibility",
+    "CheckReport", "Clusters", "connect", "DeltaDisclosurePrivacy", "DeltaPresence", "DigestMismatch", "Discernibility",
     "DiscernibilityStar", "DisclosureReport", "DistinctLDiversity", "EmpiricalSynthesis", "EncodedSource",
     "EnhancedBetaLikeness", "EntropyLDiversity", "GuaranteeFails", "Hierarchy", "HierarchyError",
     "IntervalHierarchy", "KAnonymity", "KMap", "Loss", "MDAV", "Metric", "MondrianResult", "NonUniformEntropy",

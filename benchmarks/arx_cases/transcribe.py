@@ -8,12 +8,15 @@ each case as a Java expression: a configuration (suppression limit, quality metr
 attribute, the data set, the expected optimum and its information loss; ``TestUtilityMetrics.java`` lists per
 configuration the information loss ARX computes for some transformations.  This reads those expressions with a small
 parser of the Java they use (constructors, static and chained calls, literals, array initializers) and writes every
-case on ``./data/adult.csv`` as plain data: nothing of ARX's is run or kept but the values.  The cases come from
-ARX under the Apache License 2.0 (``LICENSE-ARX`` beside this file).
+case on ``./data/adult.csv`` as plain data: nothing of ARX's is run or kept but the values, and the research subset
+its δ-presence and k-map cases name (``data/adult_subset.csv``, 3,016 of Adult's records, kept gzipped as
+``adult_subset.csv.gz``).  The cases and the subset come from ARX under the Apache License 2.0 (``LICENSE-ARX``
+beside this file).
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 import subprocess
@@ -25,6 +28,7 @@ HERE = Path(__file__).resolve().parent
 TESTS = "src/test/org/deidentifier/arx/test"
 SUITES = re.compile(r"TestAnonymization\w*\.java|TestUtilityMetricsLoss\.java")
 ADULT = "./data/adult.csv"
+SUBSET = "data/adult_subset.csv"
 
 TOKEN = re.compile(r"""
     (?P<space>\s+|//[^\n]*|/\*.*?\*/)
@@ -246,6 +250,11 @@ def main() -> None:
     (HERE.parent.parent / "tests" / "data" / "arx_utility_metrics.json").write_text(
         json.dumps(document, indent=1) + "\n", encoding="utf-8")
     print(f"{len(values)} utility-metric cases on Adult")
+    # The research subset ARX's δ-presence, k-map and profitability cases name (DataSubset.create(adult, subset)).
+    subset = (arx / SUBSET).read_bytes()
+    with gzip.GzipFile(HERE / "adult_subset.csv.gz", "wb", compresslevel=9, mtime=0) as out:
+        out.write(subset)
+    print(f"{len(subset.splitlines()) - 1} research-subset records")
 
 
 if __name__ == "__main__":

@@ -88,6 +88,13 @@ class BoundPolicy:
     hierarchies: dict[str, BoundHierarchy]
     facts: DataFacts
     counted: exp.Table  # distinct quasi-identifier and sensitive combinations with their COUNT
+    # The population table's distinct quasi-identifier combinations with their COUNT, when a model compares classes
+    # with their population (δ-presence, k-map); None otherwise.
+    population: exp.Table | None = None
+
+    def encoding(self, engine: Engine) -> Encoding:
+        """The source's frequency table with every level's codes (the population's beside it, when there is one)."""
+        return Encoding(engine, self.counted, self.hierarchies, self.policy.sensitive, population=self.population)
 
     @property
     def quasi_identifiers(self) -> list[str]:
@@ -114,10 +121,16 @@ def bind(workspace: Workspace, source, policy: Policy | str, *, partitioning: bo
     relation = source_relation(engine, source)
     columns = policy.bind(engine.columns(relation))
     without = [c for c, h in policy.quasi_identifiers.items() if h is None]
+    compared = [m.describe() for m in policy.models if m.population is not None]
+    if compared and partitioning:
+        raise PolicyError(f"{', '.join(compared)} compares classes with a population table, which only a full-domain "
+                          f"generalization recodes alike (the search, check and publish); partitioning and clustering "
+                          f"form classes of the data's records alone")
     if without and not partitioning:
         raise PolicyError(f"quasi-identifiers {without} have no hierarchy: generalizing to levels needs one for "
                           f"each (only partitioning, such as Anonymizer.mondrian, accepts none)")
     counted = count_combinations(engine, relation, policy.quasi_identifier_names, policy.sensitive)
+    population = None
     try:
         total = exp.func("COALESCE", exp.func("SUM", sb.col(COUNT)), sb.lit(0))
         records = int(engine.rows(exp.select(total).from_(counted))[0][0])
@@ -138,9 +151,69 @@ def bind(workspace: Workspace, source, policy: Policy | str, *, partitioning: bo
         suspect = _not_all_leaves(engine, counted, hierarchies)
         require_coverage(engine, counted, {a: hierarchies[a] for a in suspect})
         _require_nested_missing(engine, counted, hierarchies)
-        yield BoundPolicy(relation, policy, columns, hierarchies, facts, counted)
+        named = sorted({m.population for m in policy.models if m.population is not None})
+        if named:
+            workspace.announce(f"reading the population table {named[0]}")
+            population = _population(workspace, relation, counted, policy, named, facts.records, hierarchies)
+        yield BoundPolicy(relation, policy, columns, hierarchies, facts, counted, population)
     finally:
-        engine.run(sb.drop("TABLE", counted))
+        for table in (counted, population):
+            if table is not None:
+                engine.run(sb.drop("TABLE", table))
+
+
+def _population(workspace: Workspace, relation: exp.Expression, counted: exp.Table, policy: Policy,
+                named: list[str], records: int, hierarchies: Mapping[str, BoundHierarchy]) -> exp.Table:
+    """The population table read once: its quasi-identifier combinations counted, as the data's types.  It must hold
+    the data (every combination at least as often), and the hierarchies must cover it."""
+    engine, quasi = workspace.engine, policy.quasi_identifier_names
+    if len(named) > 1:
+        raise PolicyError(f"the policy's models name different population tables ({', '.join(map(repr, named))}); a "
+                          f"release is a sample of one population")
+    source = source_relation(engine, named[0])
+    types, own = engine.types(relation), engine.types(source)
+    missing = [q for q in quasi if q not in own]
+    if missing:
+        raise PolicyError(f"the population table {named[0]!r} lacks the quasi-identifiers {missing}")
+    typed = exp.select(*[sb.col(q) if own[q] == types[q] else exp.cast(
+        sb.col(q), exp.DataType.build(types[q], dialect=sb.DIALECT)).as_(q, quoted=True)
+        for q in quasi]).from_(sb.derived(source, "population")).subquery("typed")
+    try:
+        population = count_combinations(engine, typed, quasi, [])
+    except Exception as error:  # a value the data's type cannot hold: the population is not of this data
+        raise PolicyError(f"the population table {named[0]!r}: its quasi-identifiers do not convert to the data's "
+                          f"types ({error})") from None
+    try:
+        total = exp.func("COALESCE", exp.func("SUM", sb.col(COUNT)), sb.lit(0))
+        people = int(engine.value(exp.select(total).from_(population)))
+        if people < records:
+            raise PolicyError(f"the population table {named[0]!r} holds {people} records, fewer than the data's "
+                              f"{records}: it cannot be the population the data was sampled from")
+        _require_contained(engine, counted, population, quasi, named[0])
+        require_coverage(engine, population, hierarchies)
+    except BaseException:
+        engine.run(sb.drop("TABLE", population))
+        raise
+    return population
+
+
+def _require_contained(engine: Engine, counted: exp.Table, population: exp.Table, quasi: list[str],
+                       name: str) -> None:
+    """Refuse a population that lacks some of the data's records: a combination of quasi-identifiers found more
+    often in the data than in the population (named, the first such)."""
+    sample = (exp.select(*[sb.col(q) for q in quasi], exp.func("SUM", sb.col(COUNT)).as_(COUNT, quoted=True))
+              .from_(counted).group_by(*[sb.col(q) for q in quasi]).subquery("s"))
+    on = sb.and_all(exp.NullSafeEQ(this=sb.col(q, "s"), expression=sb.col(q, "p")) for q in quasi)
+    held = exp.func("COALESCE", sb.col(COUNT, "p"), sb.lit(0))
+    query = (exp.select(*[sb.col(q, "s") for q in quasi], sb.col(COUNT, "s"), held)
+             .from_(sample).join(exp.alias_(population, "p", quoted=True), on=on, join_type="LEFT")
+             .where(held < sb.col(COUNT, "s")).limit(1))
+    rows = engine.rows(query)
+    if rows:
+        *values, in_data, in_population = rows[0]
+        shown = ", ".join(f"{q} = {v!r}" for q, v in zip(quasi, values))
+        raise PolicyError(f"the population table {name!r} does not hold the data: {shown} is in {in_data} of the "
+                          f"data's records and {in_population} of the population's")
 
 
 def _require_nested_missing(engine: Engine, counted: exp.Table, hierarchies: Mapping[str, BoundHierarchy]) -> None:
@@ -183,7 +256,7 @@ class EncodedSource:
 
     def __init__(self, engine: Engine, bound: BoundPolicy):
         self.engine, self.bound = engine, bound
-        self.encoding = Encoding(engine, bound.counted, bound.hierarchies, bound.policy.sensitive)
+        self.encoding = bound.encoding(engine)
 
     def check(self, levels: Mapping[str, int]) -> CheckReport:
         levels = self.bound.levels(levels)

@@ -8,6 +8,7 @@ that small table, with no join to any hierarchy.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
@@ -41,37 +42,52 @@ def count_combinations(engine: Engine, source: exp.Expression, attributes: Seque
 
 class Encoding:
     """A temporary frequency table of the source with per-level codes of each quasi-identifier, built from the
-    source's counted combinations (:func:`count_combinations`)."""
+    source's counted combinations (:func:`count_combinations`); and, given a population's counted quasi-identifier
+    combinations, the population's frequency table in the same codes (:attr:`population_table`)."""
 
     def __init__(self, engine: Engine, counted: exp.Table,
-                 bound: Mapping[str, BoundHierarchy], sensitive: Sequence[str]):
+                 bound: Mapping[str, BoundHierarchy], sensitive: Sequence[str], population: exp.Table | None = None):
         self.engine = engine
         self.attributes = list(bound)
         self.bound = dict(bound)
         self.sensitive = list(sensitive)
         self.table = sb.table(f"__duckanon_frequencies_{next(_serial)}")
+        self.population_table = None if population is None else sb.table(f"{self.table.name}_population")
         self._memo: dict[str, object] = {}
-        self._build(counted)
+        self._build(counted, population)
 
-    def _build(self, counted: exp.Table) -> None:
-        query = exp.select(*[sb.col(s, "f") for s in self.sensitive], sb.col(COUNT, "f")).from_(
-            exp.alias_(counted, "f", quoted=True))
+    def _build(self, counted: exp.Table, population: exp.Table | None) -> None:
         self.code_tables = []
         for i, attribute in enumerate(self.attributes):
             codes = sb.table(f"{self.table.name}_codes_{i}")
-            self.engine.run(sb.create_table_as(codes, self._codes(counted, i, attribute), temporary=True, replace=True))
+            values = [counted] if population is None else [counted, population]
+            self.engine.run(sb.create_table_as(codes, self._codes(values, i, attribute), temporary=True, replace=True))
             self.code_tables.append(codes)
+        self.engine.run(sb.create_table_as(self.table, self._coded(counted, self.sensitive), temporary=True,
+                                           replace=True))
+        if population is not None:
+            self.engine.run(sb.create_table_as(self.population_table, self._coded(population, []), temporary=True,
+                                               replace=True))
+
+    def _coded(self, counted: exp.Table, sensitive: Sequence[str]) -> exp.Select:
+        """``counted``'s rows with every level's code of every quasi-identifier, its ``sensitive`` columns and count."""
+        query = exp.select(*[sb.col(s, "f") for s in sensitive], sb.col(COUNT, "f")).from_(
+            exp.alias_(counted, "f", quoted=True))
+        for i, (attribute, codes) in enumerate(zip(self.attributes, self.code_tables)):
             on = exp.NullSafeEQ(this=sb.col(attribute, "f"), expression=sb.col(attribute, f"c{i}"))
             query = query.join(exp.alias_(codes, f"c{i}", quoted=True), on=on, join_type="LEFT")
             query = query.select(*[sb.col(code_column(i, level), f"c{i}")
                                    for level in range(self.bound[attribute].hierarchy.levels)])
-        self.engine.run(sb.create_table_as(self.table, query, temporary=True, replace=True))
+        return query
 
-    def _codes(self, source: exp.Expression, index: int, attribute: str) -> exp.Select:
-        """Distinct values of one attribute with each level's generalized value and a dense integer code for it."""
+    def _codes(self, sources: Sequence[exp.Expression], index: int, attribute: str) -> exp.Select:
+        """Distinct values of one attribute in ``sources`` with each level's generalized value and a dense integer
+        code for it."""
         bound = self.bound[attribute]
         levels = list(range(bound.hierarchy.levels))
-        distinct = exp.select(sb.col(attribute)).from_(source).distinct().subquery("v")
+        selects = [exp.select(sb.col(attribute)).from_(source) for source in sources]
+        distinct = functools.reduce(lambda a, b: exp.union(a, b, distinct=True), selects[1:],
+                                    selects[0].distinct()).subquery("v")
         generalized, join = level_expressions(bound, levels, "v", "h")
         values = exp.select(sb.col(attribute, "v"), *[g.as_(f"__g{level}", quoted=True)
                                                       for level, g in zip(levels, generalized)]).from_(distinct)
@@ -102,7 +118,8 @@ class Encoding:
         for i, attribute in enumerate(self.attributes):
             self.bound[attribute].hierarchy.check_level(levels[attribute], attribute)
             keys.append(code_column(i, levels[attribute]))
-        return Classes.of(self.table, keys, weight=COUNT)
+        population = None if self.population_table is None else Classes.of(self.population_table, keys, weight=COUNT)
+        return Classes.of(self.table, keys, weight=COUNT, population=population)
 
     def memo(self, key: str, compute: Callable[[], T]) -> T:
         """What ``compute`` derives from this encoding, computed once (under ``key``) and kept while it lives: the
@@ -113,5 +130,6 @@ class Encoding:
 
     def close(self) -> None:
         self._memo.clear()
-        for table in [self.table, *self.code_tables]:
-            self.engine.run(sb.drop("TABLE", table))
+        for table in [self.table, *self.code_tables, self.population_table]:
+            if table is not None:
+                self.engine.run(sb.drop("TABLE", table))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pandas as pd
 from sqlglot import exp
@@ -165,7 +165,14 @@ def suppressed_class_violates(engine: Engine, classes: Classes, models: Sequence
         .from_(classes.source("r"))
         .join(verdicts, on=sb.and_all(exp.NullSafeEQ(this=sb.col(key, "r"), expression=sb.col(k, "v"))
                                       for key, k in zip(classes.keys, classes.key_columns))))
-    after = Classes.of(starred, [*starred_keys, "__starred"], classes.weight, classes.carry)
+    population = None
+    if classes.population is not None:
+        # Starred records could be anyone: the population of their class is the whole population.
+        weight = sb.col(classes.population.weight) if classes.population.weight else sb.lit(1)
+        population = Classes.of(exp.select(*[exp.Null().as_(k, quoted=True) for k in starred_keys],
+                                           exp.true().as_("__starred", quoted=True), weight.as_(WEIGHT, quoted=True))
+                                .from_(classes.population.source("p")), [*starred_keys, "__starred"], WEIGHT)
+    after = Classes.of(starred, [*starred_keys, "__starred"], classes.weight, classes.carry, population=population)
     star = class_verdicts(after, models).subquery("s")
     rows = engine.rows(exp.select(sb.col(VIOLATED)).from_(star).where(sb.col(key_name(len(starred_keys)))))
     return bool(rows and rows[0][0])
@@ -188,23 +195,29 @@ class CheckReport:
     cascaded_records: int = 0
     # Replace mode: the violating records, all quasi-identifiers '*', form one class that violates the policy itself.
     replaced_class_violates: bool = False
+    # The models violated in a way no suppression mends (δ-presence's population classes without a record of the data).
+    unmendable: list[str] = field(default_factory=list)
 
     @property
     def satisfied(self) -> bool:
         """True when no class violates the policy."""
-        return self.violating_classes == 0
+        return self.violating_classes == 0 and not self.unmendable
 
     @property
     def within_limit(self) -> bool:
         """True when suppressing every violating class stays within the suppression limit and, when suppressed
         records are replaced, their own class satisfies the policy: what a search accepts and publishing releases."""
-        return self.violating_records <= self.allowed_suppressed and not self.replaced_class_violates
+        return (self.violating_records <= self.allowed_suppressed and not self.replaced_class_violates
+                and not self.unmendable)
 
     def summary(self) -> str:
         share = f"{self.violating_records / self.records:.2%}"
         cascaded = (f", {self.cascaded_records} of them in classes that violate only against the records left once "
                     f"the others are dropped" if self.cascaded_records else "")
-        if self.satisfied:
+        if self.unmendable:
+            verdict = (f"fails: {', '.join(self.unmendable)} cannot hold, whatever is suppressed: a class of the "
+                       f"population holds no record of the data (generalize further)")
+        elif self.satisfied:
             verdict = "holds"
         elif self.within_limit:
             verdict = (f"holds after suppressing {self.violating_records} records in {self.violating_classes} classes "
@@ -221,12 +234,14 @@ class CheckReport:
 
 def check(engine: Engine, classes: Classes, models: Sequence[PrivacyModel], *,
           key_names: Sequence[str], allowed_suppressed: int = 0, most_violations: int = 1000,
-          drop: bool = False, replaced_checked: bool = True, exempt: str | None = None) -> CheckReport:
+          drop: bool = False, replaced_checked: bool = True, exempt: str | None = None,
+          unmendable_checked: bool = True) -> CheckReport:
     """How ``classes`` fare under ``models``.  ``drop``: suppressed records are dropped, so the violating classes are
     those of drop mode's fixed point (:func:`settle_drops`); otherwise they are replaced, and their own class must
     satisfy the models too (:func:`suppressed_class_violates`) unless ``replaced_checked`` is False (ARX's
     semantics).  The class whose every key is ``exempt`` never violates (a release's '*' class under ARX's
-    semantics)."""
+    semantics).  ``unmendable_checked`` False leaves out the violations no suppression mends (:func:`unmendable`):
+    a written release, whose suppressed classes are gone, was checked for them before suppression."""
     # The verdicts feed both the totals and the listing: computed once into a temporary table.
     verdicts = sb.table(f"__duckanon_verdicts_{next(_serial)}")
     query = class_verdicts(classes, models)
@@ -242,14 +257,15 @@ def check(engine: Engine, classes: Classes, models: Sequence[PrivacyModel], *,
     try:
         return verdict_report(engine, verdicts, classes, models, key_names=key_names,
                               allowed_suppressed=allowed_suppressed, most_violations=most_violations, drop=drop,
-                              replaced_checked=replaced_checked)
+                              replaced_checked=replaced_checked, unmendable_checked=unmendable_checked)
     finally:
         engine.run(sb.drop("TABLE", verdicts))
 
 
 def verdict_report(engine: Engine, verdicts: exp.Table, classes: Classes,
                    models: Sequence[PrivacyModel], *, key_names: Sequence[str], allowed_suppressed: int = 0,
-                   most_violations: int = 1000, drop: bool = False, replaced_checked: bool = True) -> CheckReport:
+                   most_violations: int = 1000, drop: bool = False, replaced_checked: bool = True,
+                   unmendable_checked: bool = True) -> CheckReport:
     """The :class:`CheckReport` of ``verdicts``, a table of :func:`class_verdicts` of ``classes`` and ``models``; with
     ``drop`` the table is first settled in place (:func:`settle_drops`), so it then marks what drop mode suppresses;
     without it, violating records within the limit are checked as the one class replacement makes of them (unless
@@ -285,4 +301,16 @@ def verdict_report(engine: Engine, verdicts: exp.Table, classes: Classes,
     return CheckReport(records=records, classes=n_classes, smallest_class=smallest, violating_classes=bad_classes,
                        violating_records=bad_records, allowed_suppressed=allowed_suppressed, per_model=per_model,
                        violations=engine.frame(listing), cascaded_records=cascaded,
-                       replaced_class_violates=replaced_class_violates)
+                       replaced_class_violates=replaced_class_violates,
+                       unmendable=unmendable(engine, classes, models) if unmendable_checked else [])
+
+
+def unmendable(engine: Engine, classes: Classes, models: Sequence[PrivacyModel]) -> list[str]:
+    """The models ``classes`` (one table) violate in a way no suppression mends
+    (:meth:`~duckanon.privacy.models.PrivacyModel.population_violations`), described."""
+    violated = []
+    for model in models:
+        query = model.population_violations(classes)
+        if query is not None and any(row[-1] for row in engine.rows(query)):
+            violated.append(model.describe())
+    return violated

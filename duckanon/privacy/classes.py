@@ -13,12 +13,14 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
+from ..errors import PolicyError
 from ..sqlgen import build as sb
 
 WEIGHT = "__n"
 VALUE = "__value"
 SIZE = "__size"
 VIOLATED = "__violated"
+POPULATION = "__population"
 
 
 def key_name(i: int) -> str:
@@ -34,11 +36,14 @@ class Classes:
     # How many leading keys tell apart tables whose classes are evaluated together (a search's lattice nodes): models
     # that compare a class with its whole table compare it with the records of its own table.
     table_keys: int = 0
+    # The same classes over a population table the data is a sample of (the population's records with the same key
+    # columns, generalized alike), for models that compare a class with its population (δ-presence, k-map).
+    population: Classes | None = None
 
     @classmethod
     def of(cls, relation: exp.Expression, keys: Sequence[str], weight: str | None = None,
-           carry: Sequence[str] = (), table_keys: int = 0) -> Classes:
-        return cls(relation, tuple(keys), weight, tuple(carry), table_keys)
+           carry: Sequence[str] = (), table_keys: int = 0, population: Classes | None = None) -> Classes:
+        return cls(relation, tuple(keys), weight, tuple(carry), table_keys, population)
 
     @property
     def key_columns(self) -> list[str]:
@@ -71,6 +76,27 @@ class Classes:
         return (exp.select(*self.keys_of(), size.as_(SIZE, quoted=True))
                 .from_(self.normalized().subquery("records"))
                 .group_by(*self.keys_of()))
+
+    def with_population(self) -> exp.Select:
+        """``__k… , __size, __population``: per class, its records and its population's records (0 where the population
+        has none, which a population that holds the data never leaves)."""
+        if self.population is None:
+            raise PolicyError("a model that compares classes with their population needs the population table, "
+                              "which these classes were given without")
+        sample, population = self.sizes().subquery("s"), self.population.sizes().subquery("p")
+        on = sb.and_all(exp.NullSafeEQ(this=sb.col(k, "s"), expression=sb.col(k, "p")) for k in self.key_columns)
+        return (exp.select(*self.keys_of("s"), sb.col(SIZE, "s"),
+                           exp.func("COALESCE", sb.col(SIZE, "p"), sb.lit(0)).as_(POPULATION, quoted=True))
+                .from_(sample).join(population, on=on, join_type="LEFT"))
+
+    def population_only(self) -> exp.Select:
+        """``__k…`` (the table keys), ``__violated``: per table, whether the population has a class no record of the
+        data falls in."""
+        sample, population = self.sizes().subquery("s"), self.population.sizes().subquery("p")
+        on = sb.and_all(exp.NullSafeEQ(this=sb.col(k, "s"), expression=sb.col(k, "p")) for k in self.key_columns)
+        tables = self.table_keys_of("p")
+        return (exp.select(*tables, exp.func("BOOL_OR", sb.col(SIZE, "s").is_(exp.Null())).as_(VIOLATED, quoted=True))
+                .from_(population).join(sample, on=on, join_type="LEFT").group_by(*[t.copy() for t in tables]))
 
     def cells(self, sensitive: str) -> exp.Select:
         """``__k… , __value, __n``: records per class and sensitive value."""

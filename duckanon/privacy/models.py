@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 from abc import ABC
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,7 +35,7 @@ from ..hierarchy.hierarchy import Hierarchy
 from ..parameters import checked_number
 from ..sqlgen import build as sb
 from .cells import ClassCells, SensitiveValues
-from .classes import SIZE, VALUE, VIOLATED, WEIGHT, Classes
+from .classes import POPULATION, SIZE, VALUE, VIOLATED, WEIGHT, Classes
 
 # Entropy and distances are floating point; a class exactly at the bound must pass.
 TOLERANCE = 1e-9
@@ -108,7 +109,17 @@ class PrivacyModel(ABC):
         return None if self.minimum_size is None else size < sb.lit(self.minimum_size)
 
     def class_violations(self, classes: Classes) -> exp.Select | None:
-        """``__k…, __violated`` per class, for models over the sensitive values."""
+        """``__k…, __violated`` per class, for models over the sensitive values or the population's records."""
+        return None
+
+    # The population table (a table, view or file, as a source is named) the model compares classes with; None for
+    # models of the data alone.  bind() reads it once and gives the classes its records (Classes.population).
+    population: str | None = None
+
+    def population_violations(self, classes: Classes) -> exp.Select | None:
+        """``__k…`` (the table keys), ``__violated``: per table of ``classes``, whether it violates the model in a way
+        no suppression mends (δ-presence's population classes that hold no record of the data); None for models
+        without such a condition."""
         return None
 
     def cell_violations(self, cells: ClassCells) -> np.ndarray | None:
@@ -175,9 +186,10 @@ class KAnonymity(PrivacyModel):
 
 
 class KMap(PrivacyModel):
-    """k-map estimated from the sampling fraction, as ARX's ``KMap(k, significance, population, estimator)``: every
-    class would hold at least k records of the population the data was sampled from.  Without the population table
-    the class sizes there are estimated: a sample class of size c stands for a population class whose size is modelled
+    """k-map (Sweeney; ARX's ``KMap``): every class stands for at least k records of the population the data was
+    sampled from.  Given the population table (``population``), each class's population records are counted: a
+    class violates when fewer than k of them generalize to it.  Given only the population's size
+    (``population_size``), as ARX's ``KMap(k, significance, population, estimator)``, they are estimated: a sample class of size c stands for a population class whose size is modelled
     as Poisson with mean λ = f·k (f = n / N, the sample's records over ``population_size``), and the model enforces
     k-anonymity with the smallest k' at which a population class below k is improbable at ``significance``
     (Pannekoek, "Statistical methods for some simple disclosure limitation rules", Statistica Neerlandica 53, 1999;
@@ -187,25 +199,49 @@ class KMap(PrivacyModel):
     (:meth:`for_data`) and a release records it."""
 
     name = "k-map"
-    monotone_under_suppression = True
+    monotone_under_suppression = True  # with the population too: a class merged with one of ≥ k people has ≥ k
     ESTIMATORS = ("zero-truncated-poisson", "poisson")
 
-    def __init__(self, k: int, population_size: int, significance: float = 0.01,
-                 estimator: str = "zero-truncated-poisson", sample_records: int | None = None):
+    def __init__(self, k: int, population_size: int | None = None, significance: float = 0.01,
+                 estimator: str = "zero-truncated-poisson", sample_records: int | None = None,
+                 population: str | os.PathLike | None = None):
         self.k = _count(k, "k", self.name)
-        self.population_size = _count(population_size, "population_size", self.name)
+        if (population_size is None) == (population is None):
+            raise PolicyError(f"{self.name}: give either population (the population table, counted exactly) or "
+                              f"population_size (its size, from which the class sizes are estimated)")
+        self.population = None if population is None else _population_source(population, self.name)
+        self.population_size = (None if population_size is None
+                                else _count(population_size, "population_size", self.name))
         self.significance = float(checked_number(significance, "significance", self.name, low=0, high=1,
                                                  low_open=True, high_open=True))
         if estimator not in self.ESTIMATORS:
             raise PolicyError(f"{self.name}: estimator must be one of {', '.join(self.ESTIMATORS)}, got {estimator!r}")
         self.estimator = estimator
         self.sample_records = None if sample_records is None else _count(sample_records, "sample_records", self.name)
-        if self.sample_records is not None and self.sample_records > self.population_size:
+        if self.sample_records is not None and self.population_size is not None \
+                and self.sample_records > self.population_size:
             raise PolicyError(f"{self.name}: population_size={self.population_size} is smaller than the data "
                               f"({self.sample_records} records)")
 
+    def params(self):
+        params = super().params()
+        if self.population is None:
+            del params["population"]
+        else:  # counted in the population table: the estimator's settings play no part
+            params = {"k": self.k, "population": self.population}
+        return params
+
+    def class_violations(self, classes):
+        if self.population is None:
+            return None
+        counted = classes.with_population().subquery("counted")
+        return exp.select(*classes.keys_of(), (sb.col(POPULATION) < sb.lit(self.k)).as_(VIOLATED, quoted=True)
+                          ).from_(counted)
+
     @property
-    def minimum_size(self) -> int:
+    def minimum_size(self) -> int | None:
+        if self.population is not None:
+            return None
         if self.sample_records is None:
             raise PolicyError(f"{self.name}: k' depends on the data's record count; bind the policy to a source "
                               "(every check, search and publish does) before checking")
@@ -213,14 +249,18 @@ class KMap(PrivacyModel):
                          self.sample_records)
 
     def check_data(self, facts):
-        if facts.records > self.population_size:
+        if self.population_size is not None and facts.records > self.population_size:
             raise PolicyError(f"{self.name}: population_size={self.population_size} is smaller than the data "
                               f"({facts.records} records)")
 
     def for_data(self, facts):
+        if self.population is not None:
+            return self
         return KMap(self.k, self.population_size, self.significance, self.estimator, facts.records)
 
     def describe(self):
+        if self.population is not None:
+            return f"{self.name}(k={self.k}, population={self.population!r})"
         derived = "" if self.sample_records is None else f", k'={self.minimum_size}"
         return (f"{self.name}(k={self.k}, population_size={self.population_size}, significance={self.significance}, "
                 f"estimator={self.estimator!r}{derived})")
@@ -250,6 +290,44 @@ def derived_k(k: int, sampling_fraction: float, significance: float, estimator: 
             cumulative += _poisson_probability(reached, mean) / positive
         estimate = reached + 1
     return min(k, records, estimate)
+
+
+def _population_source(population: object, model: str) -> str:
+    """The population table's name or file path, as a stored policy and a release record it."""
+    if isinstance(population, os.PathLike):
+        population = os.fspath(population)
+    if not isinstance(population, str) or not population.strip():
+        raise PolicyError(f"{model}: population must name a table, view or file (a non-empty string or path), got "
+                          f"{population!r}")
+    return population
+
+
+class DeltaPresence(PrivacyModel):
+    """δ-presence (Nergiz, Atzori & Clifton, "Hiding the presence of individuals from shared databases", SIGMOD 2007;
+    ARX's ``DPresence``): the data is a sample of a population table, and for every class the share of its
+    population's records that are in the sample, δ = records / population records, lies in [delta_min, delta_max], so
+    that an attacker who knows someone is in the population cannot tell with more (or less) confidence than that
+    whether they are in the data.  As ARX checks it, a population class that holds no record of the data has δ = 0:
+    with delta_min > 0 no transformation that leaves such a class satisfies the model, whatever it suppresses; and a
+    class is counted against the population records that generalize to it, the data's among them."""
+
+    name = "delta-presence"
+
+    def __init__(self, delta_min: float, delta_max: float, population: str | os.PathLike):
+        self.delta_min = _share(delta_min, "delta_min", self.name, low_open=False)
+        self.delta_max = _share(delta_max, "delta_max", self.name, low_open=True)
+        if self.delta_min > self.delta_max:
+            raise PolicyError(f"{self.name}: delta_min={delta_min} exceeds delta_max={delta_max}")
+        self.population = _population_source(population, self.name)
+
+    def class_violations(self, classes):
+        counted = classes.with_population().subquery("counted")
+        delta = _ratio(sb.col(SIZE), sb.col(POPULATION))
+        return exp.select(*classes.keys_of(), exp.or_(delta < sb.lit(self.delta_min), delta > sb.lit(self.delta_max))
+                          .as_(VIOLATED, quoted=True)).from_(counted)
+
+    def population_violations(self, classes):
+        return classes.population_only() if self.delta_min > 0 else None
 
 
 class DistinctLDiversity(PrivacyModel):
@@ -847,7 +925,7 @@ class DeltaDisclosurePrivacy(_ShareRatioModel):
 
 
 MODELS: dict[str, type[PrivacyModel]] = {m.name: m for m in (
-    KAnonymity, KMap, DistinctLDiversity, EntropyLDiversity, RecursiveCLDiversity, AlphaKAnonymity,
+    KAnonymity, KMap, DeltaPresence, DistinctLDiversity, EntropyLDiversity, RecursiveCLDiversity, AlphaKAnonymity,
     PSensitiveKAnonymity, TCloseness, AlphaLDiversityKAnonymity, BasicBetaLikeness, EnhancedBetaLikeness,
     DeltaDisclosurePrivacy)}
 

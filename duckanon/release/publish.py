@@ -19,10 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 from sqlglot import exp
 
 from ..declare.policy import SUPPRESSED, Policy
 from ..encode.binding import BoundPolicy, Workspace, bind
+from ..encode.encoding import COUNT
 from ..engine import Engine
 from ..errors import AnonymizationError, PolicyNotSatisfied, ReleaseCheckFailed
 from ..privacy.checks import CheckReport, check, class_verdicts, verdict_report
@@ -100,8 +102,9 @@ def publish(workspace: Workspace, bound: BoundPolicy, transformation: Transforma
         ranges = transformation.ranges(engine, bound.source, bound.columns, bound.hierarchies, temporaries.create)
         workspace.announce("recoding the quasi-identifiers")
         generalized = temporaries.create(transformation.compile(bound.source, bound.columns, bound.hierarchies))
+        population = _generalized_population(bound, transformation, temporaries)
         workspace.announce("checking the policy and suppressing")
-        report, final, suppressed = suppress(engine, bound, generalized, temporaries)
+        report, final, suppressed = suppress(engine, bound, generalized, temporaries, population)
         final = ranges.joined(final, bound.columns)  # numbers' bounds beside their labels, NULL for '*'
         quasi = bound.quasi_identifiers
         classes_view = (exp.select(*[sb.col(c) for c in ranges.columns(quasi)],
@@ -119,8 +122,12 @@ def publish(workspace: Workspace, bound: BoundPolicy, transformation: Transforma
         dropped = suppressed if bound.policy.drops else 0
         expected = bound.facts.records - dropped
         workspace.announce(f"writing and verifying {path}")
+        # The population's classes, counted here, go to the connection that re-checks the written file.
+        population_classes = None if population is None else engine.frame(
+            _population_classes(population, quasi, starred=suppressed > 0 and not bound.policy.drops))
         path = write_release(engine, path, content,
-                             lambda reader: verify_release(reader, table, bound, transformation, expected, ranges),
+                             lambda reader: verify_release(reader, table, bound, transformation, expected, ranges,
+                                                           population_classes),
                              format=format, signer=workspace.signer)
         return Release(path, table, bound.facts.records, expected, suppressed, report,
                        origin=(workspace, bound.source, bound.policy))
@@ -141,7 +148,8 @@ def released_class_sizes(workspace: Workspace, bound: BoundPolicy, transformatio
     engine = workspace.engine
     with _Temporaries(engine) as temporaries:
         generalized = temporaries.create(transformation.compile(bound.source, bound.columns, bound.hierarchies))
-        _, final, suppressed = suppress(engine, bound, generalized, temporaries)
+        population = _generalized_population(bound, transformation, temporaries)
+        _, final, suppressed = suppress(engine, bound, generalized, temporaries, population)
         sizes, counts = class_size_histogram(engine, final, bound.quasi_identifiers)
     return sizes, counts, suppressed
 
@@ -163,16 +171,19 @@ def described_policy(bound: BoundPolicy) -> dict:
                        for _, name, sensitive, params in models]}
 
 
-def suppress(engine: Engine, bound: BoundPolicy, generalized: exp.Table, temporaries: _Temporaries
-             ) -> tuple[CheckReport, exp.Select, int]:
-    """The policy's check of the generalized records and the final query with violating classes suppressed.
+def suppress(engine: Engine, bound: BoundPolicy, generalized: exp.Table, temporaries: _Temporaries,
+             generalized_population: exp.Table | None = None) -> tuple[CheckReport, exp.Select, int]:
+    """The policy's check of the generalized records (against ``generalized_population``, the population's
+    quasi-identifier combinations recoded alike with their counts, when a model compares with it) and the final query
+    with violating classes suppressed.
 
     Dropped records leave the table: what is dropped is drop mode's fixed point
     (:func:`~duckanon.privacy.checks.settle_drops`), as checks and searches count it.  Replaced records form one class
     of their own (every quasi-identifier ``*``), which must satisfy the policy too, as checks and searches require.
     """
     policy, quasi = bound.policy, bound.quasi_identifiers
-    classes = Classes.of(generalized, quasi)
+    population = None if generalized_population is None else Classes.of(generalized_population, quasi, COUNT)
+    classes = Classes.of(generalized, quasi, population=population)
     verdicts = temporaries.create(class_verdicts(classes, policy.models))
     report = verdict_report(engine, verdicts, classes, policy.models, key_names=quasi,
                             allowed_suppressed=bound.allowed_suppressed, drop=policy.drops,
@@ -183,6 +194,28 @@ def suppress(engine: Engine, bound: BoundPolicy, generalized: exp.Table, tempora
         exp.select(*classes.keys_of(), sb.col(SIZE)).from_(verdicts).where(sb.col(VIOLATED)))
     final = _suppressed_query(generalized, bound.columns, quasi, suppressed_keys, policy.drops)
     return report, final, report.violating_records
+
+
+def _generalized_population(bound: BoundPolicy, transformation: Transformation, temporaries: _Temporaries
+                            ) -> exp.Table | None:
+    """The population's quasi-identifier combinations recoded by ``transformation``, with their counts; None when no
+    model compares with the population."""
+    if bound.population is None:
+        return None
+    return temporaries.create(transformation.compile(bound.population, [*bound.quasi_identifiers, COUNT],
+                                                     bound.hierarchies))
+
+
+def _population_classes(population: exp.Table, quasi: Sequence[str], starred: bool) -> exp.Select:
+    """The population's classes in the release's values, ``__count`` people each; with ``starred``, also the class
+    of suppressed records (every quasi-identifier '*'), whose people are the whole population: a starred record
+    could be anyone."""
+    count = exp.cast(exp.func("SUM", sb.col(COUNT)), exp.DataType.build("BIGINT")).as_(COUNT, quoted=True)
+    classes = exp.select(*[sb.col(q) for q in quasi], count).from_(population).group_by(*[sb.col(q) for q in quasi])
+    if not starred:
+        return classes
+    everyone = exp.select(*[sb.lit(SUPPRESSED).as_(q, quoted=True) for q in quasi], count.copy()).from_(population)
+    return exp.union(classes, everyone, distinct=False)
 
 
 def _suppressed_query(generalized: exp.Table, columns: Sequence[str], quasi: Sequence[str], suppressed: exp.Table,
@@ -220,9 +253,11 @@ class _Temporaries(contextlib.AbstractContextManager):
 
 
 def verify_release(reader: Engine, table: str, bound: BoundPolicy, transformation: Transformation,
-                   expected_records: int, ranges: Ranges) -> None:
+                   expected_records: int, ranges: Ranges, population_classes: pd.DataFrame | None = None) -> None:
     """Re-check a written release on its own: columns, record count, the policy, that no raw value shows, and the
-    numbers' bound columns."""
+    numbers' bound columns.  ``population_classes`` (:func:`_population_classes`) are what models that compare with
+    the population count the release's classes against; their classes without a record of the data were checked
+    before suppression (a suppressed class leaves its population class without a released record)."""
     released = sb.table(table)
     columns = reader.columns(released)
     if columns != ranges.columns(bound.columns):
@@ -231,8 +266,12 @@ def verify_release(reader: Engine, table: str, bound: BoundPolicy, transformatio
     records = reader.rows(exp.select(exp.func("COUNT", exp.Star())).from_(released))[0][0]
     if records != expected_records:
         raise ReleaseCheckFailed(f"release check: {records} records written, {expected_records} expected")
-    report = check(reader, Classes.of(released, bound.quasi_identifiers), bound.policy.models,
-                   key_names=bound.quasi_identifiers, exempt=bound.policy.exempt_class)
+    with contextlib.ExitStack() as registered:
+        population = None if population_classes is None else Classes.of(
+            registered.enter_context(reader.registered(population_classes)), bound.quasi_identifiers, COUNT)
+        report = check(reader, Classes.of(released, bound.quasi_identifiers, population=population),
+                       bound.policy.models, key_names=bound.quasi_identifiers, exempt=bound.policy.exempt_class,
+                       unmendable_checked=False)
     if not report.satisfied:
         raise ReleaseCheckFailed(f"release check: the written table violates the policy: {report.summary()}")
     for attribute, hierarchy in bound.hierarchies.items():

@@ -190,14 +190,22 @@ def _suppression(reader, released, quasi: Sequence[str], info: dict, policy: dic
                  claimed <= allowed and starred >= claimed)
 
 
+# What a check of a model that compares classes with a population table says: the release does not hold it.
+NEEDS_POPULATION = "not recomputed: it needs the population table, which the release does not hold"
+
+
 def _models(reader, released, quasi: Sequence[str], policy: dict, info: dict) -> list[Check]:
     checks, models = [], []
     for described in policy.get("models") or []:
         try:
-            models.append(model_from_params(described["model"], described["params"]))
+            model = model_from_params(described["model"], described["params"])
         except (PolicyError, KeyError, TypeError) as error:
             checks.append(Check(described.get("model", "a model"), "holds", f"not checked: {error}", None))
             continue
+        if model.population is not None:
+            checks.append(Check(plain_model(model.name, model.params()), "holds", NEEDS_POPULATION, None))
+            continue
+        models.append(model)
         sample = described["params"].get("sample_records")
         if sample is not None:
             # A threshold derived from the data's size (estimated k-map's k') must be derived from this source's.
@@ -254,6 +262,7 @@ def verification_view(table: str, columns: Sequence[str], quasi: Sequence[str], 
     '*' class left out of the models under ARX's ``replace-unchecked``)."""
     released = sb.table(table)
     drop, exempt = suppression == "drop", exempt_class(suppression)
+    checkable = [m for m in models if m.population is None]
 
     def claimed(column: str) -> exp.Expression:
         return exp.select(sb.col(column)).from_(sb.table(INFO_TABLE)).subquery()
@@ -292,18 +301,24 @@ def verification_view(table: str, columns: Sequence[str], quasi: Sequence[str], 
         keys = Classes.of(released, quasi).key_columns
         counted_class = (exp.true() if exempt is None else exp.not_(exp.func(
             "COALESCE", sb.and_all(sb.col(k).eq(sb.lit(exempt)) for k in keys), exp.false())))
-        for i, model in enumerate(models):
+        for i, model in enumerate(checkable):
             violating = value(exp.select(exp.func("COUNT", exp.Star())).from_(verdicts.copy()).where(
                 exp.and_(sb.col(verdict_column(i)), counted_class.copy())))
             rows.append(row(plain_model(model.name, model.params()), sb.lit("0 classes violate it"),
                             exp.Concat(expressions=[text(violating), sb.lit(" classes violate it")], safe=False),
                             exp.EQ(this=violating.copy(), expression=sb.lit(0))))
+        for model in models:
+            if model.population is not None:  # the population is not in the release: holds stays NULL
+                rows.append(exp.select(sb.lit(plain_model(model.name, model.params())).as_("guarantee", quoted=True),
+                                       sb.lit("0 classes violate it").as_("claimed", quoted=True),
+                                       sb.lit(NEEDS_POPULATION).as_("recomputed", quoted=True),
+                                       exp.cast(exp.Null(), exp.DataType.build("BOOLEAN")).as_("holds", quoted=True)))
     union = rows[0]
     for other in rows[1:]:
         union = exp.union(union, other, distinct=False)
     query = exp.select(exp.Star()).from_(union.subquery("guarantees"))
     if quasi:
-        query = query.with_("__verdicts", as_=class_verdicts(Classes.of(released, quasi), models))
+        query = query.with_("__verdicts", as_=class_verdicts(Classes.of(released, quasi), checkable))
     return query
 
 

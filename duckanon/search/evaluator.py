@@ -136,10 +136,11 @@ class NodeEvaluator(ABC):
             result = self.results[index] = dataclasses.replace(result, satisfied=not violates)
         return result.satisfied
 
-    def _result(self, index: int, totals: NodeTotals, suppressed_too_small: bool) -> NodeResult:
+    def _result(self, index: int, totals: NodeTotals, suppressed_too_small: bool, unmendable: bool = False
+                ) -> NodeResult:
         """A node's result from its totals; ``suppressed_too_small``: its suppressed records, as one class, violate a
-        size-only model."""
-        within_limit = totals.suppressed <= self.allowed_suppressed
+        size-only model; ``unmendable``: it violates a model in a way no suppression mends."""
+        within_limit = totals.suppressed <= self.allowed_suppressed and not unmendable
         satisfied = within_limit
         if within_limit and totals.suppressed and self.suppressed_class:
             satisfied = None if self.sensitive_models else not suppressed_too_small

@@ -93,7 +93,7 @@ def evaluator(workspace: Workspace, bound: BoundPolicy, metrics: Sequence[Metric
     owned = encoding is None
     if owned:
         workspace.announce("encoding the source into a frequency table")
-        encoding = Encoding(workspace.engine, bound.counted, bound.hierarchies, bound.policy.sensitive)
+        encoding = bound.encoding(workspace.engine)
     built = None
     try:
         kind = _chosen(workspace, encoding, bound, resolved, kind, memory_budget)
@@ -114,7 +114,14 @@ def evaluator(workspace: Workspace, bound: BoundPolicy, metrics: Sequence[Metric
 
 def _chosen(workspace: Workspace, encoding: Encoding, bound: BoundPolicy, metrics: Sequence[Metric], kind: str,
             memory_budget: int | None) -> str:
-    """``memory`` or ``sql``: ``kind``, or for ``auto`` whether the in-process arrays fit the budget; announced."""
+    """``memory`` or ``sql``: ``kind``, or for ``auto`` whether the in-process arrays fit the budget; announced.
+    Classes compared with a population table are counted in SQL only."""
+    if encoding.population_table is not None:
+        if kind == "memory":
+            raise PolicyError("the in-process evaluator does not count classes in a population table (δ-presence, "
+                              "k-map with the population): evaluate in SQL (evaluator='sql' or 'auto')")
+        workspace.announce("evaluating nodes in SQL: the policy compares classes with the population table")
+        return "sql"
     if kind != "auto":
         workspace.announce(f"evaluating nodes {_WHERE[kind]}, as asked")
         return kind
@@ -195,7 +202,7 @@ def frontier(workspace: Workspace, source, policy: Policy | str, parameter: str,
     varied_policies = [policy.with_parameter(parameter, value) for value in values]  # bad values fail before work
     points = []
     with bind(workspace, source, policy) as bound:
-        encoding = Encoding(workspace.engine, bound.counted, bound.hierarchies, bound.policy.sensitive)
+        encoding = bound.encoding(workspace.engine)
         try:
             for position, (value, varied_policy) in enumerate(zip(values, varied_policies), 1):
                 workspace.announce(f"frontier: {parameter} = {value} ({position} of {len(values)})")

@@ -182,9 +182,43 @@ class SqlNodeEvaluator(NodeEvaluator):
 
     def _classes(self, relation: str) -> Classes:
         """The classes of every node in ``relation`` (rows of the nodes' records): the node id leads the class key
-        and tells the nodes' tables apart."""
-        keys = ["__node"] + [f"__node_k{i}" for i in range(len(self.hierarchies))]
-        return Classes.of(sb.table(relation), keys, weight=COUNT, carry=self.carried, table_keys=1)
+        and tells the nodes' tables apart; with the population's classes at the same nodes, when there is one."""
+        return Classes.of(sb.table(relation), self._keys, weight=COUNT, carry=self.carried, table_keys=1,
+                          population=self._population_classes())
+
+    @property
+    def _keys(self) -> list[str]:
+        return ["__node"] + [f"__node_k{i}" for i in range(len(self.hierarchies))]
+
+    def _population_classes(self) -> Classes | None:
+        table = self.encoding.population_table
+        return None if table is None else Classes.of(self._at_nodes(table), self._keys, weight=COUNT, table_keys=1)
+
+    def _at_nodes(self, table: exp.Table) -> exp.Select:
+        """The rows of a frequency table (the source's or the population's) met with every node of the nodes view:
+        the node id, each attribute's code at the node's level, the count."""
+        def at_level(i: int) -> exp.Expression:
+            return exp.Case(this=sb.col(f"__l{i}", "n"), ifs=[
+                exp.If(this=sb.lit(j), true=sb.col(code_column(i, j), "t")) for j in range(self.hierarchies[i].levels)])
+
+        return (exp.select(sb.col("__node", "n"), *[at_level(i).as_(f"__node_k{i}", quoted=True)
+                                                    for i in range(len(self.hierarchies))], sb.col(COUNT, "t"))
+                .from_(exp.alias_(table, "t", quoted=True))
+                .join(exp.alias_(sb.table(self.nodes_view), "n", quoted=True), join_type="CROSS"))
+
+    def _unmendable(self) -> set[int]:
+        """The nodes of the nodes view whose classes violate a model in a way no suppression mends."""
+        population = self._population_classes()
+        if population is None:
+            return set()
+        classes = Classes.of(self._at_nodes(self.encoding.table), self._keys, weight=COUNT, table_keys=1,
+                             population=population)
+        flagged: set[int] = set()
+        for model in self.models:
+            query = model.population_violations(classes)
+            if query is not None:
+                flagged |= {int(node) for node, violated in self.engine.rows(query) if violated}
+        return flagged
 
     def _verdicts(self, classes: Classes) -> exp.Select:
         return class_verdicts(classes, self.models, {name: sb.col(name) for name in self.carried})
@@ -329,6 +363,7 @@ class SqlNodeEvaluator(NodeEvaluator):
         statement = self._batch_statement([self.snapshots[k] for k in sorted({k for _, k in batch})])
         with self.engine.registered(frame, self.nodes_view):
             rows = self._settled_totals(statement) if self.settles else self.engine.rows(statement)
+            unmendable = self._unmendable()
         results = {}
         for row in rows:
             index, row = int(row[0]), row[1:]
@@ -341,7 +376,8 @@ class SqlNodeEvaluator(NodeEvaluator):
                                 costs=costs, bottom=self.costs.bottom, levels=self.lattice.node(index),
                                 heights=self.heights,
                                 suppressed_entropy=self._spread(int(row[1]), row[position:]) if self.spread else ())
-            results[index] = self._result(index, totals, suppressed_too_small=bool(row[6]))
+            results[index] = self._result(index, totals, suppressed_too_small=bool(row[6]),
+                                          unmendable=index in unmendable)
         return results
 
     def _sources(self, index: np.ndarray) -> np.ndarray:
