@@ -582,17 +582,20 @@ CREATE OR REPLACE TEMP MACRO anon_policy_columns(policy, quasi_identifiers,
 --   anon_model('enhanced-beta-likeness', {'sensitive': 'disease', 'beta': 1.0})
 --   anon_model('delta-disclosure-privacy', {'sensitive': 'disease', 'delta': 1.5})
 --   anon_model('k-map', {'k': 5, 'population_size': 8000000})
---       (optionally 'significance': 0.05, 'estimator': 'poisson'; k-map estimated as ARX does)
+--       (optionally 'significance': 0.05, 'estimator': 'poisson'; k-map estimated as ARX does; or,
+--       counted in a population table the source is a sample of: {'k': 5, 'population': 'voters'})
+--   anon_model('delta-presence', {'delta_min': 0.05, 'delta_max': 0.15, 'population': 'voters'})
 CREATE OR REPLACE TEMP MACRO anon_model(name, params) AS
     CASE
         WHEN name IS NULL OR NOT list_contains(['k-anonymity', 'distinct-l-diversity', 'entropy-l-diversity',
                 'recursive-cl-diversity', 'alpha-k-anonymity', 'p-sensitive-k-anonymity', 't-closeness',
                 'alpha-l-diversity-k-anonymity', 'basic-beta-likeness', 'enhanced-beta-likeness',
-                'delta-disclosure-privacy', 'k-map'], name)
+                'delta-disclosure-privacy', 'k-map', 'delta-presence'], name)
             THEN error('duckanon: unknown privacy model ' || coalesce(name, 'NULL') || '; known: k-anonymity, '
                        || 'distinct-l-diversity, entropy-l-diversity, recursive-cl-diversity, alpha-k-anonymity, '
                        || 'p-sensitive-k-anonymity, t-closeness, alpha-l-diversity-k-anonymity, '
-                       || 'basic-beta-likeness, enhanced-beta-likeness, delta-disclosure-privacy, k-map')
+                       || 'basic-beta-likeness, enhanced-beta-likeness, delta-disclosure-privacy, k-map, '
+                       || 'delta-presence')
         ELSE struct_pack(model := CAST(name AS VARCHAR),
                          sensitive := json_extract_string(to_json(params), '$.sensitive'),
                          params := CAST(to_json(params) AS VARCHAR))
@@ -631,7 +634,9 @@ CREATE OR REPLACE TEMP MACRO anon_policy_models(policy, models) AS TABLE
 -- hierarchical distances and alpha-l-diversity-k-anonymity need the values' types or a
 -- hierarchy, and entropy l-diversity with Grassberger's estimator its correction table:
 -- they show holds = NULL here; a DuckDB release's own view
--- release_verification recomputes them. Rows are compared as text (CAST AS VARCHAR).
+-- release_verification recomputes them. delta-presence and k-map counted in a population
+-- table need that table, which no release holds: holds = NULL here and in the view. Rows
+-- are compared as text (CAST AS VARCHAR).
 
 -- anon__first_size(estimator) -> the smallest size the estimator models: 0 (Poisson), 1 (zero-truncated).
 CREATE OR REPLACE TEMP MACRO anon__first_size(estimator) AS CASE WHEN estimator = 'poisson' THEN 0 ELSE 1 END;
@@ -742,12 +747,13 @@ WITH info AS (
     SELECT models.i, models.model, models.params,
            CASE model
                WHEN 'k-anonymity' THEN count(*) FILTER (WHERE sizes.n < CAST(json_extract_string(params, '$.k') AS BIGINT))
-               WHEN 'k-map' THEN count(*) FILTER (WHERE sizes.n < anon__derived_k(
+               WHEN 'k-map' THEN CASE WHEN json_extract_string(params, '$.population') IS NULL
+                   THEN count(*) FILTER (WHERE sizes.n < anon__derived_k(
                    CAST(json_extract_string(params, '$.k') AS BIGINT),
                    CAST(json_extract_string(params, '$.sample_records') AS BIGINT),
                    CAST(json_extract_string(params, '$.population_size') AS BIGINT),
                    CAST(json_extract_string(params, '$.significance') AS DOUBLE),
-                   json_extract_string(params, '$.estimator')))
+                   json_extract_string(params, '$.estimator'))) END
                WHEN 'distinct-l-diversity' THEN count(*) FILTER (WHERE coalesce(values_, 0) < CAST(json_extract_string(params, '$.l') AS DOUBLE))
                WHEN 'entropy-l-diversity' THEN CASE WHEN json_extract_string(params, '$.estimator') IS NULL
                    THEN count(*) FILTER (
@@ -813,7 +819,9 @@ SELECT guarantee, claimed, recomputed, holds FROM (
     FROM suppression
     UNION ALL
     SELECT 5 + i, model || ' ' || CAST(params AS VARCHAR), '0 classes violate it',
-           CASE WHEN violating IS NULL THEN 'not recomputed here: see the release''s view release_verification'
+           CASE WHEN violating IS NULL AND json_extract_string(params, '$.population') IS NOT NULL
+                THEN 'not recomputed: it needs the population table, which the release does not hold'
+                WHEN violating IS NULL THEN 'not recomputed here: see the release''s view release_verification'
                 ELSE violating || ' of ' || classes || ' classes violate it' END,
            violating = 0
     FROM verdicts

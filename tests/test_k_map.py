@@ -140,8 +140,8 @@ def test_the_cli_takes_k_map_and_records_it(tmp_path):
 
 
 def test_the_cli_names_a_malformed_k_map(tmp_path, capsys):
-    assert main(["--k-map", "5", "-o", str(tmp_path / "x.duckdb")]) == 2
-    assert "argument --k-map: expected K:POPULATION[:SIGNIFICANCE[:zero-truncated-poisson|poisson]], got '5'" in \
+    assert main(["--k-map", "5:a", "-o", str(tmp_path / "x.duckdb")]) == 2
+    assert "argument --k-map: 'a' is not a whole number in '5:a' (expected K[:POPULATION[:SIGNIFICANCE[:" in \
         capsys.readouterr().err
     assert not list(tmp_path.iterdir())
 

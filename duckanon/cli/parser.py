@@ -134,11 +134,17 @@ def _policy() -> Parser:
     models.add_argument("--delta-disclosure", action="append", default=[], metavar="COLUMN:DELTA",
                         type=values.column_values("COLUMN:DELTA", values.number),
                         help="δ-disclosure privacy: |log2(class share / table share)| < DELTA for every value")
-    models.add_argument("--k-map", action="append", default=[], metavar="K:POPULATION[:SIGNIFICANCE[:ESTIMATOR]]",
+    models.add_argument("--k-map", action="append", default=[], metavar="K[:POPULATION[:SIGNIFICANCE[:ESTIMATOR]]]",
                         type=values.k_map,
-                        help="k-map estimated as ARX does from the population's size: k-anonymity with the k' at "
-                             "which a population class below K is improbable (significance 0.01 and the "
-                             "zero-truncated-poisson estimator unless given; or poisson)")
+                        help="k-map: K alone, at least K records of --population per class; with POPULATION (its "
+                             "size), estimated as ARX does: k-anonymity with the k' at which a population class below "
+                             "K is improbable (significance 0.01 and the zero-truncated-poisson estimator unless "
+                             "given; or poisson)")
+    models.add_argument("--delta-presence", action="append", default=[], metavar="MIN:MAX", type=values.share_range,
+                        help="δ-presence: every class's share of its --population records lies in [MIN, MAX]")
+    models.add_argument("--population", metavar="TABLE|FILE",
+                        help="the population the source is a sample of, for --delta-presence and --k-map K: a table "
+                             "of the source's database, or a CSV, Parquet or JSON file")
     suppression = parser.add_argument_group("suppression")
     suppression.add_argument("--suppression", choices=SUPPRESSION_MODES, default="replace",
                              help="replace a violating record's quasi-identifiers by '*' (its records then one class "

@@ -14,6 +14,7 @@ from ..privacy.models import (
     AlphaLDiversityKAnonymity,
     BasicBetaLikeness,
     DeltaDisclosurePrivacy,
+    DeltaPresence,
     DistinctLDiversity,
     EnhancedBetaLikeness,
     EntropyLDiversity,
@@ -67,7 +68,13 @@ def models(args: argparse.Namespace) -> list[PrivacyModel]:
     chosen += [(EnhancedBetaLikeness if variant == "enhanced" else BasicBetaLikeness)(column, beta)
                for column, beta, variant in args.beta_likeness]
     chosen += [DeltaDisclosurePrivacy(column, delta) for column, delta in args.delta_disclosure]
-    chosen += [KMap(*spec) for spec in args.k_map]
+    counted = [k for k, size, _, _ in args.k_map if size is None]
+    if (counted or args.delta_presence) and args.population is None:
+        raise AnonymizationError("--delta-presence and --k-map K (without a population size) need --population")
+    chosen += [KMap(k, size, significance, estimator) for k, size, significance, estimator in args.k_map
+               if size is not None]
+    chosen += [KMap(k, population=args.population) for k in counted]
+    chosen += [DeltaPresence(low, high, args.population) for low, high in args.delta_presence]
     if not chosen:
         raise AnonymizationError("give at least one privacy model, e.g. -k 5")
     return chosen

@@ -102,18 +102,30 @@ def column_number_variant(form: str, variants: Sequence[str]) -> Callable[[str],
     return parse
 
 
-def k_map(text: str) -> tuple[int, int, float, str]:
-    """``K:POPULATION[:SIGNIFICANCE[:ESTIMATOR]]`` into (k, population size, significance, estimator)."""
-    form = "K:POPULATION[:SIGNIFICANCE[:zero-truncated-poisson|poisson]]"
+def k_map(text: str) -> tuple[int, int | None, float, str]:
+    """``K[:POPULATION[:SIGNIFICANCE[:ESTIMATOR]]]`` into (k, population size or None, significance, estimator)."""
+    form = "K[:POPULATION[:SIGNIFICANCE[:zero-truncated-poisson|poisson]]]"
     parts = text.split(":")
-    if not 2 <= len(parts) <= 4:
+    if not 1 <= len(parts) <= 4:
         raise argparse.ArgumentTypeError(f"expected {form}, got {text!r}")
     try:
-        k, population = positive_whole(parts[0]), positive_whole(parts[1])
+        k = positive_whole(parts[0])
+        population = positive_whole(parts[1]) if len(parts) > 1 else None
         significance = number(parts[2]) if len(parts) > 2 else 0.01
     except argparse.ArgumentTypeError as error:
         raise argparse.ArgumentTypeError(f"{error} in {text!r} (expected {form})") from None
     return k, population, significance, parts[3] if len(parts) > 3 else "zero-truncated-poisson"
+
+
+def share_range(text: str) -> tuple[float, float]:
+    """``LOW:HIGH``, two shares in [0, 1]."""
+    parts = text.split(":")
+    if len(parts) != 2:
+        raise argparse.ArgumentTypeError(f"expected MIN:MAX, got {text!r}")
+    try:
+        return share(parts[0]), share(parts[1])
+    except argparse.ArgumentTypeError as error:
+        raise argparse.ArgumentTypeError(f"{error} in {text!r} (expected MIN:MAX)") from None
 
 
 t_closeness = column_number_variant("COLUMN:T[:ordered]", ("equal", "ordered"))

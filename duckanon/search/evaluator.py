@@ -45,8 +45,8 @@ class NodeResult:
     """One node's evaluation.  ``within_limit``: the violating classes hold at most the allowed suppressed records
     (monotone for the models that tag by it).  ``satisfied``: within the limit, and, when suppressed records are
     replaced and so form one class of their own, that class satisfies the policy too; None until
-    :meth:`NodeEvaluator.satisfies` has checked that class (only models over sensitive values need a look at the
-    data)."""
+    :meth:`NodeEvaluator.satisfies` has checked that class (only models over sensitive values or the population need
+    a look at the data)."""
 
     node: Node
     suppressed: int
@@ -95,7 +95,9 @@ class NodeEvaluator(ABC):
         self.monotone = monotone and not (self.settles and allowed_suppressed > 0)
         # Whether generalizing never increases the suppressed records (then the top node suppresses least).
         self.suppressed_monotone = suppressed_monotone and not self.settles
-        self.sensitive_models = any(m.sensitive is not None for m in self.models)
+        # Whether the suppressed records' own class needs a look at the data (a model over sensitive values or the
+        # population), not just the totals' size.
+        self.data_models = any(m.sensitive is not None or m.population is not None for m in self.models)
         self.objective = metrics[0].name
         self.lattice = Lattice(encoding.attributes, [h.levels for h in hierarchies])
         self.masks = LatticeMasks(self.lattice)
@@ -143,7 +145,7 @@ class NodeEvaluator(ABC):
         within_limit = totals.suppressed <= self.allowed_suppressed and not unmendable
         satisfied = within_limit
         if within_limit and totals.suppressed and self.suppressed_class:
-            satisfied = None if self.sensitive_models else not suppressed_too_small
+            satisfied = None if self.data_models else not suppressed_too_small
         return NodeResult(node=self.lattice.node(index), suppressed=totals.suppressed, within_limit=within_limit,
                           satisfied=satisfied, values={m.name: m.value(totals) for m in self.metrics},
                           bounds={m.name: m.lower_bound(totals) for m in self.metrics}, classes=totals.classes)
@@ -155,7 +157,7 @@ class NodeEvaluator(ABC):
     @abstractmethod
     def _suppressed_class_violates(self, node: Node) -> bool:
         """Whether the node's suppressed records, replaced by ``*`` as one class, violate the models (asked only of
-        a node within the limit that suppresses records, when a model reads sensitive values)."""
+        a node within the limit that suppresses records, when a model reads sensitive values or the population)."""
 
     def prior_bounds(self) -> np.ndarray:
         """Per lattice node, a lower bound of the objective for it and its generalizations known before evaluating
