@@ -74,7 +74,7 @@ from duckanon.utility.metrics import (  # noqa: E402
     Discernibility,
     DiscernibilityStar,
 )
-from duckanon.utility.metrics import AverageClassSize, Metric  # noqa: E402
+from duckanon.utility.metrics import AverageClassSize, Metric, RankedLoss  # noqa: E402
 
 CASES = HERE / "arx_cases" / "adult_cases.json"
 RESULTS = HERE / "results" / "arx_cases.md"
@@ -86,7 +86,8 @@ HEURISTIC_SUITES = {"TestAnonymizationGenetic": "its genetic algorithm",
 ISSUE_ELSEWHERE = {"TestAnonymizationDifferentialPrivacy": "differential privacy (issue 29)",
                    "TestAnonymizationLocalRecoding": "local recoding (issue 28)"}
 AGGREGATION = {"AggregateFunction.GEOMETRIC_MEAN": "geometric-mean", "AggregateFunction.ARITHMETIC_MEAN":
-               "arithmetic-mean", "AggregateFunction.SUM": "sum", "AggregateFunction.MAXIMUM": "maximum"}
+               "arithmetic-mean", "AggregateFunction.SUM": "sum", "AggregateFunction.MAXIMUM": "maximum",
+               "AggregateFunction.RANK": "rank"}
 
 
 # ARX's ARXPopulationModel.Region.USA, the population its k-map cases estimate from.
@@ -168,8 +169,8 @@ class Row:
     arx_node: list | None = None
     node: list | None = None
     arx_loss: str = ""
-    value_of_arx_node: float | None = None
-    value: float | None = None
+    value_of_arx_node: float | RankedLoss | None = None
+    value: float | RankedLoss | None = None
     seconds: float | None = None
     notes: list[str] = field(default_factory=list)
 
@@ -224,8 +225,6 @@ def _metric(spec: dict) -> tuple[Metric, str]:
             args = args[1:]  # the precomputation threshold: how ARX computes, not what
         gs = next((a for a in args if isinstance(a, float)), 0.5)
         aggregation = next((a["const"] for a in args if isinstance(a, dict)), "AggregateFunction.GEOMETRIC_MEAN")
-        if aggregation not in AGGREGATION:
-            raise Unsupported("Loss with rank aggregation")
         return ArxLoss(gs, AGGREGATION[aggregation]), ""
     if call == "createDiscernabilityMetric":
         return (DiscernibilityStar(), "") if args == [True] else (Discernibility(), "")
@@ -320,7 +319,7 @@ def run_case(anon, case: dict, translation: Translation, row: Row) -> None:
     row.seconds = time.perf_counter() - started
     if result.best is not None:
         row.node = [int(result.levels[q]) for q in qis]
-        row.value = float(result.best.values[translation.metric.name])
+        row.value = result.best.values[translation.metric.name]
         sizes_only = [m for m in translation.models
                       if isinstance(m, KAnonymity) or (isinstance(m, KMap) and m.population is None)]
         if len(sizes_only) == len(translation.models):
@@ -336,7 +335,7 @@ def run_case(anon, case: dict, translation: Translation, row: Row) -> None:
         return
     [(arx_node_satisfies, row.value_of_arx_node)] = evaluate_nodes(anon, source, policy, translation.metric,
                                                                     [expected])
-    defined_alike = abs(row.value_of_arx_node - float(row.arx_loss)) <= CLOSE * max(1.0, abs(float(row.arx_loss)))
+    defined_alike = _close(row.value_of_arx_node, _arx_loss(row.arx_loss))
     if not defined_alike:
         row.notes.append("duckanon's value of ARX's node is not the loss ARX expects")
         if any(a == {"const": "EntropyEstimator.GRASSBERGER"} for m in case["models"] for a in m["args"]):
@@ -353,7 +352,7 @@ def run_case(anon, case: dict, translation: Translation, row: Row) -> None:
     elif not arx_node_satisfies:
         row.verdict = "differs"
         row.notes.append("ARX's node fails duckanon's check")
-    elif abs(row.value - row.value_of_arx_node) <= CLOSE * max(1.0, abs(row.value)):
+    elif _close(row.value, row.value_of_arx_node):
         row.verdict = "equal value"
     elif row.value < row.value_of_arx_node:
         row.verdict = "better"
@@ -425,7 +424,7 @@ def main() -> None:
     if not options.no_write:
         RESULTS.write_text(report, encoding="utf-8")
     if options.json:
-        options.json.write_text(json.dumps([vars(r) for r in rows], indent=1), encoding="utf-8")
+        options.json.write_text(json.dumps([vars(r) for r in rows], indent=1, default=_value), encoding="utf-8")
 
 
 def render(rows: list[Row], document: dict) -> str:
@@ -464,8 +463,24 @@ def _node(node: list | None) -> str:
     return "none" if node is None else "".join(map(str, node))
 
 
-def _value(value: float | None) -> str:
+def _value(value: float | RankedLoss | None) -> str:
+    if isinstance(value, RankedLoss):
+        return "[" + ", ".join(f"{r:.10g}" for r in value.ranks) + "]"
     return "" if value is None else f"{value:.10g}"
+
+
+def _arx_loss(text: str) -> float | list[float]:
+    """The loss ARX's test expects: a number, or a rank-aggregated loss's list of the attributes' losses."""
+    return json.loads(text) if text.startswith("[") else float(text)
+
+
+def _close(value: float | RankedLoss, other: float | RankedLoss | list[float]) -> bool:
+    """Whether two losses are equal up to :data:`CLOSE` (a rank-aggregated loss rank by rank)."""
+    if isinstance(value, RankedLoss) or isinstance(other, (RankedLoss, list)):
+        ours = value.ranks if isinstance(value, RankedLoss) else [value]
+        theirs = other.ranks if isinstance(other, RankedLoss) else other if isinstance(other, list) else [other]
+        return len(ours) == len(theirs) and all(_close(a, b) for a, b in zip(ours, theirs))
+    return abs(value - other) <= CLOSE * max(1.0, abs(other))
 
 
 if __name__ == "__main__":

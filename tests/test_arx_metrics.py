@@ -28,6 +28,7 @@ from duckanon.utility.metrics import (
     ArxNonMonotoneEntropy,
     ArxNonUniformEntropy,
     DiscernibilityStar,
+    RankedLoss,
 )
 from search_data import ADULT_QIS, on_every_evaluator, setup_table, tables
 
@@ -142,7 +143,7 @@ def arx_reference(frame, hierarchies, levels, k, gs_factor, weights):
     def aggregate(values):
         v, n = np.array(values) * w, len(qis)
         return {"geometric-mean": float(np.prod((v + 1) ** (1 / n)) - 1), "arithmetic-mean": float((v / n).sum()),
-                "sum": float(v.sum()), "maximum": float(v.max())}
+                "sum": float(v.sum()), "maximum": float(v.max()), "rank": sorted(v.tolist(), reverse=True)}
 
     return aggregate(losses), aggregate(bounds), float(sum(n * n for n in sizes.values())), entropy, entropy + spread
 
@@ -173,8 +174,8 @@ def test_arx_metrics_follow_arx_definitions_on_every_node(kind, data, k, gs_fact
         loss, bound, squares, entropy, nm_entropy = arx_reference(frame, hierarchies, levels, k, gs_factor, weights)
         for aggregation in AGGREGATIONS:
             name = f"arx-loss-{aggregation}"
-            assert result.values[name] == pytest.approx(loss[aggregation], rel=1e-9, abs=1e-9), (levels, name)
-            assert result.bounds[name] == pytest.approx(bound[aggregation], rel=1e-9, abs=1e-9), (levels, name)
+            assert _numbers(result.values[name]) == pytest.approx(loss[aggregation], rel=1e-9, abs=1e-9), (levels, name)
+            assert _numbers(result.bounds[name]) == pytest.approx(bound[aggregation], rel=1e-9, abs=1e-9), (levels, name)
         assert result.values["dm-star"] == squares
         assert result.values["arx-entropy"] == pytest.approx(entropy, rel=1e-9, abs=1e-9)
         assert result.values["arx-nm-entropy"] == pytest.approx(nm_entropy, rel=1e-9, abs=1e-9)
@@ -183,6 +184,38 @@ def test_arx_metrics_follow_arx_definitions_on_every_node(kind, data, k, gs_fact
             if priors[metric.name] is not None:
                 assert priors[metric.name][index] <= min(results[j].values[metric.name] for j in above) + 1e-12
     con.close()
+
+
+def _numbers(value):
+    """A loss as the reference writes it: a number, or a rank-aggregated loss's ranks."""
+    return list(value.ranks) if isinstance(value, RankedLoss) else value
+
+
+def test_ranked_losses_order_lexicographically_from_the_largest():
+    """ARX's ILMultiDimensionalRank: weighted losses sorted descending, compared rank by rank."""
+    weights = np.ones(3)
+    low_top = RankedLoss.of(np.array([0.5, 0.5, 0.5]), weights)
+    high_top = RankedLoss.of(np.array([0.9, 0.0, 0.0]), weights)
+    assert low_top < high_top and float(low_top) > float(high_top)  # the order is not the mean's
+    assert RankedLoss.of(np.array([0.0, 0.9, 0.1]), weights) == RankedLoss.of(np.array([0.1, 0.0, 0.9]), weights)
+    assert RankedLoss.of(np.array([0.9, 0.2, 0.0]), weights) > high_top
+    assert -np.inf < low_top < np.inf
+    assert RankedLoss.of(np.array([0.2, 1.0]), np.array([1.0, 0.5])).ranks == (0.5, 0.2)
+
+
+@on_every_evaluator
+@pytest.mark.parametrize("case", [case for case, _ in (p.values for p in _arx_metric_cases(
+    "Metric.createLossMetric", [{"const": "AggregateFunction.RANK"}], "arx-loss-rank"))])
+def test_arx_rank_loss_is_the_vector_arx_expects(adult, kind, case):
+    """ARX's TestUtilityMetrics rank-aggregated Loss at every node it lists, rank by rank."""
+    con, _, hierarchies = adult
+    [k] = case["models"][0]["args"]
+    nodes = [json.loads(node) for node in case["values"]]
+    results = evaluate(con, hierarchies, ARX_EIGHT, [KAnonymity(k)], case["suppression_limit"], ["arx-loss-rank"],
+                       nodes, kind)
+    for node, result in zip(nodes, results):
+        expected = json.loads(case["values"][json.dumps(node)])
+        assert list(result.values["arx-loss-rank"].ranks) == pytest.approx(expected, abs=1e-10), node
 
 
 @pytest.mark.parametrize("arguments, named", [

@@ -235,8 +235,10 @@ def publish_generalization(workspace: Workspace, source, policy: Policy | str,
                            format: str | None, found: Mapping[str, float] | None = None) -> Release:
     """Publish a full-domain generalization; its release records the node's metrics and ``found``, what a search
     measured of it."""
-    return publish_source(workspace, source, policy, generalization, path, table, format,
-                          lambda bound: {**node_metrics(workspace, bound, generalization), **(found or {})})
+    # A rank-aggregated loss is recorded as its number (ARX's mean of the attributes' losses).
+    return publish_source(workspace, source, policy, generalization, path, table, format, lambda bound: {
+        name: float(value) for name, value in {**node_metrics(workspace, bound, generalization),
+                                               **(found or {})}.items()})
 
 
 def anonymize(workspace: Workspace, source, policy: Policy | str, path: str | os.PathLike, metric: Metric | str,

@@ -237,9 +237,12 @@ class _Knowledge:
         self.monotone = evaluator.monotone
         size = lattice.size
         self.tags = np.zeros(size, dtype=np.int8)
-        self.value = np.full(size, np.inf)
-        self.bound = np.full(size, -np.inf)
-        self.estimate = np.array(evaluator.prior_bounds(), dtype=float)
+        # Objects where the objective is not a float (a rank-aggregated loss): compared as the metric orders them.
+        prior = evaluator.prior_bounds()
+        kind = object if prior.dtype == object else float
+        self.value = np.full(size, np.inf, dtype=kind)
+        self.bound = np.full(size, -np.inf, dtype=kind)
+        self.estimate = np.array(prior, dtype=kind)
         self.satisfying = np.zeros(size, dtype=bool)  # evaluated and within the suppression limit
         self.best: int | None = None  # the best satisfying node found, as the progress reports tell
 
@@ -311,7 +314,7 @@ class _Bounded(_Knowledge):
         super().__init__(evaluator, budget)
         lattice = self.lattice
         self.candidate_count = candidates
-        bounded = bool(np.isfinite(self.estimate).all())
+        bounded = bool(np.isfinite(self.estimate.astype(float)).all())
         self.frontier_count = frontier if bounded else 0
         # Without suppression a satisfying node's bound is its value, so its up-set is settled at once and the paths
         # best run through every node of unknown verdict: a failing node above the settled region still settles the

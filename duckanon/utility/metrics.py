@@ -28,6 +28,7 @@ otherwise (ARX's Loss: a geometric mean by default).
 
 from __future__ import annotations
 
+import functools
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
@@ -258,15 +259,80 @@ class ArxNonMonotoneEntropy(ArxNonUniformEntropy):
         return totals.costs[self.name][0] + float(sum(totals.suppressed_entropy))
 
 
-AGGREGATIONS = ("geometric-mean", "arithmetic-mean", "sum", "maximum")
+AGGREGATIONS = ("geometric-mean", "arithmetic-mean", "sum", "maximum", "rank")
 _ARX_DIGITS = 1e10
+
+
+@functools.total_ordering
+class RankedLoss:
+    """A loss of ARX's rank aggregation (``ILMultiDimensionalRank``): the attributes' weighted losses sorted in
+    descending order (:attr:`ranks`), ordered lexicographically -- the largest loss first, ties broken by the next.
+    As a number (``float()``: what a release records, what a report shows) it is ARX's mean of the unweighted
+    losses, Π (1 + v)^(1/n) − 1, which plays no part in the order.  Searches keep such values in object arrays;
+    the infinite sentinels they start from compare as numbers.  Adding, subtracting and scaling act on every rank
+    (and the mean), as lowering a bound for rounding needs."""
+
+    __slots__ = ("ranks", "mean")
+
+    def __init__(self, ranks: Sequence[float], mean: float):
+        self.ranks, self.mean = tuple(float(r) for r in ranks), float(mean)
+
+    @classmethod
+    def of(cls, losses: np.ndarray, weights: np.ndarray) -> RankedLoss:
+        mean = float(np.prod((losses + 1.0) ** (1.0 / len(losses))) - 1.0) if len(losses) else 0.0
+        return cls(sorted(losses * weights, reverse=True), mean)
+
+    def _key(self, other: object) -> tuple[tuple[float, ...], tuple[float, ...]] | None:
+        return (self.ranks, other.ranks) if isinstance(other, RankedLoss) else None
+
+    def __eq__(self, other: object) -> bool:
+        keys = self._key(other)
+        return keys[0] == keys[1] if keys else float(self) == other
+
+    def __lt__(self, other: object) -> bool:
+        keys = self._key(other)
+        return keys[0] < keys[1] if keys else float(self) < other
+
+    def __hash__(self) -> int:
+        return hash(self.ranks)
+
+    def __float__(self) -> float:
+        return self.mean
+
+    def __format__(self, spec: str) -> str:
+        return format(self.mean, spec)
+
+    def __repr__(self) -> str:
+        return f"RankedLoss({list(self.ranks)})"
+
+    def _map(self, op: Callable[[float, float], float], other: object) -> RankedLoss:
+        if isinstance(other, RankedLoss):
+            return RankedLoss([op(a, b) for a, b in zip(self.ranks, other.ranks)], op(self.mean, other.mean))
+        return RankedLoss([op(a, float(other)) for a in self.ranks], op(self.mean, float(other)))
+
+    def __sub__(self, other: object) -> RankedLoss:
+        return self._map(lambda a, b: a - b, other)
+
+    def __add__(self, other: object) -> RankedLoss:
+        return self._map(lambda a, b: a + b, other)
+
+    __radd__ = __add__
+
+    def __mul__(self, factor: object) -> RankedLoss:
+        return self._map(lambda a, b: a * b, factor)
+
+    __rmul__ = __mul__
+
+    def __abs__(self) -> RankedLoss:
+        return RankedLoss([abs(r) for r in self.ranks], abs(self.mean))
 
 
 class _ArxMultiDimensional(Metric):
     """ARX's multi-dimensional metrics (``metric/v2/AbstractMetricMultiDimensional``): a loss per quasi-identifier,
     weighted (weights divided by the largest; all 1 when none is given or all are 0) and aggregated by one of
     :data:`AGGREGATIONS` (``ILMultiDimensional*``): ``geometric-mean`` Π (1 + w·v)^(1/n) − 1, ``arithmetic-mean``
-    Σ w·v / n, ``sum`` Σ w·v, ``maximum`` max w·v.  ARX's gs-factor sets a generalization factor g (1 up to 0.5, then
+    Σ w·v / n, ``sum`` Σ w·v, ``maximum`` max w·v, ``rank`` the w·v sorted descending, ordered lexicographically
+    (:class:`RankedLoss`; every aggregation grows with each attribute's loss, so bounds per attribute bound it).  ARX's gs-factor sets a generalization factor g (1 up to 0.5, then
     1 − 2 (gs − 0.5)) and a suppression factor s (2 gs below 0.5, then 1)."""
 
     def __init__(self, gs_factor: float, aggregation: str, weights: Mapping[str, float] | None, name: str):
@@ -288,8 +354,16 @@ class _ArxMultiDimensional(Metric):
             return super().weights(attributes)
         return {a: weight / largest for a, weight in given.items()}
 
-    def _aggregate(self, losses: np.ndarray, weights: np.ndarray) -> np.ndarray:
-        """Attributes' losses (last axis) aggregated as ARX's ``AggregateFunction``."""
+    def _aggregate(self, losses: np.ndarray, weights: np.ndarray) -> np.ndarray | float | RankedLoss:
+        """Attributes' losses (last axis) aggregated as ARX's ``AggregateFunction``: per row, a float, or for the
+        rank aggregation a :class:`RankedLoss` (an object array of them for many rows)."""
+        if self.aggregation == "rank":
+            if losses.ndim == 1:
+                return RankedLoss.of(losses, weights)
+            ranked = np.empty(losses.shape[:-1], dtype=object)
+            for position in np.ndindex(ranked.shape):
+                ranked[position] = RankedLoss.of(losses[position], weights)
+            return ranked
         weighted = losses * weights
         n = losses.shape[-1]
         if self.aggregation == "geometric-mean":
@@ -306,6 +380,11 @@ class _ArxMultiDimensional(Metric):
 
     def __repr__(self) -> str:
         return f"{self.name}(gs_factor={self.gs_factor}, aggregation={self.aggregation!r})"
+
+
+def _number(aggregated: np.ndarray | float | RankedLoss) -> float | RankedLoss:
+    """One node's aggregated loss: a float, or the :class:`RankedLoss` itself."""
+    return aggregated if isinstance(aggregated, RankedLoss) else float(aggregated)
 
 
 class ArxLoss(_ArxMultiDimensional):
@@ -355,13 +434,13 @@ class ArxLoss(_ArxMultiDimensional):
             suppressed_share = every - kept  # the suppressed records' shares at the node's levels
             cost = g * kept + (suppressed if s == 1.0 else suppressed_share + s * (suppressed - suppressed_share))
             losses.append(self._normalized(cost, totals.bottom[self._sum_name(attribute)], totals.records))
-        return float(self._aggregate(np.array(losses), self._weight_vector(attributes)))
+        return _number(self._aggregate(np.array(losses), self._weight_vector(attributes)))
 
     def lower_bound(self, totals):
         attributes = self._attributes(totals.costs)
         losses = [self._normalized(self.generalization_factor * totals.costs[self._sum_name(a)][0],
                                    totals.bottom[self._sum_name(a)], totals.records) for a in attributes]
-        return float(self._aggregate(np.array(losses), self._weight_vector(attributes)))
+        return _number(self._aggregate(np.array(losses), self._weight_vector(attributes)))
 
     def prior_bounds(self, nodes, level_costs, records):
         attributes = self._attributes(level_costs)
@@ -398,10 +477,10 @@ class ArxPrecision(_ArxMultiDimensional):
                       + totals.suppressed * self.suppression_factor) / totals.records
         else:
             ratios = ratios * self.generalization_factor
-        return float(self._aggregate(ratios, np.ones(len(ratios))))
+        return _number(self._aggregate(ratios, np.ones(len(ratios))))
 
     def lower_bound(self, totals):
-        return float(self._aggregate(self._ratios(totals) * self.generalization_factor, np.ones(len(totals.levels))))
+        return _number(self._aggregate(self._ratios(totals) * self.generalization_factor, np.ones(len(totals.levels))))
 
 
 class ArxHeight(_ArxMultiDimensional):
@@ -412,7 +491,7 @@ class ArxHeight(_ArxMultiDimensional):
         super().__init__(0.5, aggregation, None, name)
 
     def value(self, totals):
-        return float(self._aggregate(np.array(totals.levels, dtype=float), np.ones(len(totals.levels))))
+        return _number(self._aggregate(np.array(totals.levels, dtype=float), np.ones(len(totals.levels))))
 
     def lower_bound(self, totals):
         return self.value(totals)
@@ -423,7 +502,9 @@ class ArxHeight(_ArxMultiDimensional):
 
 METRICS: dict[str, Callable[[], Metric]] = {"loss": Loss, "dm": Discernibility, "non-uniform-entropy": NonUniformEntropy,
                                     "ncp": NormalizedCertaintyPenalty, "average-class-size": AverageClassSize,
-                                    "arx-loss": ArxLoss, "dm-star": DiscernibilityStar,
+                                    "arx-loss": ArxLoss, "arx-loss-rank": lambda: ArxLoss(aggregation="rank",
+                                                                                           name="arx-loss-rank"),
+                                    "dm-star": DiscernibilityStar,
                                     "arx-entropy": ArxNonUniformEntropy, "arx-nm-entropy": ArxNonMonotoneEntropy,
                                     "arx-precision": ArxPrecision,
                                     "arx-precision-monotone": lambda: ArxPrecision(monotone=True),
