@@ -568,11 +568,13 @@ STRATEGIES: dict[str, type[SearchStrategy]] = {s.name: s for s in (OptimalSearch
 
 
 def solution_space(evaluator: NodeEvaluator) -> pd.DataFrame:
-    """Every satisfying node with its suppressed records and every metric's value (seed 000, steps 2–3)."""
+    """Every satisfying node with its suppressed records and every metric's value (seed 000, steps 2–3; a
+    rank-aggregated loss as its number)."""
     lattice = evaluator.lattice
     candidates = tag_by_paths(evaluator) if evaluator.monotone else np.ones(lattice.size, dtype=bool)
     chosen = [int(i) for i in lattice.by_height() if candidates[i]]
-    rows = [{**dict(zip(lattice.attributes, r.node)), "suppressed": r.suppressed, "classes": r.classes, **r.values}
+    rows = [{**dict(zip(lattice.attributes, r.node)), "suppressed": r.suppressed, "classes": r.classes,
+             **{name: float(value) for name, value in r.values.items()}}
             for i, r in zip(chosen, evaluator.evaluate_many(chosen)) if r.within_limit and evaluator.satisfies(i)]
     columns = [*lattice.attributes, "suppressed", "classes", *[m.name for m in evaluator.metrics]]
     return pd.DataFrame(rows, columns=columns)
