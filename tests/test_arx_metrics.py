@@ -1,5 +1,7 @@
-"""ARX's metrics (``arx-loss``, ``dm-star``, ``arx-entropy``, ``arx-nm-entropy``; ARX's AECS and non-monotone DM being duckanon's
-``average-class-size`` and ``dm``) against the values ARX's own tests expect, and against a pandas computation of
+"""ARX's metrics (``arx-loss`` and its rank aggregation, ``dm-star``, ``arx-entropy``, ``arx-nm-entropy``, precision,
+height; ARX's AECS and non-monotone DM being duckanon's ``average-class-size`` and ``dm``) against the values ARX's own
+tests expect (TestUtilityMetrics: every node it lists, under each of its policies, δ-presence on its research subset
+included), and against a pandas computation of
 ARX's definitions written here from its sources (``metric/v2/MetricMDNMLoss``, ``DomainShareMaterialized``,
 ``ILMultiDimensional*``, ``MetricSDDiscernability``, ``MetricMDNUEntropyPrecomputed``,
 ``MetricMDNUNMEntropyPrecomputed``)."""
@@ -18,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import duckanon
-from duckanon import Hierarchy, KAnonymity, Policy
+from duckanon import DeltaPresence, Hierarchy, KAnonymity, Policy, RecursiveCLDiversity, TCloseness
 from duckanon.datasets import adult_hierarchy_dir, load_adult
 from duckanon.encode.binding import bind
 from duckanon.search import run as search_run
@@ -46,12 +48,12 @@ def adult():
     con.close()
 
 
-def evaluate(con, hierarchies, qis, models, limit, metrics, nodes, kind):
+def evaluate(con, hierarchies, qis, models, limit, metrics, nodes, kind, source="adult", suppression="replace"):
     """``metrics``' values and bounds at ``nodes`` (levels in ``qis`` order) from one evaluator of ``kind``."""
     policy = Policy(quasi_identifiers={q: hierarchies[q] for q in qis}, models=models, suppression_limit=limit,
-                    others="insensitive")
+                    others="insensitive", suppression=suppression)
     workspace = duckanon.connect(con).workspace
-    with bind(workspace, "adult", policy) as bound, \
+    with bind(workspace, source, policy) as bound, \
             search_run.evaluator(workspace, bound, metrics, None, kind=kind) as evaluator:
         indices = [evaluator.lattice.index(tuple(node)) for node in nodes]
         evaluator.evaluate_many(indices)
@@ -76,25 +78,71 @@ def test_arx_loss_is_the_value_arx_expects(adult, kind, node, gs_factor, limit, 
     assert result.values["arx-loss"] == pytest.approx(expected, rel=1e-12)
 
 
-def _arx_metric_cases(call, args, metric):
-    return [pytest.param(case, metric, id=f"TestUtilityMetrics-{case['index']}") for case in ARX_VALUES["cases"]
-            if case["metric"] == {"call": call, "args": args} and [m["new"] for m in case["models"]] == ["KAnonymity"]]
+# ARX's metrics as TestUtilityMetrics configures them (call, arguments) and duckanon's name for each.
+ARX_METRICS = {
+    ("Metric.createDiscernabilityMetric", "[true]"): "dm-star", ("Metric.createDiscernabilityMetric", "[false]"): "dm",
+    ("Metric.createAECSMetric", "[]"): "average-class-size",
+    ("Metric.createEntropyMetric", "[false]"): "arx-nm-entropy", ("Metric.createEntropyMetric", "[]"): "arx-nm-entropy",
+    ("Metric.createPrecisionMetric", "[false]"): "arx-precision",
+    ("Metric.createPrecisionMetric", "[true]"): "arx-precision-monotone",
+    ("Metric.createHeightMetric", "[]"): "arx-height",
+    ("Metric.createLossMetric", '[{"const": "AggregateFunction.RANK"}]'): "arx-loss-rank",
+}
+SUBSET = Path(__file__).parents[1] / "benchmarks" / "arx_cases" / "adult_subset.csv.gz"
+
+
+def _arx_metric_cases(k_only: bool):
+    """TestUtilityMetrics's cases: k-anonymity alone, or every other combination of models."""
+    params = []
+    for case in ARX_VALUES["cases"]:
+        metric = ARX_METRICS[case["metric"]["call"], json.dumps(case["metric"]["args"])]
+        if ([m["new"] for m in case["models"]] == ["KAnonymity"]) == k_only:
+            params.append(pytest.param(case, metric, id=f"TestUtilityMetrics-{case['index']}-{metric}"))
+    return params
+
+
+def arx_models(case, hierarchies):
+    """The case's privacy models as duckanon's (ARX's research subset's population: all of Adult)."""
+    made = []
+    for spec in case["models"]:
+        name, args = spec["new"], spec["args"]
+        made.append({
+            "KAnonymity": lambda: KAnonymity(args[0]),
+            "DPresence": lambda: DeltaPresence(args[0], args[1], "adult"),
+            "RecursiveCLDiversity": lambda: RecursiveCLDiversity(args[0], args[1], args[2]),
+            "HierarchicalDistanceTCloseness": lambda: TCloseness(args[0], args[1], "hierarchical",
+                                                                 hierarchies[args[0]]),
+        }[name]())
+    return made
+
+
+@pytest.fixture(scope="module")
+def research_subset(adult):
+    """ARX's research subset (its data/adult_subset.csv) as Adult's records, matched as ARX's DataSubset.create
+    matches them: each record of the subset takes the first Adult record of equal values not yet taken -- so of n
+    equal records in the subset, the first n such in Adult."""
+    con, _, _ = adult
+    texts = ", ".join(f'CAST("{q}" AS VARCHAR)' for q in ADULT_QIS)
+    keys = ", ".join(f'"{q}"' for q in ADULT_QIS)
+    same = " AND ".join(f'CAST(a."{q}" AS VARCHAR) = s."{q}"' for q in ADULT_QIS)
+    con.execute(f"""
+        CREATE OR REPLACE TABLE adult_research_subset AS
+        SELECT a.* EXCLUDE (position, nth) FROM (
+            SELECT *, ROW_NUMBER() OVER (PARTITION BY {texts} ORDER BY position) AS nth
+            FROM (SELECT *, rowid AS position FROM adult)) AS a
+        JOIN (SELECT {keys}, COUNT(*) AS wanted FROM read_csv(?, delim=';', header=true, all_varchar=true)
+              GROUP BY ALL) AS s ON {same}
+        WHERE a.nth <= s.wanted""", [str(SUBSET)])
+    assert con.execute("SELECT COUNT(*) FROM adult_research_subset").fetchone() == (3016,)
+    return "adult_research_subset"
 
 
 @on_every_evaluator
-@pytest.mark.parametrize("case, metric", [
-    *_arx_metric_cases("Metric.createDiscernabilityMetric", [True], "dm-star"),
-    *_arx_metric_cases("Metric.createDiscernabilityMetric", [False], "dm"),
-    *_arx_metric_cases("Metric.createAECSMetric", [], "average-class-size"),
-    *_arx_metric_cases("Metric.createEntropyMetric", [False], "arx-nm-entropy"),
-    *_arx_metric_cases("Metric.createEntropyMetric", [], "arx-nm-entropy"),
-    *_arx_metric_cases("Metric.createPrecisionMetric", [False], "arx-precision"),
-    *_arx_metric_cases("Metric.createPrecisionMetric", [True], "arx-precision-monotone"),
-    *_arx_metric_cases("Metric.createHeightMetric", [], "arx-height"),
-])
+@pytest.mark.parametrize("case, metric", _arx_metric_cases(k_only=True))
 def test_arx_single_metrics_are_the_values_arx_expects(adult, kind, case, metric):
     """Every node ARX's TestUtilityMetrics lists for k-anonymity alone (k = 5, at 0 % and 5 %), values within its
-    own tolerance of 1e-8 (or 1e-12 relative: entropies of 10⁵ bits summed in another order)."""
+    own tolerance of 1e-8 (or 1e-12 relative: entropies of 10⁵ bits summed in another order; a rank-aggregated
+    loss rank by rank)."""
     con, _, hierarchies = adult
     [k] = case["models"][0]["args"]
     nodes = [json.loads(node) for node in case["values"]]
@@ -102,7 +150,25 @@ def test_arx_single_metrics_are_the_values_arx_expects(adult, kind, case, metric
                        kind)
     assert len(nodes) >= 8
     for node, result in zip(nodes, results):
-        assert result.values[metric] == pytest.approx(float(case["values"][json.dumps(node)]), rel=1e-12, abs=1e-8), node
+        assert _numbers(result.values[metric]) == pytest.approx(json.loads(case["values"][json.dumps(node)]),
+                                                                rel=1e-12, abs=1e-8), node
+
+
+@pytest.mark.parametrize("case, metric", _arx_metric_cases(k_only=False))
+def test_arx_metrics_under_arx_models_are_the_values_arx_expects(adult, research_subset, case, metric):
+    """Every node ARX's TestUtilityMetrics lists for its other policies -- (recursive) l-diversity, hierarchical
+    t-closeness, δ-presence over ARX's research subset with all of Adult its population, alone and together, at 0 %
+    and 5 % -- under ARX's suppression semantics: the records each model suppresses there are ARX's."""
+    con, _, hierarchies = adult
+    models = arx_models(case, hierarchies)
+    population = any(isinstance(m, DeltaPresence) for m in models)
+    qis = [q for q in ADULT_QIS if q != case["sensitive"]]
+    nodes = [json.loads(node) for node in case["values"]]
+    results = evaluate(con, hierarchies, qis, models, case["suppression_limit"], [metric], nodes, "auto",
+                       source=research_subset if population else "adult", suppression="replace-unchecked")
+    for node, result in zip(nodes, results):
+        assert _numbers(result.values[metric]) == pytest.approx(json.loads(case["values"][json.dumps(node)]),
+                                                                rel=1e-12, abs=1e-8), node
 
 
 # --------------------------------------------------------------------------- ARX's definitions, written out
@@ -201,21 +267,6 @@ def test_ranked_losses_order_lexicographically_from_the_largest():
     assert RankedLoss.of(np.array([0.9, 0.2, 0.0]), weights) > high_top
     assert -np.inf < low_top < np.inf
     assert RankedLoss.of(np.array([0.2, 1.0]), np.array([1.0, 0.5])).ranks == (0.5, 0.2)
-
-
-@on_every_evaluator
-@pytest.mark.parametrize("case", [case for case, _ in (p.values for p in _arx_metric_cases(
-    "Metric.createLossMetric", [{"const": "AggregateFunction.RANK"}], "arx-loss-rank"))])
-def test_arx_rank_loss_is_the_vector_arx_expects(adult, kind, case):
-    """ARX's TestUtilityMetrics rank-aggregated Loss at every node it lists, rank by rank."""
-    con, _, hierarchies = adult
-    [k] = case["models"][0]["args"]
-    nodes = [json.loads(node) for node in case["values"]]
-    results = evaluate(con, hierarchies, ARX_EIGHT, [KAnonymity(k)], case["suppression_limit"], ["arx-loss-rank"],
-                       nodes, kind)
-    for node, result in zip(nodes, results):
-        expected = json.loads(case["values"][json.dumps(node)])
-        assert list(result.values["arx-loss-rank"].ranks) == pytest.approx(expected, abs=1e-10), node
 
 
 @pytest.mark.parametrize("arguments, named", [
