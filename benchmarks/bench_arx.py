@@ -60,6 +60,8 @@ sys.path.insert(0, str(HERE))
 
 import common  # noqa: E402
 import duckdb  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
 from bench_search import (  # noqa: E402
     ADULT_QIS,
     IHIS_DIR,
@@ -75,10 +77,12 @@ import duckanon  # noqa: E402
 from duckanon import (  # noqa: E402
     BasicBetaLikeness,
     DeltaDisclosurePrivacy,
+    DeltaPresence,
     EnhancedBetaLikeness,
     EntropyLDiversity,
     Hierarchy,
     KAnonymity,
+    KMap,
     Policy,
     TCloseness,
     datasets,
@@ -123,6 +127,10 @@ class Case:
     # none: k-anonymity with k = K, duckanon in its default replace mode.
     models: tuple[str, ...] = ()
     sensitive: str | None = None
+    # The models compare a sample with its population (δ-presence, k-map): the data is the population and the records
+    # anonymized are "arx" (ARX's research subset of Adult, data/adult_subset.csv) or "tenth" (a tenth drawn once,
+    # seeded); both tools read the same sample file.
+    sample: str | None = None
 
     @property
     def with_arx(self) -> bool:
@@ -173,8 +181,14 @@ MODEL_CASES = [
     # order of its hash buckets, though the sum can fall again (G(1) < 0), so its verdicts are not the estimate's.
     Case("adult-entropy-l-4", "warm", "adult", "arx-nm-entropy", 0.04, models=("entropy-l:3", "k:5"),
          sensitive="occupation", calls=3),
+    Case("adult-delta-presence-5", "warm", "adult", "arx-loss", 0.05, models=("delta-presence:0.05:0.15",),
+         sample="arx", calls=3),
+    Case("adult-k-map-5", "warm", "adult", "arx-loss", 0.05, models=("k-map:10",), sample="arx", calls=3),
     Case("ihis-t-equal-5", "warm", "ihis", "dm-star", 0.05, models=("t-equal:0.2", "k:5"), sensitive="EDUC"),
     Case("ihis-beta-basic-5", "warm", "ihis", "dm-star", 0.05, models=("basic-beta:1", "k:5"), sensitive="EDUC"),
+    Case("ihis-delta-presence-5", "warm", "ihis", "dm-star", 0.05, models=("delta-presence:0.0:0.2",),
+         sample="tenth"),
+    Case("ihis-k-map-5", "warm", "ihis", "dm-star", 0.05, models=("k-map:50",), sample="tenth"),
 ]
 COLD_CASE = Case("cold", "cold", "adult", "loss", 0.05, "duckanon 0.4–0.7× ARX (ARX 8.5–18 s, 9 QIs)",
                  ratio_target=1.0)
@@ -284,6 +298,34 @@ def write_resampled(path: Path, rows: int) -> None:
             con.close()
 
 
+SAMPLE_SEED = 26
+
+
+def sample_path(data_dir: Path, case: Case) -> Path:
+    """The folder holding a case's sample: ``sample.csv`` (the population's file's header and the sampled lines, as
+    ARX reads them) and ``positions.json`` (their 0-based record numbers, by which duckanon takes the same rows)."""
+    return data_dir / f"sample-{case.data}-{case.sample}"
+
+
+def write_sample(case: Case, population: Path, folder: Path) -> None:
+    if case.sample == "arx":  # ARX's research subset, matched to Adult's records as ARX matches them
+        from bench_arx_cases import arx_subset_rows  # noqa: PLC0415 - a benchmark's helper, needed here only
+        con = duckdb.connect()
+        datasets.load_adult(con, "adult")
+        positions = arx_subset_rows(duckanon.connect(con))
+    else:
+        with population.open(encoding="utf-8") as file:
+            records = sum(1 for _ in file) - 1
+        draw = np.random.default_rng(SAMPLE_SEED).random(records)
+        positions = np.flatnonzero(draw < 0.1).tolist()
+    folder.mkdir()
+    wanted = set(positions)
+    with population.open(encoding="utf-8") as source, (folder / "sample.csv").open("w", encoding="utf-8") as out:
+        out.write(next(source))
+        out.writelines(line for number, line in enumerate(source) if number in wanted)
+    (folder / "positions.json").write_text(json.dumps(positions))
+
+
 def prepare(cases: list[Case], settings: Settings) -> None:
     """The cases' data, made once into ``settings.data_dir``."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
@@ -293,6 +335,11 @@ def prepare(cases: list[Case], settings: Settings) -> None:
             "Adult CSV for ARX")
     if any(c.data == "ihis" for c in cases):
         cached(ihis_dir(settings.data_dir), ihis_file, "IHIS-shaped CSV")
+    for case in cases:
+        if case.sample is not None:
+            population = arx_input(case, settings)[0][0]
+            cached(sample_path(settings.data_dir, case), lambda partial, c=case, f=population: write_sample(
+                c, Path(f), partial), f"the {case.sample} sample of {case.data}")
     for case in cases:
         if case.kind == "scale":
             cached(parquet_path(settings.data_dir, case.rows), lambda partial, n=case.rows: write_resampled(partial, n),
@@ -333,11 +380,20 @@ def child(case: Case, evaluator: str, warmups: int, timed: int, data_dir: Path) 
     else:  # the search reads the Parquet file itself: reading it is part of the call
         source, hierarchies, load_s = parquet_path(data_dir, case.rows), adult_hierarchies(), 0.0
         rows = con.read_parquet(str(source)).shape[0]
+    population = None
+    if case.sample is not None:  # the loaded table is the population; the sample's rows are anonymized
+        population, source = source, f"{source}_sample"
+        positions = json.loads((sample_path(data_dir, case) / "positions.json").read_text())
+        with con.cursor() as cursor:
+            cursor.register("positions", pd.DataFrame({"position": positions}))
+            cursor.execute(f'CREATE TABLE "{source}" AS SELECT * EXCLUDE (position) FROM (SELECT *, rowid AS '
+                           f'position FROM "{population}") WHERE position IN (SELECT position FROM positions)')
+        rows = con.table(source).shape[0]
     common.progress(f"{case.name}: {rows:,} records, loaded in {load_s:.1f} s")
     moments: list[tuple[float, str]] = []
     anon = duckanon.connect(con, progress=lambda message: moments.append((time.perf_counter(), message)))
     policy = Policy(quasi_identifiers={q: h for q, h in hierarchies.items() if q != case.sensitive},
-                    models=duckanon_models(case), suppression_limit=case.suppression, others="insensitive",
+                    models=duckanon_models(case, population), suppression_limit=case.suppression, others="insensitive",
                     suppression="replace-unchecked" if case.models else "replace")
     # As ARX's warm calls search the data it loaded and encoded once, the warm calls search the source encoded once
     # (anon.encode); one full call (reading and encoding the source again) is timed besides.  The Parquet cases
@@ -367,8 +423,9 @@ def child(case: Case, evaluator: str, warmups: int, timed: int, data_dir: Path) 
             "load_average_end": common.machine_facts()["load_average"]}
 
 
-def duckanon_models(case: Case) -> list:
-    """The case's privacy models as duckanon's (ArxModels.java's names, over ``case.sensitive``)."""
+def duckanon_models(case: Case, population: str | None = None) -> list:
+    """The case's privacy models as duckanon's (ArxModels.java's names, over ``case.sensitive``; ``population``, the
+    table δ-presence and k-map compare with)."""
     if not case.models:
         return [KAnonymity(K)]
     models = []
@@ -383,6 +440,8 @@ def duckanon_models(case: Case) -> list:
             "entropy-l": lambda: EntropyLDiversity(case.sensitive, numbers[0],
                                                    "grassberger" if "grassberger" in values else "shannon"),
             "t-equal": lambda: TCloseness(case.sensitive, numbers[0]),
+            "delta-presence": lambda: DeltaPresence(numbers[0], numbers[1], population),
+            "k-map": lambda: KMap(int(numbers[0]), population=population),
         }[name]())
     return models
 
@@ -438,8 +497,9 @@ def arx_run(case: Case, settings: Settings, warmups: int, timed: int, label: str
     data, qis, k, suppression, metric = arx_input(case, settings)
     repeats = warmups + timed
     if case.models:
-        command = [*models_driver(settings), *data, ",".join(q for q in qis if q != case.sensitive), case.sensitive,
-                   repr(suppression), ARX_METRICS[metric], str(repeats), *case.models]
+        subset = [] if case.sample is None else [f"subset={sample_path(settings.data_dir, case) / 'sample.csv'}"]
+        command = [*models_driver(settings), *data, ",".join(q for q in qis if q != case.sensitive),
+                   case.sensitive or "-", repr(suppression), ARX_METRICS[metric], str(repeats), *subset, *case.models]
     else:
         command = [str(settings.arx / "arx-bench"), *data, str(k), repr(suppression), ARX_METRICS[metric],
                    str(repeats), ",".join(qis)]

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import sqlglot
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import duckanon
@@ -99,12 +99,14 @@ def test_delta_presence_and_k_map_by_hand():
                       {"zip": 3, "age": 0, "sex": 0}).satisfied  # one class: δ = 3/12
 
 
-@settings(max_examples=25, deadline=None)
+@pytest.mark.parametrize("kind", ["sql", "memory"])
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 2**32 - 1), people_=st.integers(40, 400), share=st.floats(0.05, 0.9),
        low=st.sampled_from([0.0, 0.05, 0.1, 0.2]), width=st.sampled_from([0.1, 0.3, 0.6]),
        k=st.integers(1, 40))
-def test_every_node_of_the_search_counts_as_pandas(seed, people_, share, low, width, k):
-    """The SQL evaluator's verdict and suppressed records at every node of the lattice equal a pandas recount."""
+def test_every_node_of_the_search_counts_as_pandas(kind, seed, people_, share, low, width, k):
+    """Each evaluator's verdict and suppressed records at every node of the lattice equal a pandas recount; so does
+    whether the suppressed records, starred, satisfy the model (their population: everyone)."""
     rng = np.random.default_rng(seed)
     population = people(rng, people_)
     sample = population.sample(frac=share, random_state=seed % 1000)
@@ -114,14 +116,22 @@ def test_every_node_of_the_search_counts_as_pandas(seed, people_, share, low, wi
     models = [DeltaPresence(low, min(low + width, 1.0), "population"), KMap(k, population="population")]
     for model in models:
         chosen = policy([model], suppression_limit=1.0, suppression="replace-unchecked")
-        with bind(anon.workspace, "people", chosen) as bound, \
-                search_run.evaluator(anon.workspace, bound, [Discernibility()], None) as evaluator:
-            results = evaluator.evaluate_many(range(evaluator.lattice.size))
-            for result in results:
-                levels = dict(zip(evaluator.lattice.attributes, result.node))
-                records, _, orphans = pandas_verdicts(sample, population, levels, model)
-                assert result.suppressed == records, (model, levels)
-                assert result.within_limit == (not orphans), (model, levels)
+        replaced = policy([model], suppression_limit=1.0)
+        for settings_, starred in ((chosen, False), (replaced, True)):
+            with bind(anon.workspace, "people", settings_) as bound, \
+                    search_run.evaluator(anon.workspace, bound, [Discernibility()], None, kind=kind) as evaluator:
+                results = evaluator.evaluate_many(range(evaluator.lattice.size))
+                for index, result in enumerate(results):
+                    levels = dict(zip(evaluator.lattice.attributes, result.node))
+                    records, _, orphans = pandas_verdicts(sample, population, levels, model)
+                    assert result.suppressed == records, (model, levels)
+                    assert result.within_limit == (not orphans), (model, levels)
+                    if starred and result.within_limit and records:
+                        everyone = pd.Series({"s": records, "p": len(population)})
+                        starred_violates = (everyone["s"] / everyone["p"] < model.delta_min
+                                            or everyone["s"] / everyone["p"] > model.delta_max
+                                            ) if isinstance(model, DeltaPresence) else everyone["p"] < model.k
+                        assert evaluator.satisfies(index) == (not starred_violates), (model, levels)
 
 
 @pytest.mark.parametrize("suppression", ["replace", "drop", "replace-unchecked"])
@@ -244,12 +254,10 @@ def test_two_populations_in_one_policy_are_refused(small):
                    {"zip": 0, "age": 0, "sex": 0})
 
 
-def test_population_models_need_a_full_domain_generalization_and_sql(small, tmp_path):
+def test_population_models_need_a_full_domain_generalization(small, tmp_path):
     anon, _ = small
     with pytest.raises(PolicyError, match="only a full-domain generalization recodes alike"):
         anon.mondrian("people", policy([KAnonymity(2), KMap(3, population="population")]), tmp_path / "m.duckdb")
-    with pytest.raises(PolicyError, match="the in-process evaluator does not count classes in a population table"):
-        anon.search("people", policy([KMap(3, population="population")]), evaluator="memory")
     assert not list(tmp_path.iterdir())
 
 

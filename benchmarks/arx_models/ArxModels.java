@@ -15,12 +15,15 @@ import org.deidentifier.arx.AttributeType.Hierarchy;
 import org.deidentifier.arx.Data;
 import org.deidentifier.arx.DataHandle;
 import org.deidentifier.arx.DataSource;
+import org.deidentifier.arx.DataSubset;
 import org.deidentifier.arx.criteria.BasicBLikeness;
 import org.deidentifier.arx.criteria.DDisclosurePrivacy;
+import org.deidentifier.arx.criteria.DPresence;
 import org.deidentifier.arx.criteria.EnhancedBLikeness;
 import org.deidentifier.arx.criteria.EntropyLDiversity;
 import org.deidentifier.arx.criteria.EqualDistanceTCloseness;
 import org.deidentifier.arx.criteria.KAnonymity;
+import org.deidentifier.arx.criteria.KMap;
 import org.deidentifier.arx.criteria.PrivacyCriterion;
 import org.deidentifier.arx.criteria.RecursiveCLDiversity;
 import org.deidentifier.arx.metric.Metric;
@@ -32,9 +35,11 @@ import org.deidentifier.arx.metric.Metric;
  *        MODEL [MODEL ...]
  *
  * MODEL: k:K, basic-beta:BETA, enhanced-beta:BETA, delta-disclosure:DELTA, entropy-l:L[:grassberger],
- * recursive-cl:C:L, t-equal:T (the models over SENSITIVE). METRIC: dm, dmstar, loss, entropy (monotone),
- * nm-entropy. The data is loaded once; each of the REPEATS anonymize() calls is timed on its own. Prints LOAD and
- * RUN lines as bench_arx.py's ARX driver does.
+ * recursive-cl:C:L, t-equal:T (the models over SENSITIVE); with subset=SUBSET.csv first (records of CSV, same
+ * columns and delimiter: the research subset, CSV its population), delta-presence:MIN:MAX and k-map:K (SENSITIVE
+ * "-" for none).
+ * METRIC: dm, dmstar, loss, entropy (monotone), nm-entropy. The data is loaded once; each of the REPEATS anonymize()
+ * calls is timed on its own. Prints LOAD and RUN lines as bench_arx.py's ARX driver does.
  */
 public class ArxModels {
 
@@ -50,6 +55,11 @@ public class ArxModels {
         double suppression = Double.parseDouble(args[5]);
         int repeats = Integer.parseInt(args[7]);
         List<String> models = Arrays.asList(args).subList(8, args.length);
+        String subsetFile = null;
+        if (models.get(0).startsWith("subset=")) {
+            subsetFile = models.get(0).substring("subset=".length());
+            models = models.subList(1, models.size());
+        }
 
         long started = System.nanoTime();
         String[] header;
@@ -72,6 +82,14 @@ public class ArxModels {
         for (String qi : qis) {
             data.getDefinition().setAttributeType(qi, Hierarchy.create(String.format(args[2], qi), StandardCharsets.UTF_8, ';'));
         }
+        DataSubset subset = null;
+        if (subsetFile != null) {
+            DataSource rows = DataSource.createCSVSource(new File(subsetFile), StandardCharsets.UTF_8, delim, true);
+            for (String column : header) {
+                rows.addColumn(column);
+            }
+            subset = DataSubset.create(data, Data.create(rows));
+        }
         System.out.printf("LOAD rows=%d columns=%d qis=%d load_ms=%d jvm_to_loaded_ms=%d%n", data.getHandle().getNumRows(),
                           header.length, qis.length, (System.nanoTime() - started) / 1_000_000,
                           System.currentTimeMillis() - jvmStart);
@@ -79,7 +97,7 @@ public class ArxModels {
         for (int run = 1; run <= repeats; run++) {
             ARXConfiguration config = ARXConfiguration.create();
             for (String model : models) {
-                config.addPrivacyModel(criterion(model, sensitive));
+                config.addPrivacyModel(criterion(model, sensitive, subset));
             }
             config.setSuppressionLimit(suppression);
             config.setQualityModel(metric(args[6]));
@@ -99,7 +117,8 @@ public class ArxModels {
                 DataHandle output = result.getOutput(false);
                 suppressed = 0;
                 for (int row = 0; row < output.getNumRows(); row++) {
-                    if (output.isOutlier(row)) {
+                    // With a research subset ARX marks the records outside it too: count the subset's alone.
+                    if (output.isOutlier(row) && (subset == null || subset.getSet().contains(row))) {
                         suppressed++;
                     }
                 }
@@ -113,7 +132,7 @@ public class ArxModels {
         }
     }
 
-    static PrivacyCriterion criterion(String model, String sensitive) {
+    static PrivacyCriterion criterion(String model, String sensitive, DataSubset subset) {
         String[] part = model.split(":");
         switch (part[0]) {
         case "k": return new KAnonymity(Integer.parseInt(part[1]));
@@ -127,6 +146,8 @@ public class ArxModels {
                                              : EntropyLDiversity.EntropyEstimator.SHANNON);
         case "recursive-cl": return new RecursiveCLDiversity(sensitive, Double.parseDouble(part[1]), Integer.parseInt(part[2]));
         case "t-equal": return new EqualDistanceTCloseness(sensitive, Double.parseDouble(part[1]));
+        case "delta-presence": return new DPresence(Double.parseDouble(part[1]), Double.parseDouble(part[2]), subset);
+        case "k-map": return new KMap(Integer.parseInt(part[1]), subset);
         default: throw new IllegalArgumentException("unknown model " + model);
         }
     }

@@ -116,6 +116,17 @@ class PrivacyModel(ABC):
     # models of the data alone.  bind() reads it once and gives the classes its records (Classes.population).
     population: str | None = None
 
+    def population_verdicts(self, sizes: np.ndarray, population: np.ndarray) -> np.ndarray | None:
+        """Per class of ``sizes`` records and ``population`` population records, whether it violates the model's
+        condition on the population: :meth:`class_violations`'s verdicts over arrays, exactly.  None for models of
+        the data alone."""
+        return None
+
+    def unmendable_with(self, population_only: int) -> bool:
+        """Whether ``population_only`` population classes that hold no record of the data violate the model in a way
+        no suppression mends: :meth:`population_violations` over arrays."""
+        return False
+
     def population_violations(self, classes: Classes) -> exp.Select | None:
         """``__k…`` (the table keys), ``__violated``: per table of ``classes``, whether it violates the model in a way
         no suppression mends (δ-presence's population classes that hold no record of the data); None for models
@@ -238,6 +249,9 @@ class KMap(PrivacyModel):
         return exp.select(*classes.keys_of(), (sb.col(POPULATION) < sb.lit(self.k)).as_(VIOLATED, quoted=True)
                           ).from_(counted)
 
+    def population_verdicts(self, sizes, population):
+        return None if self.population is None else population < self.k
+
     @property
     def minimum_size(self) -> int | None:
         if self.population is not None:
@@ -326,8 +340,16 @@ class DeltaPresence(PrivacyModel):
         return exp.select(*classes.keys_of(), exp.or_(delta < sb.lit(self.delta_min), delta > sb.lit(self.delta_max))
                           .as_(VIOLATED, quoted=True)).from_(counted)
 
+    def population_verdicts(self, sizes, population):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            delta = sizes.astype(np.float64) / population.astype(np.float64)
+        return (delta < self.delta_min) | (delta > self.delta_max)
+
     def population_violations(self, classes):
         return classes.population_only() if self.delta_min > 0 else None
+
+    def unmendable_with(self, population_only):
+        return self.delta_min > 0 and population_only > 0
 
 
 class DistinctLDiversity(PrivacyModel):

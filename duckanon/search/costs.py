@@ -74,9 +74,11 @@ def _read(encoding: Encoding, hierarchies: Sequence[Hierarchy], kinds: Sequence[
     records = int(engine.value(exp.select(exp.func("SUM", sb.col(COUNT))).from_(encoding.table)))
     attributes = []
     for i, hierarchy in enumerate(hierarchies):
-        levels = encoding.level_frame(i)
         code = sb.col(code_column(i, 0))
         counts = pd.Series(dict(engine.rows(exp.select(code, exp.func("SUM", sb.col(COUNT)))
                                             .from_(encoding.table).group_by(code.copy()))))
+        levels = encoding.level_frame(i)
+        # Values only a population table holds cost the data nothing (and have no frequency to cost by).
+        levels = levels[levels["code_0"].isin(counts.index)].reset_index(drop=True)
         attributes.append(AttributeCosts(levels, counts, cost_table(levels, counts, hierarchy, i, kinds, records)))
     return records, attributes

@@ -85,7 +85,11 @@ def memory_needed(engine: Engine, encoding: Encoding, models: Sequence[PrivacyMo
     # one per attribute and entropy cost sum
     offsets = len(hierarchies) * sum(s.kind == "entropy" for m in metrics for s in m.cost_sums(encoding.attributes))
     table = rows * _row_bytes(hierarchies, len(encoding.sensitive), offsets)
-    return table + max(int(table * SNAPSHOT_BYTES_SHARE), SNAPSHOT_MIN_BYTES) + rows * _WORK_BYTES_PER_ROW
+    needed = table + max(int(table * SNAPSHOT_BYTES_SHARE), SNAPSHOT_MIN_BYTES) + rows * _WORK_BYTES_PER_ROW
+    if encoding.population_table is not None:  # its codes and counts, and grouping them with a node's rows
+        people = int(engine.value(exp.select(exp.func("COUNT", exp.Star())).from_(encoding.population_table)))
+        needed += people * (_row_bytes(hierarchies, 0, 0) + _WORK_BYTES_PER_ROW)
+    return needed
 
 
 class _Groups:
@@ -227,6 +231,7 @@ class _NodeClasses:
     sizes: np.ndarray
     cells: dict[str, ClassCells]
     violated: np.ndarray
+    unmendable: bool = False  # a model is violated in a way no suppression mends
 
 
 class FrequencyArrays:
@@ -278,6 +283,9 @@ class FrequencyArrays:
         for i, hierarchy in enumerate(self.hierarchies):
             frame = encoding.level_frame(i)
             codes = [frame[f"code_{j}"].to_numpy(dtype=np.int64) - 1 for j in range(hierarchy.levels)]
+            # Codes number the values of the population too, when there is one: count them all.
+            self.cards[i] = [max(card, int(level.max()) + 1) if len(level) else card
+                             for card, level in zip(self.cards[i], codes)]
             lifts = []
             for low in range(hierarchy.levels):
                 row = []
@@ -301,6 +309,42 @@ class FrequencyArrays:
         self.records = int(self.base.count.sum())
 
 
+class PopulationArrays:
+    """A population table's frequency table as arrays (every level's codes, 0-based, and counts), in the codes of
+    the data it holds (kept in the encoding's memo), and the counting of a node's classes there."""
+
+    def __init__(self, engine: Engine, encoding: Encoding, hierarchies: Sequence[Hierarchy],
+                 cards: Sequence[Sequence[int]]):
+        table = encoding.population_table
+        codes = [code_column(i, j) for i, h in enumerate(hierarchies) for j in range(h.levels)]
+        columns = [exp.cast(sb.col(c) - sb.lit(1), exp.DataType.build("INTEGER")).as_(c, quoted=True) for c in codes]
+        columns.append(exp.cast(sb.col(COUNT), exp.DataType.build("BIGINT")).as_(COUNT, quoted=True))
+        arrays = engine.arrays(exp.select(*columns).from_(table))
+        self.codes = [[np.asarray(arrays[code_column(i, j)]) for j in range(h.levels)]
+                      for i, h in enumerate(hierarchies)]
+        self.weights = np.asarray(arrays[COUNT], dtype=np.float64)
+        self.records = int(self.weights.sum())
+        self.cards = cards  # the data's and the population's codes alike
+
+    @classmethod
+    def of(cls, engine: Engine, encoding: Encoding, hierarchies: Sequence[Hierarchy],
+           cards: Sequence[Sequence[int]]) -> PopulationArrays:
+        return encoding.memo(cls.__name__, lambda: cls(engine, encoding, hierarchies, cards))
+
+    def counted(self, node: np.ndarray, codes: Sequence[np.ndarray], groups: _Groups) -> tuple[np.ndarray, int]:
+        """Per class of ``groups`` (the data's rows with ``codes`` at ``node``), its population's records; and how
+        many of the population's classes hold no record of the data.  The data's rows and the population's are
+        grouped together, weighing the population's records only: every row of the data has population records
+        (the population holds the data), so its group is a class of the population."""
+        rows = len(codes[0])
+        columns = [np.concatenate([own, self.codes[i][level]]) for i, (own, level) in enumerate(zip(codes, node))]
+        together = _group(columns, [self.cards[i][level] for i, level in enumerate(node)],
+                          np.concatenate([np.zeros(rows), self.weights]))
+        group_of_class = np.zeros(groups.count, dtype=np.int64)
+        group_of_class[groups.ids] = together.ids[:rows]
+        return together.sizes[group_of_class], together.count - len(np.unique(group_of_class))
+
+
 class MemoryNodeEvaluator(NodeEvaluator):
     """Evaluates lattice nodes in process over the frequency table's arrays, each from the smallest snapshot below
     it."""
@@ -322,6 +366,8 @@ class MemoryNodeEvaluator(NodeEvaluator):
         # The entropy metrics' offsets are this evaluator's own.
         self.base = arrays.base.with_offsets({})
         self._read_costs()
+        self.population = (None if encoding.population_table is None
+                           else PopulationArrays.of(engine, encoding, hierarchies, self.cards))
         self.class_counts = np.zeros(self.lattice.size, dtype=np.int64)  # of the nodes evaluated
         self.failed_meets: list[tuple[np.ndarray, int]] = []  # with the rows they were grouped from
         self.snapshots = _Snapshots(len(hierarchies),
@@ -392,9 +438,17 @@ class MemoryNodeEvaluator(NodeEvaluator):
                 verdicts = model.cell_violations(cells[model.sensitive])
                 if verdicts is not None:
                     violated |= verdicts
+        unmendable = False
+        if self.population is not None:
+            population, population_only = self.population.counted(node, codes, groups)
+            for model in self.models:
+                verdicts = model.population_verdicts(sizes, population)
+                if verdicts is not None:
+                    violated |= verdicts
+                unmendable |= model.unmendable_with(population_only)
         if self.settles:
             self._settle(violated, cells)
-        return _NodeClasses(node, rows, codes, groups, sizes, cells, violated)
+        return _NodeClasses(node, rows, codes, groups, sizes, cells, violated, unmendable)
 
     def _cells(self, ids: np.ndarray, sizes: np.ndarray, rows: _Rows, name: str) -> ClassCells:
         values = self.values[name]
@@ -479,7 +533,8 @@ class MemoryNodeEvaluator(NodeEvaluator):
             classes = self._classes(node)
             totals = self._totals(classes)
             too_small = any(totals.suppressed < bound for bound in self.size_bounds)
-            results[index] = self._result(index, totals, suppressed_too_small=too_small)
+            results[index] = self._result(index, totals, suppressed_too_small=too_small,
+                                          unmendable=classes.unmendable)
             self.class_counts[index] = totals.classes
             if self._may_snapshot(index, classes.rows, len(classes.sizes)):
                 self._snapshot(index, classes.rows, classes.classes)
@@ -569,6 +624,11 @@ class MemoryNodeEvaluator(NodeEvaluator):
         size = int(classes.sizes[violated].sum())
         if any(size < bound for bound in self.size_bounds):
             return True
+        if self.population is not None:  # a starred record could be anyone: its class's population is everyone
+            for model in self.models:
+                verdict = model.population_verdicts(np.array([size]), np.array([self.population.records]))
+                if verdict is not None and bool(verdict[0]):
+                    return True
         for model in self.models:
             if model.sensitive is None:
                 continue

@@ -114,14 +114,7 @@ def evaluator(workspace: Workspace, bound: BoundPolicy, metrics: Sequence[Metric
 
 def _chosen(workspace: Workspace, encoding: Encoding, bound: BoundPolicy, metrics: Sequence[Metric], kind: str,
             memory_budget: int | None) -> str:
-    """``memory`` or ``sql``: ``kind``, or for ``auto`` whether the in-process arrays fit the budget; announced.
-    Classes compared with a population table are counted in SQL only."""
-    if encoding.population_table is not None:
-        if kind == "memory":
-            raise PolicyError("the in-process evaluator does not count classes in a population table (δ-presence, "
-                              "k-map with the population): evaluate in SQL (evaluator='sql' or 'auto')")
-        workspace.announce("evaluating nodes in SQL: the policy compares classes with the population table")
-        return "sql"
+    """``memory`` or ``sql``: ``kind``, or for ``auto`` whether the in-process arrays fit the budget; announced."""
     if kind != "auto":
         workspace.announce(f"evaluating nodes {_WHERE[kind]}, as asked")
         return kind
