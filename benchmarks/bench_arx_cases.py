@@ -96,6 +96,10 @@ ESTIMATORS = {"CellSizeEstimator.ZERO_TRUNCATED_POISSON": "zero-truncated-poisso
               "CellSizeEstimator.POISSON": "poisson"}
 
 
+# ARX's models with a minimal class size (k, or l for l-diversity), which ARX tests before the others.
+SIZED = {"KAnonymity", "DistinctLDiversity", "EntropyLDiversity", "RecursiveCLDiversity"}
+
+
 class Unsupported(Exception):
     """What duckanon lacks to run a case."""
 
@@ -352,6 +356,11 @@ def run_case(anon, case: dict, translation: Translation, row: Row) -> None:
     elif not arx_node_satisfies:
         row.verdict = "differs"
         row.notes.append("ARX's node fails duckanon's check")
+        names = {spec.get("new") for spec in case["models"]}
+        if "DPresence" in names and names & SIZED:
+            row.notes.append("ARX tests a class's size (k, l) before δ-presence, so a population class without a "
+                             "record fails the size test, not δ-presence's, and ARX never finds it unmendable "
+                             "(HashGroupify.isPrivacyModelFulfilled and analyzeAll); duckanon does")
     elif _close(row.value, row.value_of_arx_node):
         row.verdict = "equal value"
     elif row.value < row.value_of_arx_node:
