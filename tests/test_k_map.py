@@ -14,11 +14,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import duckanon
 from duckanon import Hierarchy, KAnonymity, KMap, Policy, PolicyError
 from duckanon.cli import main, run
 from duckanon.datasets import ADULT_COMPLETE_RECORDS
 from duckanon.privacy.models import DataFacts, derived_k
+from search_data import setup_table
 
 # ARX's ARXPopulationModel.Region.USA, from which its k-map test cases estimate.
 USA = 317_238_626
@@ -93,10 +93,9 @@ SEXES = Hierarchy([["f", "*"], ["m", "*"]])
 
 @pytest.fixture
 def anon():
-    con = duckdb.connect()
-    con.register("frame", FRAME)
-    con.execute("CREATE TABLE people AS SELECT * FROM frame")
-    yield duckanon.connect(con)
+    con, anonymizer = setup_table(FRAME)
+    con.execute("ALTER TABLE t RENAME TO people")
+    yield anonymizer
     con.close()
 
 
