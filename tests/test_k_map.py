@@ -125,6 +125,15 @@ def test_the_search_enforces_k_prime_exactly_as_k_anonymity_with_it(anon, tmp_pa
     assert sizes.min() >= 14 and sizes.min() < 60
 
 
+def test_a_source_encoded_once_searches_with_the_policy_it_was_encoded_for(anon):
+    """The bound policy holds k' and the records it came from; the caller's policy does not, yet it is the same."""
+    chosen = policy(KMap(60, 6_000, 0.01, "poisson"))
+    encoded = anon.encode("people", chosen)
+    assert anon.search(encoded, chosen).levels == anon.search("people", policy(KAnonymity(14))).levels
+    with pytest.raises(PolicyError, match="encoded for another policy"):
+        anon.search(encoded, policy(KMap(60, 7_000, 0.01, "poisson")))
+
+
 def test_the_cli_takes_k_map_and_records_it(tmp_path):
     out, release = io.StringIO(), tmp_path / "adult.duckdb"
     code = run(["-k", "1", "--k-map", f"1000:{USA}", "-o", str(release)], out=out)

@@ -80,23 +80,32 @@ class Classes:
     def with_population(self) -> exp.Select:
         """``__k… , __size, __population``: per class, its records and its population's records (0 where the population
         has none, which a population that holds the data never leaves)."""
-        if self.population is None:
-            raise PolicyError("a model that compares classes with their population needs the population table, "
-                              "which these classes were given without")
-        sample, population = self.sizes().subquery("s"), self.population.sizes().subquery("p")
-        on = sb.and_all(exp.NullSafeEQ(this=sb.col(k, "s"), expression=sb.col(k, "p")) for k in self.key_columns)
         return (exp.select(*self.keys_of("s"), sb.col(SIZE, "s"),
                            exp.func("COALESCE", sb.col(SIZE, "p"), sb.lit(0)).as_(POPULATION, quoted=True))
-                .from_(sample).join(population, on=on, join_type="LEFT"))
+                .from_(self._sizes_in("s")).join(self._sizes_in("p", population=True), on=self._same_class(),
+                                                  join_type="LEFT"))
 
     def population_only(self) -> exp.Select:
         """``__k…`` (the table keys), ``__violated``: per table, whether the population has a class no record of the
         data falls in."""
-        sample, population = self.sizes().subquery("s"), self.population.sizes().subquery("p")
-        on = sb.and_all(exp.NullSafeEQ(this=sb.col(k, "s"), expression=sb.col(k, "p")) for k in self.key_columns)
         tables = self.table_keys_of("p")
         return (exp.select(*tables, exp.func("BOOL_OR", sb.col(SIZE, "s").is_(exp.Null())).as_(VIOLATED, quoted=True))
-                .from_(population).join(sample, on=on, join_type="LEFT").group_by(*[t.copy() for t in tables]))
+                .from_(self._sizes_in("p", population=True)).join(self._sizes_in("s"), on=self._same_class(),
+                                                                   join_type="LEFT")
+                .group_by(*[t.copy() for t in tables]))
+
+    def _sizes_in(self, alias: str, population: bool = False) -> exp.Subquery:
+        """:meth:`sizes` of these classes (or of their population's) under ``alias``."""
+        if not population:
+            return self.sizes().subquery(alias)
+        if self.population is None:
+            raise PolicyError("a model that compares classes with their population needs the population table, "
+                              "which these classes were given without")
+        return self.population.sizes().subquery(alias)
+
+    def _same_class(self) -> exp.Expression:
+        """The data's class ``s`` and the population's ``p`` are one class (keys NULL-safe, as GROUP BY groups)."""
+        return sb.and_all(exp.NullSafeEQ(this=sb.col(k, "s"), expression=sb.col(k, "p")) for k in self.key_columns)
 
     def cells(self, sensitive: str) -> exp.Select:
         """``__k… , __value, __n``: records per class and sensitive value."""

@@ -197,17 +197,17 @@ class KAnonymity(PrivacyModel):
 
 
 class KMap(PrivacyModel):
-    """k-map (Sweeney; ARX's ``KMap``): every class stands for at least k records of the population the data was
-    sampled from.  Given the population table (``population``), each class's population records are counted: a
-    class violates when fewer than k of them generalize to it.  Given only the population's size
-    (``population_size``), as ARX's ``KMap(k, significance, population, estimator)``, they are estimated: a sample class of size c stands for a population class whose size is modelled
-    as Poisson with mean λ = f·k (f = n / N, the sample's records over ``population_size``), and the model enforces
-    k-anonymity with the smallest k' at which a population class below k is improbable at ``significance``
-    (Pannekoek, "Statistical methods for some simple disclosure limitation rules", Statistica Neerlandica 53, 1999;
-    zero-truncated: El Emam & Dankar, "Protecting privacy using k-anonymity", JAMIA 15, 2008).  k' is computed
-    exactly as ARX 3.9.2 does (``KMap.calculateKPoisson`` and ``calculateKZeroPoisson``, off-by-ones included), then
-    capped at k and at n.  The data's record count enters k', so a bound policy holds ``sample_records``
-    (:meth:`for_data`) and a release records it."""
+    """k-map (Sweeney; ARX's ``KMap``): every class stands for at least k records of the population the data was sampled
+    from. Given the population table (``population``), each class's population records are counted: a class violates
+    when fewer than k of them generalize to it. Given only the population's size (``population_size``), as ARX's
+    ``KMap(k, significance, population, estimator)``, they are estimated: a sample class of size c stands for a
+    population class whose size is modelled as Poisson with mean λ = f·k (f = n / N, the sample's records over
+    ``population_size``), and the model enforces k-anonymity with the smallest k' at which a population class below
+    k is improbable at ``significance`` (Pannekoek, "Statistical methods for some simple disclosure limitation
+    rules", Statistica Neerlandica 53, 1999; zero-truncated: El Emam & Dankar, "Protecting privacy using
+    k-anonymity", JAMIA 15, 2008). k' is computed exactly as ARX 3.9.2 does (``KMap.calculateKPoisson`` and
+    ``calculateKZeroPoisson``, off-by-ones included), then capped at k and at n. The data's record count enters k',
+    so a bound policy holds ``sample_records`` (:meth:`for_data`) and a release records it."""
 
     name = "k-map"
     monotone_under_suppression = True  # with the population too: a class merged with one of ≥ k people has ≥ k

@@ -75,7 +75,8 @@ def bound_source(workspace: Workspace, source, policy: Policy | str | None
         return
     if policy is not None:
         policy = workspace.catalog.policy(policy) if isinstance(policy, str) else policy
-        if policy != source.bound.policy:
+        # The bound policy holds what its models derived from the data (estimated k-map's k'): compare alike.
+        if policy.for_data(source.bound.facts) != source.bound.policy:
             raise PolicyError("the encoded source was encoded for another policy; search it with its own (or none)")
     yield source.bound, source.encoding
 
