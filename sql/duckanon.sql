@@ -585,6 +585,7 @@ CREATE OR REPLACE TEMP MACRO anon_policy_columns(policy, quasi_identifiers,
 --       (optionally 'significance': 0.05, 'estimator': 'poisson'; k-map estimated as ARX does; or,
 --       counted in a population table the source is a sample of: {'k': 5, 'population': 'voters'})
 --   anon_model('delta-presence', {'delta_min': 0.05, 'delta_max': 0.15, 'population': 'voters'})
+--       (optionally 'arx_size_first': true: checked after the class-size bound, as ARX orders it)
 CREATE OR REPLACE TEMP MACRO anon_model(name, params) AS
     CASE
         WHEN name IS NULL OR NOT list_contains(['k-anonymity', 'distinct-l-diversity', 'entropy-l-diversity',

@@ -17,8 +17,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import duckanon
-from duckanon import DeltaPresence, Hierarchy, KAnonymity, KMap, Policy, PolicyError
+from duckanon import DeltaPresence, DistinctLDiversity, Hierarchy, KAnonymity, KMap, Policy, PolicyError
 from duckanon.cli import main, run
+from duckanon.cli.parser import build_parser
+from duckanon.cli.policy_options import models as models_of
 from duckanon.encode.binding import bind
 from duckanon.privacy import checks
 from duckanon.privacy.classes import Classes
@@ -174,6 +176,60 @@ def test_the_starred_class_stands_for_the_whole_population():
     assert relaxed.violating_records and not relaxed.replaced_class_violates
 
 
+def test_arx_size_first_suppresses_a_population_class_without_records_when_the_policy_bounds_class_size():
+    """ARX tests a class's size against the policy's k (or l) before δ-presence: a population class without a sample
+    record fails that test and is suppressed at no cost (``HashGroupify.isPrivacyModelFulfilled``), so the zip 20001
+    of the population, absent from the sample, fails the node only by duckanon's default order, or when no model of
+    the policy bounds class size."""
+    population = pd.DataFrame({"zip": ["10001"] * 4 + ["10002"] * 6 + ["20001"] * 2, "age": 20, "sex": "f"})
+    sample = population.iloc[[0, 1, 4]].assign(disease="flu")
+    anon = connection(population, sample)
+    bottom = {"zip": 0, "age": 0, "sex": 0}
+
+    def check(*models):
+        return anon.check("people", policy(list(models), suppression_limit=1.0), bottom)
+
+    arx = DeltaPresence(0.1, 0.5, "population", arx_size_first=True)
+    assert check(KAnonymity(1), arx).satisfied
+    assert check(KAnonymity(2), arx).violating_records == 1  # 10002's one record: its class is smaller than 2
+    assert check(KAnonymity(1), DeltaPresence(0.1, 0.5, "population")).unmendable  # duckanon's order
+    assert check(arx).unmendable  # nothing bounds class size: δ-presence is checked first, as in ARX
+    assert check(KMap(3, population="population"), arx).unmendable  # a counted k-map has no size bound in ARX
+    assert arx.describe() == ("delta-presence(delta_min=0.1, delta_max=0.5, population='population', "
+                              "arx_size_first=True)")
+    assert "arx_size_first" not in DeltaPresence(0.1, 0.5, "population").params()
+
+
+@pytest.mark.parametrize("kind", ["sql", "memory"])
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**32 - 1), share=st.floats(0.05, 0.9), low=st.sampled_from([0.05, 0.1, 0.2]),
+       k=st.integers(1, 6), diverse=st.booleans())
+def test_arx_size_first_at_every_node_counts_as_pandas(kind, seed, share, low, k, diverse):
+    """Beside k-anonymity or distinct l-diversity, ARX's order never fails a node for a population class without a
+    sample record: each evaluator's suppressed records at every node equal a pandas recount of classes below the
+    size bound or outside [δmin, δmax], and every node is within a limit of all records."""
+    rng = np.random.default_rng(seed)
+    population = people(rng, 300)
+    sample = population.sample(frac=share, random_state=seed % 1000)
+    anon = connection(population, sample)
+    presence = DeltaPresence(low, min(low + 0.4, 1.0), "population", arx_size_first=True)
+    bound = DistinctLDiversity("disease", 2) if diverse else KAnonymity(k)
+    with bind(anon.workspace, "people", policy([bound, presence], suppression_limit=1.0,
+                                               suppression="replace-unchecked")) as bound_source, \
+            search_run.evaluator(anon.workspace, bound_source, [Discernibility()], None, kind=kind) as evaluator:
+        for result in evaluator.evaluate_many(range(evaluator.lattice.size)):
+            levels = dict(zip(evaluator.lattice.attributes, result.node))
+            keys = list(HIERARCHIES)
+            classes = generalized(sample, levels).assign(disease=sample["disease"]).groupby(keys).agg(
+                s=("disease", "size"), distinct=("disease", "nunique"))
+            classes = classes.join(generalized(population, levels).groupby(keys).size().rename("p"))
+            delta = classes["s"] / classes["p"]
+            small = classes["distinct"] < 2 if diverse else classes["s"] < k
+            bad = small | (delta < presence.delta_min) | (delta > presence.delta_max)
+            assert result.suppressed == int(classes["s"][bad].sum()), levels
+            assert result.within_limit, levels
+
+
 @pytest.mark.parametrize("dialect", ["spark", "postgres"])
 def test_population_verdicts_transpile(dialect):
     """The verdicts and the population-only check are standard SQL: they transpile, and DuckDB runs the text it
@@ -281,6 +337,14 @@ def test_the_cli_takes_delta_presence_and_k_map_with_a_population_file(tmp_path)
         models = json.loads(con.execute("SELECT policy FROM release_info").fetchone()[0])["models"]
     assert [m["model"] for m in models] == ["k-map", "delta-presence"]
     assert models[1]["params"] == {"delta_min": 0.05, "delta_max": 0.3, "population": str(tmp_path / "population.csv")}
+
+
+def test_the_cli_names_arx_size_first_order(tmp_path, capsys):
+    assert main(["--population", "p.csv", "--delta-presence", "0.1:0.2:first", "-o", str(tmp_path / "x.duckdb")]) == 2
+    assert "expected MIN:MAX[:arx], got '0.1:0.2:first'" in capsys.readouterr().err
+    args = build_parser().parse_args(["check", "--population", "p.csv", "--delta-presence", "0.05:0.3:arx", "-k", "2"])
+    assert models_of(args)[-1] == DeltaPresence(0.05, 0.3, "p.csv", arx_size_first=True)
+    assert not list(tmp_path.iterdir())
 
 
 def test_the_cli_asks_for_the_population(tmp_path, capsys):

@@ -364,13 +364,15 @@ POLICY_CASES = [
       "anon_model('k-map', {'k': 20, 'population_size': 50000, 'significance': 0.05, 'estimator': 'poisson'})])"]),
     ("presence",
      lambda h: Policy(quasi_identifiers={"age": h["age"], "zip": h["zip"]},
-                      models=[DeltaPresence(0.05, 0.2, "voters"), KMap(10, population="voters")],
+                      models=[DeltaPresence(0.05, 0.2, "voters", arx_size_first=True),
+                              KMap(10, population="voters")],
                       identifiers=["name"], insensitive=["visits"], suppression="replace-unchecked"),
      ["SELECT * FROM anon_policy('presence', suppression := 'replace-unchecked')",
       "SELECT * FROM anon_policy_columns('presence', MAP {'age': 'age', 'zip': 'zip'}, identifiers := ['name'], "
       "insensitive := ['visits'])",
       "SELECT * FROM anon_policy_models('presence', [anon_model('delta-presence', {'delta_min': 0.05, "
-      "'delta_max': 0.2, 'population': 'voters'}), anon_model('k-map', {'k': 10, 'population': 'voters'})])"]),
+      "'delta_max': 0.2, 'population': 'voters', 'arx_size_first': true}), "
+      "anon_model('k-map', {'k': 10, 'population': 'voters'})])"]),
     ("l_kinds",
      lambda h: Policy(quasi_identifiers={"zip": h["zip"], "age": h["age"]},
                       models=[DistinctLDiversity("disease", 2), EntropyLDiversity("disease", 1.5),

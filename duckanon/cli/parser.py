@@ -140,8 +140,11 @@ def _policy() -> Parser:
                              "size), estimated as ARX does: k-anonymity with the k' at which a population class below "
                              "K is improbable (significance 0.01 and the zero-truncated-poisson estimator unless "
                              "given; or poisson)")
-    models.add_argument("--delta-presence", action="append", default=[], metavar="MIN:MAX", type=values.share_range,
-                        help="δ-presence: every class's share of its --population records lies in [MIN, MAX]")
+    models.add_argument("--delta-presence", action="append", default=[], metavar="MIN:MAX[:arx]",
+                        type=values.delta_presence,
+                        help="δ-presence: every class's share of its --population records lies in [MIN, MAX]; "
+                             ":arx checks it in ARX's order, after the policy's class-size bound (k, l), so that a "
+                             "population class without a record of the source is suppressed instead of failing")
     models.add_argument("--population", metavar="TABLE|FILE",
                         help="the population the source is a sample of, for --delta-presence and --k-map K: a table "
                              "of the source's database, or a CSV, Parquet or JSON file")

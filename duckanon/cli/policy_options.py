@@ -74,7 +74,8 @@ def models(args: argparse.Namespace) -> list[PrivacyModel]:
     chosen += [KMap(k, size, significance, estimator) for k, size, significance, estimator in args.k_map
                if size is not None]
     chosen += [KMap(k, population=args.population) for k in counted]
-    chosen += [DeltaPresence(low, high, args.population) for low, high in args.delta_presence]
+    chosen += [DeltaPresence(low, high, args.population, arx_size_first=arx)
+               for low, high, arx in args.delta_presence]
     if not chosen:
         raise AnonymizationError("give at least one privacy model, e.g. -k 5")
     return chosen

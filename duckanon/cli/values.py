@@ -117,15 +117,16 @@ def k_map(text: str) -> tuple[int, int | None, float, str]:
     return k, population, significance, parts[3] if len(parts) > 3 else "zero-truncated-poisson"
 
 
-def share_range(text: str) -> tuple[float, float]:
-    """``LOW:HIGH``, two shares in [0, 1]."""
+def delta_presence(text: str) -> tuple[float, float, bool]:
+    """``MIN:MAX[:arx]``, two shares in [0, 1], into (min, max, whether ARX's size-first order is asked)."""
+    form = "MIN:MAX[:arx]"
     parts = text.split(":")
-    if len(parts) != 2:
-        raise argparse.ArgumentTypeError(f"expected MIN:MAX, got {text!r}")
+    if len(parts) not in (2, 3) or (len(parts) == 3 and parts[2] != "arx"):
+        raise argparse.ArgumentTypeError(f"expected {form}, got {text!r}")
     try:
-        return share(parts[0]), share(parts[1])
+        return share(parts[0]), share(parts[1]), len(parts) == 3
     except argparse.ArgumentTypeError as error:
-        raise argparse.ArgumentTypeError(f"{error} in {text!r} (expected MIN:MAX)") from None
+        raise argparse.ArgumentTypeError(f"{error} in {text!r} (expected {form})") from None
 
 
 t_closeness = column_number_variant("COLUMN:T[:ordered]", ("equal", "ordered"))

@@ -20,7 +20,7 @@ from sqlglot import exp
 from ..engine import Engine
 from ..sqlgen import build as sb
 from .classes import SIZE, VIOLATED, WEIGHT, Classes, key_name
-from .models import PrivacyModel
+from .models import PrivacyModel, population_checked
 
 _serial = itertools.count()
 ROUND = "__round"
@@ -309,7 +309,7 @@ def unmendable(engine: Engine, classes: Classes, models: Sequence[PrivacyModel])
     """The models ``classes`` (one table) violate in a way no suppression mends
     (:meth:`~duckanon.privacy.models.PrivacyModel.population_violations`), described."""
     violated = []
-    for model in models:
+    for model in population_checked(models):
         query = model.population_violations(classes)
         if query is not None and any(row[-1] for row in engine.rows(query)):
             violated.append(model.describe())

@@ -104,6 +104,17 @@ class PrivacyModel(ABC):
         """The class size below which a class violates this model: its ``k``; None for models without one."""
         return getattr(self, "k", None)
 
+    @property
+    def bounds_class_size(self) -> bool:
+        """Whether a class's size alone can fail the model, as ARX's ``isMinimalClassSizeAvailable`` says: a model
+        with a k, and l-diversity (a class needs ⌈l⌉ records).  Only ARX's size-first order (``DeltaPresence``'s
+        ``arx_size_first``) asks it."""
+        return self.minimum_size is not None
+
+    # Whether the model's population classes without a record of the data are checked only when no model of the
+    # policy bounds class size (ARX's order of checks; DeltaPresence's arx_size_first): see population_checked().
+    checked_after_size: bool = False
+
     def size_violation(self, size: exp.Expression) -> exp.Expression | None:
         """A predicate over the class size that is true when a class is smaller than :attr:`minimum_size`."""
         return None if self.minimum_size is None else size < sb.lit(self.minimum_size)
@@ -321,18 +332,39 @@ class DeltaPresence(PrivacyModel):
     ARX's ``DPresence``): the data is a sample of a population table, and for every class the share of its
     population's records that are in the sample, δ = records / population records, lies in [delta_min, delta_max], so
     that an attacker who knows someone is in the population cannot tell with more (or less) confidence than that
-    whether they are in the data.  As ARX checks it, a population class that holds no record of the data has δ = 0:
-    with delta_min > 0 no transformation that leaves such a class satisfies the model, whatever it suppresses; and a
-    class is counted against the population records that generalize to it, the data's among them."""
+    whether they are in the data.  A class is counted against the population records that generalize to it, the
+    data's among them.  A population class that holds no record of the data has δ = 0: with delta_min > 0 no
+    transformation that leaves such a class satisfies the model, whatever it suppresses (ARX's
+    ``HashGroupify.analyzeAll``).
+
+    ``arx_size_first``: ARX's order of checks instead.  ARX tests a class's size against the policy's smallest class
+    size (k-anonymity's k, l-diversity's ⌈l⌉, an estimated k-map's k') before δ-presence
+    (``HashGroupify.isPrivacyModelFulfilled``), so in a policy with such a model a population class without a record
+    of the data fails the size test, is suppressed at no cost, and no longer fails the transformation.  Alone, or
+    beside models without a size bound (t-closeness, β-likeness), δ-presence is checked as by default."""
 
     name = "delta-presence"
 
-    def __init__(self, delta_min: float, delta_max: float, population: str | os.PathLike):
+    def __init__(self, delta_min: float, delta_max: float, population: str | os.PathLike,
+                 arx_size_first: bool = False):
         self.delta_min = _share(delta_min, "delta_min", self.name, low_open=False)
         self.delta_max = _share(delta_max, "delta_max", self.name, low_open=True)
         if self.delta_min > self.delta_max:
             raise PolicyError(f"{self.name}: delta_min={delta_min} exceeds delta_max={delta_max}")
         self.population = _population_source(population, self.name)
+        if not isinstance(arx_size_first, bool):
+            raise PolicyError(f"{self.name}: arx_size_first must be True or False, got {arx_size_first!r}")
+        self.arx_size_first = arx_size_first
+
+    @property
+    def checked_after_size(self) -> bool:
+        return self.arx_size_first
+
+    def params(self):
+        params = super().params()
+        if not self.arx_size_first:  # the default, left out as policies stored before it was named record it
+            del params["arx_size_first"]
+        return params
 
     def class_violations(self, classes):
         counted = classes.with_population().subquery("counted")
@@ -356,6 +388,7 @@ class DistinctLDiversity(PrivacyModel):
     """Every class holds at least l distinct values of the sensitive attribute (NULL counts as a value)."""
 
     name = "distinct-l-diversity"
+    bounds_class_size = True  # ARX's l-diversity has a minimal class size, ⌈l⌉
     monotone_under_suppression = True
 
     def __init__(self, sensitive: str, l: int):  # noqa: E741 - the models' own letter
@@ -381,6 +414,7 @@ class EntropyLDiversity(PrivacyModel):
     node measured.  Here the estimate is the whole sum's.)"""
 
     name = "entropy-l-diversity"
+    bounds_class_size = True  # ARX's l-diversity has a minimal class size, ⌈l⌉
     ESTIMATORS = ("shannon", "grassberger")
 
     def __init__(self, sensitive: str, l: float, estimator: str = "shannon"):  # noqa: E741
@@ -460,6 +494,7 @@ class RecursiveCLDiversity(PrivacyModel):
     """Recursive (c,l)-diversity: r1 < c·(r_l + … + r_m) with r the value counts of a class in decreasing order."""
 
     name = "recursive-cl-diversity"
+    bounds_class_size = True  # ARX's l-diversity has a minimal class size, ⌈l⌉
 
     def __init__(self, sensitive: str, c: float, l: int):  # noqa: E741
         self.sensitive, self.c = sensitive, checked_number(c, "c", self.name, low=0, low_open=True)
@@ -960,6 +995,15 @@ def model_from_params(name: str, params: Mapping) -> PrivacyModel:
     if "hierarchy" in params:
         params["hierarchy"] = Hierarchy(params["hierarchy"], name=f"{params.get('sensitive')} (t-closeness)")
     return MODELS[name](**params)
+
+
+def population_checked(models: Sequence[PrivacyModel]) -> list[PrivacyModel]:
+    """The models whose population classes without a record of the data are checked
+    (:meth:`PrivacyModel.population_violations`, :meth:`PrivacyModel.unmendable_with`) in a policy of ``models``: all,
+    but those checked after the size bound (ARX's order) when a model of the policy bounds class size."""
+    if not any(model.bounds_class_size for model in models):
+        return list(models)
+    return [model for model in models if not model.checked_after_size]
 
 
 def sensitive_attributes(models: Sequence[PrivacyModel]) -> list[str]:

@@ -34,7 +34,7 @@ from ..encode.encoding import COUNT, Encoding, code_column
 from ..engine import Engine
 from ..hierarchy.hierarchy import Hierarchy
 from ..privacy.cells import ClassCells, SensitiveValues
-from ..privacy.models import PrivacyModel
+from ..privacy.models import PrivacyModel, population_checked
 from ..sqlgen import build as sb
 from ..utility.metrics import Metric, NodeTotals, cost_column
 from .evaluator import NodeEvaluator, NodeResult
@@ -445,7 +445,7 @@ class MemoryNodeEvaluator(NodeEvaluator):
                 verdicts = model.population_verdicts(sizes, population)
                 if verdicts is not None:
                     violated |= verdicts
-                unmendable |= model.unmendable_with(population_only)
+            unmendable = any(model.unmendable_with(population_only) for model in population_checked(self.models))
         if self.settles:
             self._settle(violated, cells)
         return _NodeClasses(node, rows, codes, groups, sizes, cells, violated, unmendable)

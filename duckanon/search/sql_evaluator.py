@@ -30,7 +30,7 @@ from ..engine import Engine, Prepared
 from ..hierarchy.hierarchy import Hierarchy
 from ..privacy.checks import DropFixedPoint, class_verdicts, suppressed_class_violates
 from ..privacy.classes import SIZE, VIOLATED, Classes, key_name
-from ..privacy.models import PrivacyModel
+from ..privacy.models import PrivacyModel, population_checked
 from ..sqlgen import build as sb
 from ..utility.metrics import CostSum, Metric, NodeTotals, cost_column
 from .evaluator import NodeEvaluator, NodeResult
@@ -214,7 +214,7 @@ class SqlNodeEvaluator(NodeEvaluator):
         classes = Classes.of(self._at_nodes(self.encoding.table), self._keys, weight=COUNT, table_keys=1,
                              population=population)
         flagged: set[int] = set()
-        for model in self.models:
+        for model in population_checked(self.models):
             query = model.population_violations(classes)
             if query is not None:
                 flagged |= {int(node) for node, violated in self.engine.rows(query) if violated}
