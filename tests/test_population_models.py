@@ -102,7 +102,7 @@ def test_delta_presence_and_k_map_by_hand():
 
 
 @pytest.mark.parametrize("kind", ["sql", "memory"])
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 2**32 - 1), people_=st.integers(40, 400), share=st.floats(0.05, 0.9),
        low=st.sampled_from([0.0, 0.05, 0.1, 0.2]), width=st.sampled_from([0.1, 0.3, 0.6]),
        k=st.integers(1, 40))
