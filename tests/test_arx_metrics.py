@@ -1,5 +1,5 @@
 """ARX's metrics (``arx-loss`` and its rank aggregation, ``dm-star``, ``arx-entropy``, ``arx-nm-entropy``, precision,
-height; ARX's AECS and non-monotone DM being duckanon's ``average-class-size`` and ``dm``) against the values ARX's own
+height, entropy-based information loss; ARX's AECS and non-monotone DM being duckanon's ``average-class-size`` and ``dm``) against the values ARX's own
 tests expect (TestUtilityMetrics: every node it lists, under each of its policies, δ-presence on its research subset
 included), and against a pandas computation of
 ARX's definitions written here from its sources (``metric/v2/MetricMDNMLoss``, ``DomainShareMaterialized``,
@@ -26,6 +26,7 @@ from duckanon.encode.binding import bind
 from duckanon.search import run as search_run
 from duckanon.utility.metrics import (
     AGGREGATIONS,
+    ArxEntropyBasedInformationLoss,
     ArxLoss,
     ArxNonMonotoneEntropy,
     ArxNonUniformEntropy,
@@ -178,9 +179,10 @@ def generalized(hierarchy, column, level):
 
 
 def arx_reference(frame, hierarchies, levels, k, gs_factor, weights):
-    """ARX's Loss under every aggregation, DM*, and the monotone and non-monotone non-uniform entropies of
-    generalizing ``frame`` to ``levels`` (a level per quasi-identifier), the records of classes smaller than k
-    suppressed; and the Loss bound (suppression ignored).  From ARX's definitions, not duckanon's code."""
+    """ARX's Loss under every aggregation, DM*, the monotone and non-monotone non-uniform entropies and the
+    entropy-based information loss (``MetricSDNMEntropyBasedInformationLoss``) of generalizing ``frame`` to
+    ``levels`` (a level per quasi-identifier), the records of classes smaller than k suppressed; and the Loss bound
+    (suppression ignored).  From ARX's definitions, not duckanon's code."""
     qis = list(levels)
     records = len(frame)
     g = 1.0 if gs_factor <= 0.5 else 1.0 - 2.0 * (gs_factor - 0.5)
@@ -190,10 +192,13 @@ def arx_reference(frame, hierarchies, levels, k, gs_factor, weights):
     sizes = Counter(keys)
     suppressed = np.array([sizes[key] < k for key in keys])
     losses, bounds, entropy, spread = [], [], 0.0, 0.0
+    log_shares, most = np.zeros(records), 0.0  # EBIL: per record Σ log10 share; log10 of the domains' sizes' product
     for q in qis:
         rows = hierarchies[q].rows
         under = Counter(row[levels[q]] for row in rows)  # ARX's domain share: rows under the value over all rows
         share = np.array([under[value] / len(rows) for value in columns[q]])
+        log_shares += np.log10(share)
+        most += math.log10(len(rows))
         cost = np.where(suppressed, 1.0 if s == 1 else share + s * (1 - share), g * share).sum()
         floor = g * records / len(rows)
         for total, out in ((cost, losses), (g * share.sum(), bounds)):
@@ -211,7 +216,9 @@ def arx_reference(frame, hierarchies, levels, k, gs_factor, weights):
         return {"geometric-mean": float(np.prod((v + 1) ** (1 / n)) - 1), "arithmetic-mean": float((v / n).sum()),
                 "sum": float(v.sum()), "maximum": float(v.max()), "rank": sorted(v.tolist(), reverse=True)}
 
-    return aggregate(losses), aggregate(bounds), float(sum(n * n for n in sizes.values())), entropy, entropy + spread
+    ebil = float(np.where(suppressed, s, g * (1 + log_shares / most)).sum())
+    return (aggregate(losses), aggregate(bounds), float(sum(n * n for n in sizes.values())), entropy, entropy + spread,
+            ebil)
 
 
 @on_every_evaluator
@@ -225,7 +232,8 @@ def test_arx_metrics_follow_arx_definitions_on_every_node(kind, data, k, gs_fact
     qis = list(hierarchies)
     weights = dict(zip(qis, raw_weights))
     metrics = [ArxLoss(gs_factor, aggregation, weights, name=f"arx-loss-{aggregation}") for aggregation in AGGREGATIONS]
-    metrics += [DiscernibilityStar(), ArxNonUniformEntropy(), ArxNonMonotoneEntropy()]
+    metrics += [DiscernibilityStar(), ArxNonUniformEntropy(), ArxNonMonotoneEntropy(),
+                ArxEntropyBasedInformationLoss(gs_factor)]
     con, anon = setup_table(frame)
     policy = Policy(quasi_identifiers=hierarchies, models=[KAnonymity(k)], suppression_limit=1.0,
                     others="insensitive")
@@ -237,7 +245,8 @@ def test_arx_metrics_follow_arx_definitions_on_every_node(kind, data, k, gs_fact
         results = [evaluator.results[i] for i in range(lattice.size)]
     for index, result in enumerate(results):
         levels = dict(zip(qis, result.node))
-        loss, bound, squares, entropy, nm_entropy = arx_reference(frame, hierarchies, levels, k, gs_factor, weights)
+        loss, bound, squares, entropy, nm_entropy, ebil = arx_reference(frame, hierarchies, levels, k, gs_factor,
+                                                                        weights)
         for aggregation in AGGREGATIONS:
             name = f"arx-loss-{aggregation}"
             assert _numbers(result.values[name]) == pytest.approx(loss[aggregation], rel=1e-9, abs=1e-9), (levels, name)
@@ -245,7 +254,9 @@ def test_arx_metrics_follow_arx_definitions_on_every_node(kind, data, k, gs_fact
         assert result.values["dm-star"] == squares
         assert result.values["arx-entropy"] == pytest.approx(entropy, rel=1e-9, abs=1e-9)
         assert result.values["arx-nm-entropy"] == pytest.approx(nm_entropy, rel=1e-9, abs=1e-9)
+        assert result.values["arx-ebil"] == pytest.approx(ebil, rel=1e-9, abs=1e-9)
         above = [j for j, other in enumerate(results) if all(a >= b for a, b in zip(other.node, result.node))]
+        assert result.bounds["arx-ebil"] <= min(results[j].values["arx-ebil"] for j in above) + 1e-9
         for metric in metrics:
             if priors[metric.name] is not None:
                 assert priors[metric.name][index] <= min(results[j].values[metric.name] for j in above) + 1e-12
@@ -284,6 +295,6 @@ def test_arx_metrics_are_selectable_by_name(adult):
                     suppression_limit=0.0, others="insensitive")
     anon = duckanon.connect(con)
     for name in ("arx-loss", "dm-star", "arx-entropy", "arx-nm-entropy", "arx-precision", "arx-precision-monotone",
-                 "arx-height"):
+                 "arx-height", "arx-ebil"):
         result = anon.search("adult", policy, metric=name)
         assert result.proven and result.metric == name

@@ -36,7 +36,7 @@ from ..hierarchy.hierarchy import Hierarchy
 from ..privacy.cells import ClassCells, SensitiveValues
 from ..privacy.models import PrivacyModel, population_checked
 from ..sqlgen import build as sb
-from ..utility.metrics import Metric, NodeTotals, cost_column
+from ..utility.metrics import COSTED_AT_BOTTOM, SUPPRESSED_COST, Metric, NodeTotals, cost_column
 from .evaluator import NodeEvaluator, NodeResult
 from .lattice import Node
 
@@ -384,7 +384,7 @@ class MemoryNodeEvaluator(NodeEvaluator):
             kind, weights = cost_sum.kind, cost_sum.weights
             entropy = kind == "entropy"
             # A suppressed record's entropy cost is log2(records / its value's count): the constant log2(records).
-            constant = math.log2(costs.records) if entropy else 1.0
+            constant = math.log2(costs.records) if entropy else SUPPRESSED_COST[kind]
             parts = {}
             for i, (attribute, hierarchy) in enumerate(zip(self.encoding.attributes, self.hierarchies)):
                 weight, table = weights[attribute], costs.attributes[i].table
@@ -488,7 +488,7 @@ class MemoryNodeEvaluator(NodeEvaluator):
             # Costs of lm, ncp and entropy are 0 on level 0: those attributes are left out, so that their costs stay
             # exactly 0.  A domain share is never 0: the original values' shares count too.
             raised = [i for i, level in enumerate(classes.node)
-                      if i in parts and (level > 0 or cost_sum.kind == "share")]
+                      if i in parts and (level > 0 or cost_sum.kind in COSTED_AT_BOTTOM)]
             per_record = np.zeros(rows.rows)
             for i in raised:
                 per_record += parts[i][classes.node[i]][classes.codes[i]]

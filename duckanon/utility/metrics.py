@@ -19,7 +19,7 @@ with it the loss):
 Without suppression every bound equals the metric: the metrics are monotone.
 
 **ARX's metrics** (``arx-loss``, ``dm-star``, ``arx-entropy``, ``arx-nm-entropy``, ``arx-precision``,
-``arx-precision-monotone``, ``arx-height``) are defined as ARX 3.9.2 defines them (its
+``arx-precision-monotone``, ``arx-height``, ``arx-ebil``) are defined as ARX 3.9.2 defines them (its
 ``metric/v2`` sources, cited per class), so that a search here and ARX's optimize the same objective; duckanon's own
 (``loss``, ``dm``, …) keep their definitions.  A metric sums record costs in cost sums (:class:`CostSum`): one per
 metric for those that weigh attributes into one total, one per attribute for those that aggregate attributes' losses
@@ -41,7 +41,12 @@ from ..errors import PolicyError
 from ..hierarchy.hierarchy import Hierarchy, IntervalHierarchy
 from ..parameters import checked_number
 
-COST_KINDS = ("lm", "ncp", "entropy", "share")
+COST_KINDS = ("lm", "ncp", "entropy", "share", "log-share")
+# The kinds whose cost at level 0 (an original value) is not 0: a domain share counts the original values' shares too.
+COSTED_AT_BOTTOM = ("share", "log-share")
+# A suppressed record's cost per attribute ('*' covers the domain: share 1, log10 share 0); entropy's depends on the
+# original value (cost_table).
+SUPPRESSED_COST = {"lm": 1.0, "ncp": 1.0, "share": 1.0, "log-share": 0.0}
 
 
 @dataclass(frozen=True)
@@ -500,6 +505,55 @@ class ArxHeight(_ArxMultiDimensional):
         return self._aggregate(nodes.astype(float), np.ones(nodes.shape[1]))
 
 
+class ArxEntropyBasedInformationLoss(Metric):
+    """ARX's entropy-based information loss (``Metric.createEntropyBasedInformationLossMetric(gsFactor)``; ARX 3.9.2
+    ``metric/v2/MetricSDNMEntropyBasedInformationLoss``, after Gionis & Tassa): a kept record costs
+    g × (1 + Σ over quasi-identifiers of log10(domain share of its generalized value) / maxIL), with maxIL =
+    log10 of the product of the domains' sizes, so an original record costs 0 and a fully generalized one 1; a
+    suppressed record costs s.  g and s come from the gs-factor as in ARX's Loss (both 1 at the default 0.5).  ARX
+    clamps each class's value to [0, 1] against rounding; here the sums are taken as they are.
+
+    Lower bound: min(g, s) × the cost of every record at the node's levels, suppression ignored.  A record's cost
+    only grows with generalization and never exceeds 1, so a suppressed record's s is at least min(g, s) times it;
+    ARX bounds with g alone, which exceeds the value when s < g."""
+
+    cost_kind = "log-share"
+
+    def __init__(self, gs_factor: float = 0.5, name: str = "arx-ebil"):
+        self.gs_factor = float(checked_number(gs_factor, "gs_factor", f"metric {name}", low=0, high=1))
+        self.name = name
+        self.generalization_factor = 1.0 if self.gs_factor <= 0.5 else 1.0 - 2.0 * (self.gs_factor - 0.5)
+        self.suppression_factor = 2.0 * self.gs_factor if self.gs_factor < 0.5 else 1.0
+
+    def _loss(self, records, log_shares, bottom: float, total_records: int):
+        """Σ over ``records`` records of 1 + Σ log10 share / maxIL, maxIL = −``bottom`` / ``total_records`` (the
+        bottom's log10 shares, summed over every record)."""
+        most = -bottom / total_records if total_records else 0.0
+        records = np.asarray(records, dtype=float)
+        if most == 0 or not math.isfinite(most):  # no information, none lost (as ARX)
+            return 0.0 * records
+        return records + np.asarray(log_shares, dtype=float) / most
+
+    def value(self, totals):
+        _, kept, _ = totals.costs[self.name]
+        loss = self._loss(totals.records - totals.suppressed, kept, totals.bottom[self.name], totals.records)
+        return float(self.generalization_factor * loss + self.suppression_factor * totals.suppressed)
+
+    def lower_bound(self, totals):
+        every = totals.costs[self.name][0]
+        return float(min(self.generalization_factor, self.suppression_factor)
+                     * self._loss(totals.records, every, totals.bottom[self.name], totals.records))
+
+    def prior_bounds(self, nodes, level_costs, records):
+        costs = level_costs[self.name]
+        bottom = sum(float(per_level[0]) for per_level in costs)
+        return min(self.generalization_factor, self.suppression_factor) * self._loss(
+            np.full(len(nodes), float(records)), at_levels(nodes, costs), bottom, records)
+
+    def __repr__(self) -> str:
+        return f"{self.name}(gs_factor={self.gs_factor})"
+
+
 METRICS: dict[str, Callable[[], Metric]] = {"loss": Loss, "dm": Discernibility, "non-uniform-entropy": NonUniformEntropy,
                                     "ncp": NormalizedCertaintyPenalty, "average-class-size": AverageClassSize,
                                     "arx-loss": ArxLoss, "arx-loss-rank": lambda: ArxLoss(aggregation="rank",
@@ -508,7 +562,7 @@ METRICS: dict[str, Callable[[], Metric]] = {"loss": Loss, "dm": Discernibility, 
                                     "arx-entropy": ArxNonUniformEntropy, "arx-nm-entropy": ArxNonMonotoneEntropy,
                                     "arx-precision": ArxPrecision,
                                     "arx-precision-monotone": lambda: ArxPrecision(monotone=True),
-                                    "arx-height": ArxHeight}
+                                    "arx-height": ArxHeight, "arx-ebil": ArxEntropyBasedInformationLoss}
 WEIGHTED = {"entropy-loss": "entropy", "mi-loss": "mutual-information"}
 
 
@@ -568,17 +622,20 @@ def cost_table(codes: pd.DataFrame, counts: pd.Series, hierarchy: Hierarchy, ind
                 out[cost_column("lm", index, level)] = [p[0] for p in pairs]
             if "ncp" in kinds:
                 out[cost_column("ncp", index, level)] = [p[1] for p in pairs]
-        if "share" in kinds:
+        if "share" in kinds or "log-share" in kinds:
             leaves = hierarchy.leaves_under(level)
-            out[cost_column("share", index, level)] = [domain_share(hierarchy, level, label, leaves)
-                                                       for label in labels]
+            shares = np.array([domain_share(hierarchy, level, label, leaves) for label in labels], dtype=np.float64)
+            if "share" in kinds:
+                out[cost_column("share", index, level)] = shares
+            if "log-share" in kinds:
+                out[cost_column("log-share", index, level)] = np.log10(shares)
         if "entropy" in kinds:
             per_code = pd.Series(n_orig, index=codes[f"code_{level}"]).groupby(level=0).sum()
             n_general = codes[f"code_{level}"].map(per_code).to_numpy(dtype=float)
             out[cost_column("entropy", index, level)] = [math.log2(g / o) for g, o in zip(n_general, n_orig)]
     for kind in kinds:
         out[cost_column(kind, index, None)] = (
-            [math.log2(records / o) for o in n_orig] if kind == "entropy" else 1.0)
+            [math.log2(records / o) for o in n_orig] if kind == "entropy" else SUPPRESSED_COST[kind])
     return out
 
 
