@@ -808,9 +808,9 @@ def report_text(cases: list[Case], records: dict[str, list[dict]], summaries: di
         sections.append(f"### {case.name}: {what}\n\n{CASE_TEXT[case.kind]}\n\n{detail_table(case, records[case.name])}"
                         f"\n\n{optima_text(case, records[case.name])}")
     compared = any(c.with_arx for c in cases)
-    models = "; ".join(f"{c.name}: {', '.join(c.models)} "
-                       + (f"over {c.sensitive}" if c.sensitive else f"on the {c.sample} sample, all of {c.data} its "
-                                                                     f"population")
+    models = "; ".join(f"{c.name}: {', '.join(c.models)}"
+                       + (f" over {c.sensitive}" if c.sensitive else
+                          f" on the {c.sample} sample, all of {c.data} its population" if c.sample else "")
                        for c in cases if c.models)
     policies = (f"k-anonymity, k = {K}" if not models else
                 f"{models} (both tools with ARX's suppression semantics, duckanon's `replace-unchecked`)"
