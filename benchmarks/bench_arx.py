@@ -102,9 +102,10 @@ SCALE_TARGETS = {100_000_000: (300.0, 8 * 1024)}
 #: ARX's metric for each of duckanon's: the same DM (non-monotonic: Σ|E|² over kept classes + n per suppressed
 #: record); ARX's Loss is a geometric mean over the attributes (gs = 0.5), duckanon's a sum of averages.
 ARX_METRICS = {"dm": "dm", "loss": "loss", "dm-star": "dmstar", "arx-loss": "loss", "arx-entropy": "entropy",
-               "arx-nm-entropy": "nm-entropy", "arx-ebil": "ebil"}
+               "arx-nm-entropy": "nm-entropy", "arx-ebil": "ebil",
+               "arx-ambiguity": "ambiguity"}
 #: Metrics both tools define alike, so that their optima must have the same value.
-ALIKE = {"dm", "dm-star", "arx-loss", "arx-entropy", "arx-nm-entropy", "arx-ebil"}
+ALIKE = {"dm", "dm-star", "arx-loss", "arx-entropy", "arx-nm-entropy", "arx-ebil", "arx-ambiguity"}
 #: duckanon's driver of ARX's models beyond k-anonymity (compiled against ARX's jars on first use).
 MODELS_DRIVER = HERE / "arx_models" / "ArxModels.java"
 
@@ -185,6 +186,7 @@ MODEL_CASES = [
          sample="arx", calls=3),
     Case("adult-k-map-5", "warm", "adult", "arx-loss", 0.05, models=("k-map:10",), sample="arx", calls=3),
     Case("adult-ebil-4", "warm", "adult", "arx-ebil", 0.04, models=("k:5",), calls=3),
+    Case("adult-ambiguity-4", "warm", "adult", "arx-ambiguity", 0.04, models=("k:5",), calls=3),
     Case("ihis-t-equal-5", "warm", "ihis", "dm-star", 0.05, models=("t-equal:0.2", "k:5"), sensitive="EDUC"),
     Case("ihis-beta-basic-5", "warm", "ihis", "dm-star", 0.05, models=("basic-beta:1", "k:5"), sensitive="EDUC"),
     Case("ihis-delta-presence-5", "warm", "ihis", "dm-star", 0.05, models=("delta-presence:0.0:0.2",),

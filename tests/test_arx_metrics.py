@@ -1,5 +1,5 @@
 """ARX's metrics (``arx-loss`` and its rank aggregation, ``dm-star``, ``arx-entropy``, ``arx-nm-entropy``, precision,
-height, entropy-based information loss; ARX's AECS and non-monotone DM being duckanon's ``average-class-size`` and ``dm``) against the values ARX's own
+height, entropy-based information loss, ambiguity; ARX's AECS and non-monotone DM being duckanon's ``average-class-size`` and ``dm``) against the values ARX's own
 tests expect (TestUtilityMetrics: every node it lists, under each of its policies, δ-presence on its research subset
 included), and against a pandas computation of
 ARX's definitions written here from its sources (``metric/v2/MetricMDNMLoss``, ``DomainShareMaterialized``,
@@ -26,6 +26,7 @@ from duckanon.encode.binding import bind
 from duckanon.search import run as search_run
 from duckanon.utility.metrics import (
     AGGREGATIONS,
+    ArxAmbiguity,
     ArxEntropyBasedInformationLoss,
     ArxLoss,
     ArxNonMonotoneEntropy,
@@ -180,7 +181,8 @@ def generalized(hierarchy, column, level):
 
 def arx_reference(frame, hierarchies, levels, k, gs_factor, weights):
     """ARX's Loss under every aggregation, DM*, the monotone and non-monotone non-uniform entropies and the
-    entropy-based information loss (``MetricSDNMEntropyBasedInformationLoss``) of generalizing ``frame`` to
+    entropy-based information loss (``MetricSDNMEntropyBasedInformationLoss``) and ambiguity
+    (``MetricSDNMAmbiguity``) of generalizing ``frame`` to
     ``levels`` (a level per quasi-identifier), the records of classes smaller than k suppressed; and the Loss bound
     (suppression ignored).  From ARX's definitions, not duckanon's code."""
     qis = list(levels)
@@ -193,12 +195,15 @@ def arx_reference(frame, hierarchies, levels, k, gs_factor, weights):
     suppressed = np.array([sizes[key] < k for key in keys])
     losses, bounds, entropy, spread = [], [], 0.0, 0.0
     log_shares, most = np.zeros(records), 0.0  # EBIL: per record Σ log10 share; log10 of the domains' sizes' product
+    covered, everything = np.ones(records), 1.0  # ambiguity: per record Π rows under its values; Π of all rows
     for q in qis:
         rows = hierarchies[q].rows
         under = Counter(row[levels[q]] for row in rows)  # ARX's domain share: rows under the value over all rows
         share = np.array([under[value] / len(rows) for value in columns[q]])
         log_shares += np.log10(share)
         most += math.log10(len(rows))
+        covered *= share * len(rows)
+        everything *= len(rows)
         cost = np.where(suppressed, 1.0 if s == 1 else share + s * (1 - share), g * share).sum()
         floor = g * records / len(rows)
         for total, out in ((cost, losses), (g * share.sum(), bounds)):
@@ -217,8 +222,9 @@ def arx_reference(frame, hierarchies, levels, k, gs_factor, weights):
                 "sum": float(v.sum()), "maximum": float(v.max()), "rank": sorted(v.tolist(), reverse=True)}
 
     ebil = float(np.where(suppressed, s, g * (1 + log_shares / most)).sum())
+    ambiguity = float(np.where(suppressed, everything, covered).sum())
     return (aggregate(losses), aggregate(bounds), float(sum(n * n for n in sizes.values())), entropy, entropy + spread,
-            ebil)
+            ebil, ambiguity)
 
 
 @on_every_evaluator
@@ -233,7 +239,7 @@ def test_arx_metrics_follow_arx_definitions_on_every_node(kind, data, k, gs_fact
     weights = dict(zip(qis, raw_weights))
     metrics = [ArxLoss(gs_factor, aggregation, weights, name=f"arx-loss-{aggregation}") for aggregation in AGGREGATIONS]
     metrics += [DiscernibilityStar(), ArxNonUniformEntropy(), ArxNonMonotoneEntropy(),
-                ArxEntropyBasedInformationLoss(gs_factor)]
+                ArxEntropyBasedInformationLoss(gs_factor), ArxAmbiguity()]
     con, anon = setup_table(frame)
     policy = Policy(quasi_identifiers=hierarchies, models=[KAnonymity(k)], suppression_limit=1.0,
                     others="insensitive")
@@ -245,8 +251,8 @@ def test_arx_metrics_follow_arx_definitions_on_every_node(kind, data, k, gs_fact
         results = [evaluator.results[i] for i in range(lattice.size)]
     for index, result in enumerate(results):
         levels = dict(zip(qis, result.node))
-        loss, bound, squares, entropy, nm_entropy, ebil = arx_reference(frame, hierarchies, levels, k, gs_factor,
-                                                                        weights)
+        loss, bound, squares, entropy, nm_entropy, ebil, ambiguity = arx_reference(frame, hierarchies, levels, k,
+                                                                                   gs_factor, weights)
         for aggregation in AGGREGATIONS:
             name = f"arx-loss-{aggregation}"
             assert _numbers(result.values[name]) == pytest.approx(loss[aggregation], rel=1e-9, abs=1e-9), (levels, name)
@@ -256,7 +262,9 @@ def test_arx_metrics_follow_arx_definitions_on_every_node(kind, data, k, gs_fact
         assert result.values["arx-nm-entropy"] == pytest.approx(nm_entropy, rel=1e-9, abs=1e-9)
         assert result.values["arx-ebil"] == pytest.approx(ebil, rel=1e-9, abs=1e-9)
         above = [j for j, other in enumerate(results) if all(a >= b for a, b in zip(other.node, result.node))]
-        assert result.bounds["arx-ebil"] <= min(results[j].values["arx-ebil"] for j in above) + 1e-9
+        assert result.values["arx-ambiguity"] == pytest.approx(ambiguity, rel=1e-9)
+        for name in ("arx-ebil", "arx-ambiguity"):
+            assert result.bounds[name] <= min(results[j].values[name] for j in above) * (1 + 1e-9) + 1e-9
         for metric in metrics:
             if priors[metric.name] is not None:
                 assert priors[metric.name][index] <= min(results[j].values[metric.name] for j in above) + 1e-12
@@ -295,6 +303,6 @@ def test_arx_metrics_are_selectable_by_name(adult):
                     suppression_limit=0.0, others="insensitive")
     anon = duckanon.connect(con)
     for name in ("arx-loss", "dm-star", "arx-entropy", "arx-nm-entropy", "arx-precision", "arx-precision-monotone",
-                 "arx-height", "arx-ebil"):
+                 "arx-height", "arx-ebil", "arx-ambiguity"):
         result = anon.search("adult", policy, metric=name)
         assert result.proven and result.metric == name

@@ -44,7 +44,8 @@ from duckanon.search import memory_evaluator
 from duckanon.search import run as search_run
 from duckanon.search.strategies import ExhaustiveSearch, OptimalSearch, SamaratiSearch
 
-NAMED_METRICS = ["loss", "dm", "ncp", "non-uniform-entropy", "average-class-size", "entropy-loss", "mi-loss"]
+NAMED_METRICS = ["loss", "dm", "ncp", "non-uniform-entropy", "average-class-size", "entropy-loss", "mi-loss",
+                 "arx-ebil", "arx-ambiguity"]
 WEIGHTED = "weighted-loss"
 TEXTS = ["flu", "cold", "hiv", "cancer", "asthma"]
 # Integer sensitive values whose text order differs from their numeric order ("10" < "9"): an ordered distance or a
@@ -314,14 +315,17 @@ def adult():
     con.close()
 
 
+SAMPLED_METRICS = ["dm", "loss", "arx-ambiguity"]  # ambiguity: a power per record, summed in both evaluators' snapshots
+
+
 def test_adult_sampled_nodes_agree(adult):
     """Adult, 9 quasi-identifiers (12,960 nodes), k = 5 at 5 %: a few hundred nodes, lowest first in batches so that
     the in-process evaluator rolls later ones up from its snapshots."""
     anon, policy = adult
     workspace = anon.workspace
     with (bind(workspace, "adult", policy) as bound,
-          search_run.evaluator(workspace, bound, ["dm", "loss"], None, "sql") as sql,
-          search_run.evaluator(workspace, bound, ["dm", "loss"], None, "memory") as memory):
+          search_run.evaluator(workspace, bound, SAMPLED_METRICS, None, "sql") as sql,
+          search_run.evaluator(workspace, bound, SAMPLED_METRICS, None, "memory") as memory):
         lattice = sql.lattice
         sample = np.random.default_rng(14).choice(lattice.size, size=300, replace=False)
         sample = sorted(sample.tolist(), key=lambda i: (sum(lattice.node(i)), i))

@@ -38,7 +38,8 @@ import org.deidentifier.arx.metric.Metric;
  * recursive-cl:C:L, t-equal:T (the models over SENSITIVE); with subset=SUBSET.csv first (records of CSV, same
  * columns and delimiter: the research subset, CSV its population), delta-presence:MIN:MAX and k-map:K (SENSITIVE
  * "-" for none).
- * METRIC: dm, dmstar, loss, entropy (monotone), nm-entropy, ebil (entropy-based information loss). The data is loaded once; each of the REPEATS anonymize()
+ * METRIC: dm, dmstar, loss, entropy (monotone), nm-entropy, ebil (entropy-based information loss), ambiguity.
+ * The data is loaded once; each of the REPEATS anonymize()
  * calls is timed on its own. Prints LOAD and RUN lines as bench_arx.py's ARX driver does.
  */
 public class ArxModels {
@@ -160,6 +161,7 @@ public class ArxModels {
         case "entropy": return Metric.createEntropyMetric(true);
         case "nm-entropy": return Metric.createEntropyMetric(false);
         case "ebil": return Metric.createEntropyBasedInformationLossMetric();
+        case "ambiguity": return Metric.createAmbiguityMetric();
         default: throw new IllegalArgumentException("unknown metric " + name);
         }
     }

@@ -51,7 +51,21 @@ class RecordCosts:
                 self.level_costs[kind].append(np.array(
                     [weight @ attribute.table[cost_column(kind, i, j)].to_numpy(dtype=np.float64)
                      for j in range(hierarchy.levels)]))
-        self.bottom = {s.name: float(sum(costs[0] for costs in self._level_costs(s))) for s in self.sums}
+        self.bottom = {s.name: self._bottom(s) for s in self.sums}
+
+    def _bottom(self, cost_sum: CostSum) -> float:
+        """The cost sum over every record at the lattice's bottom.  Summed as 10^ per record (``exp10``), it takes
+        each attribute's level-0 cost as the same for every value, as a share is for an original value."""
+        if not cost_sum.exp10:
+            return float(sum(costs[0] for costs in self._level_costs(cost_sum)))
+        exponent = 0.0
+        for i, name in enumerate(self.names):
+            original = self.attributes[i].table[cost_column(cost_sum.kind, i, 0)].to_numpy(dtype=np.float64)
+            if cost_sum.weights[name] and len(original):
+                if np.ptp(original) > 1e-12 * max(1.0, float(np.abs(original).max())):
+                    raise ValueError(f"cost {cost_sum.kind!r} of {name!r} differs between original values")
+                exponent += cost_sum.weights[name] * float(original[0])
+        return self.records * 10.0 ** exponent
 
     def _level_costs(self, cost_sum: CostSum) -> list[np.ndarray]:
         """Per attribute, the table's cost in ``cost_sum`` on each level (weighted)."""

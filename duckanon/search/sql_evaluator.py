@@ -149,10 +149,9 @@ class SqlNodeEvaluator(NodeEvaluator):
             for cost_sum in self.costs.sums:
                 total = sb.lit(0)
                 for i, weight in _weighted(cost_sum, self.encoding.attributes):
-                    total = total + sb.lit(weight) * (
-                        sb.col(COUNT, f) * sb.col(cost_column(cost_sum.kind, i, None), f"c{i}"))
-                query = query.select(exp.cast(total, exp.DataType.build("DOUBLE")).as_(
-                    _suppressed_cost(cost_sum), quoted=True))
+                    total = total + sb.lit(weight) * sb.col(cost_column(cost_sum.kind, i, None), f"c{i}")
+                query = query.select(exp.cast(sb.col(COUNT, f) * _per_record(cost_sum, total),
+                                              exp.DataType.build("DOUBLE")).as_(_suppressed_cost(cost_sum), quoted=True))
             self.engine.run(sb.create_table_as(table, query, temporary=True))
         return table
 
@@ -173,6 +172,9 @@ class SqlNodeEvaluator(NodeEvaluator):
             total = sb.lit(0)
             for i, weight in _weighted(cost_sum, self.encoding.attributes):
                 total = total + sb.lit(weight) * at_level(i, lambda j, i=i: cost_column(cost_sum.kind, i, j))
+            if cost_sum.exp10:  # the columns hold the row's records × the cost: one record's, as a power, × them
+                count = sb.as_double(sb.col(COUNT, "t"))
+                total = count * _per_record(cost_sum, total / count.copy())
             projection.append(exp.cast(total, exp.DataType.build("DOUBLE")).as_(f"__all_{cost_sum.name}", quoted=True))
             projection.append(sb.col(_suppressed_cost(cost_sum), "t").as_(f"__suppressed_{cost_sum.name}",
                                                                           quoted=True))
@@ -527,6 +529,11 @@ def _with(statement: exp.Select, ctes: Sequence[tuple[exp.Identifier, exp.Expres
     for name, query in ctes:
         statement = statement.with_(name, as_=query, copy=False)
     return statement
+
+
+def _per_record(cost_sum: CostSum, weighted: exp.Expression) -> exp.Expression:
+    """A record's cost in ``cost_sum`` from its weighted sum over attributes: the sum, or 10 to its power."""
+    return exp.Pow(this=sb.lit(10.0), expression=exp.paren(weighted)) if cost_sum.exp10 else weighted
 
 
 def _suppressed_cost(cost_sum: CostSum) -> str:

@@ -19,7 +19,7 @@ with it the loss):
 Without suppression every bound equals the metric: the metrics are monotone.
 
 **ARX's metrics** (``arx-loss``, ``dm-star``, ``arx-entropy``, ``arx-nm-entropy``, ``arx-precision``,
-``arx-precision-monotone``, ``arx-height``, ``arx-ebil``) are defined as ARX 3.9.2 defines them (its
+``arx-precision-monotone``, ``arx-height``, ``arx-ebil``, ``arx-ambiguity``) are defined as ARX 3.9.2 defines them (its
 ``metric/v2`` sources, cited per class), so that a search here and ARX's optimize the same objective; duckanon's own
 (``loss``, ``dm``, …) keep their definitions.  A metric sums record costs in cost sums (:class:`CostSum`): one per
 metric for those that weigh attributes into one total, one per attribute for those that aggregate attributes' losses
@@ -41,22 +41,26 @@ from ..errors import PolicyError
 from ..hierarchy.hierarchy import Hierarchy, IntervalHierarchy
 from ..parameters import checked_number
 
-COST_KINDS = ("lm", "ncp", "entropy", "share", "log-share")
+# share: ARX's domain share (domain_share); log-share its log10; log-row-share the log10 of the hierarchy rows a value
+# covers over all rows, whatever the hierarchy (row_share).
+COST_KINDS = ("lm", "ncp", "entropy", "share", "log-share", "log-row-share")
 # The kinds whose cost at level 0 (an original value) is not 0: a domain share counts the original values' shares too.
-COSTED_AT_BOTTOM = ("share", "log-share")
+COSTED_AT_BOTTOM = ("share", "log-share", "log-row-share")
 # A suppressed record's cost per attribute ('*' covers the domain: share 1, log10 share 0); entropy's depends on the
 # original value (cost_table).
-SUPPRESSED_COST = {"lm": 1.0, "ncp": 1.0, "share": 1.0, "log-share": 0.0}
+SUPPRESSED_COST = {"lm": 1.0, "ncp": 1.0, "share": 1.0, "log-share": 0.0, "log-row-share": 0.0}
 
 
 @dataclass(frozen=True)
 class CostSum:
     """A sum the node evaluators compute for a metric: over records, over attributes, weight × the record's cost of
-    ``kind`` at the node's levels (the weights of attributes left out are 0)."""
+    ``kind`` at the node's levels (the weights of attributes left out are 0).  With ``exp10``, each record's
+    weighted sum s counts as 10^s: over log10 domain shares, the product of the record's shares (ARX's ambiguity)."""
 
     name: str
     kind: str
     weights: Mapping[str, float]
+    exp10: bool = False
 
 
 @dataclass(frozen=True)
@@ -554,6 +558,42 @@ class ArxEntropyBasedInformationLoss(Metric):
         return f"{self.name}(gs_factor={self.gs_factor})"
 
 
+class ArxAmbiguity(Metric):
+    """ARX's ambiguity (``Metric.createAmbiguityMetric()``; ARX 3.9.2 ``metric/v2/MetricSDNMAmbiguity``, after
+    Nergiz & Clifton): Σ over records of the number of original combinations its generalized record could stand for,
+    the product over quasi-identifiers of the hierarchy rows its value covers (ARX's ``DomainShareMaterialized``, for
+    interval hierarchies too, × the domain's rows); a suppressed record stands for every combination, the product of
+    the domains' rows.  Computed as the product of those rows × Σ over records of the product of their shares.
+
+    Lower bound (as ARX's): every record at the node's levels, suppression ignored.  A share only grows with
+    generalization and is at most 1, a suppressed record's.  Before evaluating, by Jensen's inequality: the records
+    × 10 to their mean log10 shares at the node's levels."""
+
+    name = "arx-ambiguity"
+    cost_kind = "log-row-share"
+
+    def cost_sums(self, attributes):
+        return [CostSum(self.name, self.cost_kind, {a: 1.0 for a in attributes}, exp10=True)]
+
+    def _combinations(self, totals: NodeTotals) -> float:
+        """The product of the domains' rows: at the bottom, every record's shares multiply to its inverse."""
+        return totals.records / totals.bottom[self.name]
+
+    def value(self, totals):
+        _, kept, suppressed = totals.costs[self.name]
+        return self._combinations(totals) * (kept + suppressed)
+
+    def lower_bound(self, totals):
+        return self._combinations(totals) * totals.costs[self.name][0]
+
+    def prior_bounds(self, nodes, level_costs, records):
+        # Σ over records of 10^(a record's log10 shares) ≥ records × 10^(their mean), as 10^x is convex (Jensen);
+        # the bottom's shares are alike for every record, so the product of the domains' rows is 10^(-their mean).
+        costs = level_costs[self.name]
+        bottom = sum(float(per_level[0]) for per_level in costs)
+        return records * 10.0 ** ((at_levels(nodes, costs) - bottom) / records)
+
+
 METRICS: dict[str, Callable[[], Metric]] = {"loss": Loss, "dm": Discernibility, "non-uniform-entropy": NonUniformEntropy,
                                     "ncp": NormalizedCertaintyPenalty, "average-class-size": AverageClassSize,
                                     "arx-loss": ArxLoss, "arx-loss-rank": lambda: ArxLoss(aggregation="rank",
@@ -562,7 +602,8 @@ METRICS: dict[str, Callable[[], Metric]] = {"loss": Loss, "dm": Discernibility, 
                                     "arx-entropy": ArxNonUniformEntropy, "arx-nm-entropy": ArxNonMonotoneEntropy,
                                     "arx-precision": ArxPrecision,
                                     "arx-precision-monotone": lambda: ArxPrecision(monotone=True),
-                                    "arx-height": ArxHeight, "arx-ebil": ArxEntropyBasedInformationLoss}
+                                    "arx-height": ArxHeight, "arx-ebil": ArxEntropyBasedInformationLoss,
+                                    "arx-ambiguity": ArxAmbiguity}
 WEIGHTED = {"entropy-loss": "entropy", "mi-loss": "mutual-information"}
 
 
@@ -600,6 +641,12 @@ def domain_share(hierarchy: Hierarchy, level: int, label: str | None, leaves: Ma
             return 1.0 / (high - low)
         lo, hi = hierarchy.interval(level, label)
         return (hi - lo) / (high - low)
+    return row_share(hierarchy, level, label, leaves)
+
+
+def row_share(hierarchy: Hierarchy, level: int, label: str | None, leaves: Mapping[str | None, int]) -> float:
+    """ARX's ``DomainShareMaterialized`` of a generalized value: the hierarchy rows it covers over all rows; an
+    original value (or NULL, which stays NULL) counts as one row."""
     if level == 0 or pd.isna(label):
         return 1.0 / len(hierarchy.rows)
     return leaves.get(label, 1) / len(hierarchy.rows)
@@ -629,6 +676,10 @@ def cost_table(codes: pd.DataFrame, counts: pd.Series, hierarchy: Hierarchy, ind
                 out[cost_column("share", index, level)] = shares
             if "log-share" in kinds:
                 out[cost_column("log-share", index, level)] = np.log10(shares)
+        if "log-row-share" in kinds:
+            leaves = hierarchy.leaves_under(level)
+            out[cost_column("log-row-share", index, level)] = np.log10(
+                [row_share(hierarchy, level, label, leaves) for label in labels])
         if "entropy" in kinds:
             per_code = pd.Series(n_orig, index=codes[f"code_{level}"]).groupby(level=0).sum()
             n_general = codes[f"code_{level}"].map(per_code).to_numpy(dtype=float)
