@@ -1,5 +1,5 @@
 """ARX's metrics (``arx-loss`` and its rank aggregation, ``dm-star``, ``arx-entropy``, ``arx-nm-entropy``, precision,
-height, entropy-based information loss, ambiguity; ARX's AECS and non-monotone DM being duckanon's ``average-class-size`` and ``dm``) against the values ARX's own
+height, entropy-based information loss, ambiguity, AECS with a gs-factor; ARX's AECS and non-monotone DM being duckanon's ``average-class-size`` and ``dm``) against the values ARX's own
 tests expect (TestUtilityMetrics: every node it lists, under each of its policies, δ-presence on its research subset
 included), and against a pandas computation of
 ARX's definitions written here from its sources (``metric/v2/MetricMDNMLoss``, ``DomainShareMaterialized``,
@@ -27,6 +27,7 @@ from duckanon.search import run as search_run
 from duckanon.utility.metrics import (
     AGGREGATIONS,
     ArxAmbiguity,
+    ArxAverageClassSize,
     ArxEntropyBasedInformationLoss,
     ArxLoss,
     ArxNonMonotoneEntropy,
@@ -181,8 +182,8 @@ def generalized(hierarchy, column, level):
 
 def arx_reference(frame, hierarchies, levels, k, gs_factor, weights):
     """ARX's Loss under every aggregation, DM*, the monotone and non-monotone non-uniform entropies and the
-    entropy-based information loss (``MetricSDNMEntropyBasedInformationLoss``) and ambiguity
-    (``MetricSDNMAmbiguity``) of generalizing ``frame`` to
+    entropy-based information loss (``MetricSDNMEntropyBasedInformationLoss``), ambiguity (``MetricSDNMAmbiguity``)
+    and AECS (``MetricSDAECS``) of generalizing ``frame`` to
     ``levels`` (a level per quasi-identifier), the records of classes smaller than k suppressed; and the Loss bound
     (suppression ignored).  From ARX's definitions, not duckanon's code."""
     qis = list(levels)
@@ -223,8 +224,10 @@ def arx_reference(frame, hierarchies, levels, k, gs_factor, weights):
 
     ebil = float(np.where(suppressed, s, g * (1 + log_shares / most)).sum())
     ambiguity = float(np.where(suppressed, everything, covered).sum())
+    groups = sum(size >= k for size in sizes.values()) * s + (g if suppressed.any() else 0.0)  # ARX switches g, s
+    aecs = records / groups if groups else math.inf
     return (aggregate(losses), aggregate(bounds), float(sum(n * n for n in sizes.values())), entropy, entropy + spread,
-            ebil, ambiguity)
+            ebil, ambiguity, aecs)
 
 
 @on_every_evaluator
@@ -239,7 +242,7 @@ def test_arx_metrics_follow_arx_definitions_on_every_node(kind, data, k, gs_fact
     weights = dict(zip(qis, raw_weights))
     metrics = [ArxLoss(gs_factor, aggregation, weights, name=f"arx-loss-{aggregation}") for aggregation in AGGREGATIONS]
     metrics += [DiscernibilityStar(), ArxNonUniformEntropy(), ArxNonMonotoneEntropy(),
-                ArxEntropyBasedInformationLoss(gs_factor), ArxAmbiguity()]
+                ArxEntropyBasedInformationLoss(gs_factor), ArxAmbiguity(), ArxAverageClassSize(gs_factor)]
     con, anon = setup_table(frame)
     policy = Policy(quasi_identifiers=hierarchies, models=[KAnonymity(k)], suppression_limit=1.0,
                     others="insensitive")
@@ -251,8 +254,8 @@ def test_arx_metrics_follow_arx_definitions_on_every_node(kind, data, k, gs_fact
         results = [evaluator.results[i] for i in range(lattice.size)]
     for index, result in enumerate(results):
         levels = dict(zip(qis, result.node))
-        loss, bound, squares, entropy, nm_entropy, ebil, ambiguity = arx_reference(frame, hierarchies, levels, k,
-                                                                                   gs_factor, weights)
+        loss, bound, squares, entropy, nm_entropy, ebil, ambiguity, aecs = arx_reference(
+            frame, hierarchies, levels, k, gs_factor, weights)
         for aggregation in AGGREGATIONS:
             name = f"arx-loss-{aggregation}"
             assert _numbers(result.values[name]) == pytest.approx(loss[aggregation], rel=1e-9, abs=1e-9), (levels, name)
@@ -263,7 +266,8 @@ def test_arx_metrics_follow_arx_definitions_on_every_node(kind, data, k, gs_fact
         assert result.values["arx-ebil"] == pytest.approx(ebil, rel=1e-9, abs=1e-9)
         above = [j for j, other in enumerate(results) if all(a >= b for a, b in zip(other.node, result.node))]
         assert result.values["arx-ambiguity"] == pytest.approx(ambiguity, rel=1e-9)
-        for name in ("arx-ebil", "arx-ambiguity"):
+        assert result.values["arx-aecs"] == pytest.approx(aecs, rel=1e-12)
+        for name in ("arx-ebil", "arx-ambiguity", "arx-aecs"):
             assert result.bounds[name] <= min(results[j].values[name] for j in above) * (1 + 1e-9) + 1e-9
         for metric in metrics:
             if priors[metric.name] is not None:
@@ -303,6 +307,6 @@ def test_arx_metrics_are_selectable_by_name(adult):
                     suppression_limit=0.0, others="insensitive")
     anon = duckanon.connect(con)
     for name in ("arx-loss", "dm-star", "arx-entropy", "arx-nm-entropy", "arx-precision", "arx-precision-monotone",
-                 "arx-height", "arx-ebil", "arx-ambiguity"):
+                 "arx-height", "arx-ebil", "arx-ambiguity", "arx-aecs"):
         result = anon.search("adult", policy, metric=name)
         assert result.proven and result.metric == name

@@ -19,7 +19,7 @@ with it the loss):
 Without suppression every bound equals the metric: the metrics are monotone.
 
 **ARX's metrics** (``arx-loss``, ``dm-star``, ``arx-entropy``, ``arx-nm-entropy``, ``arx-precision``,
-``arx-precision-monotone``, ``arx-height``, ``arx-ebil``, ``arx-ambiguity``) are defined as ARX 3.9.2 defines them (its
+``arx-precision-monotone``, ``arx-height``, ``arx-ebil``, ``arx-ambiguity``, ``arx-aecs``) are defined as ARX 3.9.2 defines them (its
 ``metric/v2`` sources, cited per class), so that a search here and ARX's optimize the same objective; duckanon's own
 (``loss``, ``dm``, …) keep their definitions.  A metric sums record costs in cost sums (:class:`CostSum`): one per
 metric for those that weigh attributes into one total, one per attribute for those that aggregate attributes' losses
@@ -85,6 +85,14 @@ class NodeTotals:
     # level of c_v · log2(n / c_v), c_v of the n suppressed records holding v -- n times the entropy of the attribute
     # among the suppressed records
     suppressed_entropy: Sequence[float] = ()
+
+
+def gs_factors(gs_factor: float, name: str) -> tuple[float, float, float]:
+    """ARX's gs-factor (``AbstractMetricSingleDimensional``, ``AbstractMetricMultiDimensional``), checked, with the
+    generalization factor g it gives (1 up to 0.5, then 1 − 2 (gs − 0.5)) and the suppression factor s (2 gs below
+    0.5, then 1)."""
+    gs = float(checked_number(gs_factor, "gs_factor", f"metric {name}", low=0, high=1))
+    return gs, (1.0 if gs <= 0.5 else 1.0 - 2.0 * (gs - 0.5)), (2.0 * gs if gs < 0.5 else 1.0)
 
 
 class Metric(ABC):
@@ -224,6 +232,33 @@ class AverageClassSize(Metric):
         return totals.records / totals.classes
 
 
+class ArxAverageClassSize(Metric):
+    """ARX's AECS with its gs-factor (``Metric.createAECSMetric(gsFactor)``; ARX 3.9.2 ``metric/v2/MetricSDAECS``):
+    records / (kept classes × s + g when records are suppressed), g and s from the gs-factor as in ARX's Loss and,
+    as ARX's source notes, switched here.  At the default 0.5 it is ``average-class-size``.
+
+    Lower bound: records / (classes × s + max(0, g − s)).  ARX bounds with records / (classes × s), which exceeds the
+    value of a node that suppresses one class when g > s (gs-factor below 0.5); with g ≤ s a suppressed class adds
+    at most s, so the two agree."""
+
+    def __init__(self, gs_factor: float = 0.5, name: str = "arx-aecs"):
+        self.name = name
+        self.gs_factor, self.generalization_factor, self.suppression_factor = gs_factors(gs_factor, name)
+
+    def value(self, totals):
+        groups = totals.kept_classes * self.suppression_factor + (self.generalization_factor if totals.suppressed
+                                                                   else 0.0)
+        return totals.records / groups if groups else math.inf
+
+    def lower_bound(self, totals):
+        groups = (totals.classes * self.suppression_factor
+                  + max(0.0, self.generalization_factor - self.suppression_factor))
+        return totals.records / groups if groups else math.inf
+
+    def __repr__(self) -> str:
+        return f"{self.name}(gs_factor={self.gs_factor})"
+
+
 class DiscernibilityStar(Metric):
     """DM* (ARX's monotone discernibility, ``Metric.createDiscernabilityMetric(true)``; ARX 3.9.2
     ``metric/v2/MetricSDDiscernability``): Σ |E|² over every class, suppressed ones too, as if nothing were
@@ -345,12 +380,10 @@ class _ArxMultiDimensional(Metric):
     1 − 2 (gs − 0.5)) and a suppression factor s (2 gs below 0.5, then 1)."""
 
     def __init__(self, gs_factor: float, aggregation: str, weights: Mapping[str, float] | None, name: str):
-        self.gs_factor = float(checked_number(gs_factor, "gs_factor", f"metric {name}", low=0, high=1))
+        self.gs_factor, self.generalization_factor, self.suppression_factor = gs_factors(gs_factor, name)
         if aggregation not in AGGREGATIONS:
             raise PolicyError(f"metric {name}: unknown aggregation {aggregation!r}; known: {', '.join(AGGREGATIONS)}")
         self.aggregation, self.name = aggregation, name
-        self.generalization_factor = 1.0 if self.gs_factor <= 0.5 else 1.0 - 2.0 * (self.gs_factor - 0.5)
-        self.suppression_factor = 2.0 * self.gs_factor if self.gs_factor < 0.5 else 1.0
         if weights is not None:
             for attribute, weight in weights.items():
                 checked_number(weight, f"the weight of {attribute!r}", f"metric {name}", low=0)
@@ -524,10 +557,8 @@ class ArxEntropyBasedInformationLoss(Metric):
     cost_kind = "log-share"
 
     def __init__(self, gs_factor: float = 0.5, name: str = "arx-ebil"):
-        self.gs_factor = float(checked_number(gs_factor, "gs_factor", f"metric {name}", low=0, high=1))
         self.name = name
-        self.generalization_factor = 1.0 if self.gs_factor <= 0.5 else 1.0 - 2.0 * (self.gs_factor - 0.5)
-        self.suppression_factor = 2.0 * self.gs_factor if self.gs_factor < 0.5 else 1.0
+        self.gs_factor, self.generalization_factor, self.suppression_factor = gs_factors(gs_factor, name)
 
     def _loss(self, records, log_shares, bottom: float, total_records: int):
         """Σ over ``records`` records of 1 + Σ log10 share / maxIL, maxIL = −``bottom`` / ``total_records`` (the
@@ -602,7 +633,7 @@ METRICS: dict[str, Callable[[], Metric]] = {"loss": Loss, "dm": Discernibility, 
                                     "arx-entropy": ArxNonUniformEntropy, "arx-nm-entropy": ArxNonMonotoneEntropy,
                                     "arx-precision": ArxPrecision,
                                     "arx-precision-monotone": lambda: ArxPrecision(monotone=True),
-                                    "arx-height": ArxHeight, "arx-ebil": ArxEntropyBasedInformationLoss,
+                                    "arx-height": ArxHeight, "arx-ebil": ArxEntropyBasedInformationLoss, "arx-aecs": ArxAverageClassSize,
                                     "arx-ambiguity": ArxAmbiguity}
 WEIGHTED = {"entropy-loss": "entropy", "mi-loss": "mutual-information"}
 
