@@ -102,8 +102,7 @@ SCALE_TARGETS = {100_000_000: (300.0, 8 * 1024)}
 #: ARX's metric for each of duckanon's: the same DM (non-monotonic: Σ|E|² over kept classes + n per suppressed
 #: record); ARX's Loss is a geometric mean over the attributes (gs = 0.5), duckanon's a sum of averages.
 ARX_METRICS = {"dm": "dm", "loss": "loss", "dm-star": "dmstar", "arx-loss": "loss", "arx-entropy": "entropy",
-               "arx-nm-entropy": "nm-entropy", "arx-ebil": "ebil",
-               "arx-ambiguity": "ambiguity"}
+               "arx-nm-entropy": "nm-entropy", "arx-ebil": "ebil", "arx-ambiguity": "ambiguity"}
 #: Metrics both tools define alike, so that their optima must have the same value.
 ALIKE = {"dm", "dm-star", "arx-loss", "arx-entropy", "arx-nm-entropy", "arx-ebil", "arx-ambiguity"}
 #: duckanon's driver of ARX's models beyond k-anonymity (compiled against ARX's jars on first use).

@@ -1,6 +1,6 @@
 """ARX's metrics (``arx-loss`` and its rank aggregation, ``dm-star``, ``arx-entropy``, ``arx-nm-entropy``, precision,
-height, entropy-based information loss, ambiguity, AECS with a gs-factor; ARX's AECS and non-monotone DM being duckanon's ``average-class-size`` and ``dm``) against the values ARX's own
-tests expect (TestUtilityMetrics: every node it lists, under each of its policies, δ-presence on its research subset
+height, entropy-based information loss, ambiguity, AECS with a gs-factor; ARX's AECS and non-monotone DM being
+duckanon's ``average-class-size`` and ``dm``) against the values ARX's own tests expect (TestUtilityMetrics: every node it lists, under each of its policies, δ-presence on its research subset
 included), and against a pandas computation of
 ARX's definitions written here from its sources (``metric/v2/MetricMDNMLoss``, ``DomainShareMaterialized``,
 ``ILMultiDimensional*``, ``MetricSDDiscernability``, ``MetricMDNUEntropyPrecomputed``,
@@ -15,6 +15,7 @@ from pathlib import Path
 
 import duckdb
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -273,6 +274,38 @@ def test_arx_metrics_follow_arx_definitions_on_every_node(kind, data, k, gs_fact
             if priors[metric.name] is not None:
                 assert priors[metric.name][index] <= min(results[j].values[metric.name] for j in above) + 1e-12
     con.close()
+
+
+@on_every_evaluator
+def test_ambiguity_counts_hierarchy_rows_and_ebil_interval_widths_by_hand(kind):
+    """An interval hierarchy over the ages 20, 21, 25 and 27 (cuts every 2 from 20 to 28) and sex at its bottom, at
+    age's level 1.  Ambiguity counts the hierarchy rows a value covers, as ARX's ``DomainShareMaterialized``: [20, 22)
+    covers 20 and 21, [24, 26) only 25, [26, 28) only 27, so the six records stand for 2 + 2 + 2 + 1 + 1 + 1 = 9
+    combinations.  EBIL takes ARX's interval share, width over the domain's: 2/8 for every age, 1/2 for sex (sizes 8
+    and 2), so each record costs 1 + log10(1/8) / log10(16) = 1/4, and the six 1.5."""
+    frame = pd.DataFrame({"age": [20, 20, 21, 25, 27, 27], "sex": ["f", "m", "f", "m", "f", "f"]})
+    hierarchies = {"age": Hierarchy.intervals([20, 21, 25, 27], widths=[2, 4]),
+                   "sex": Hierarchy.from_lists([["f", "*"], ["m", "*"]], name="sex")}
+    con, _ = setup_table(frame)
+    [result] = evaluate(con, hierarchies, ["age", "sex"], [KAnonymity(1)], 0.0,
+                        [ArxAmbiguity(), ArxEntropyBasedInformationLoss()], [(1, 0)], kind, source="t")
+    con.close()
+    assert result.values["arx-ambiguity"] == pytest.approx(9.0, rel=1e-12)
+    assert result.values["arx-ebil"] == pytest.approx(1.5, rel=1e-12)
+
+
+def test_an_infinite_aecs_is_published_as_text(tmp_path):
+    """At gs-factor 0 a suppressed class costs nothing in ARX's AECS, and a node that suppresses nothing has
+    records / 0 = ∞ (ARX's too): the release records it as "inf" in its JSON, and verifies."""
+    frame = pd.DataFrame({"sex": ["f", "m", "f", "m"], "x": [1, 2, 3, 4]})
+    con, anon = setup_table(frame)
+    policy = Policy(quasi_identifiers={"sex": Hierarchy.from_lists([["f", "*"], ["m", "*"]], name="sex")},
+                    models=[KAnonymity(2)], insensitive=["x"])
+    anon.anonymize("t", policy, tmp_path / "r.duckdb", metric=ArxAverageClassSize(0.0))
+    con.close()
+    with duckdb.connect(str(tmp_path / "r.duckdb"), read_only=True) as release:
+        assert json.loads(release.execute("SELECT metrics FROM release_info").fetchone()[0])["arx-aecs"] == "inf"
+    assert duckanon.verify(tmp_path / "r.duckdb").holds
 
 
 def _numbers(value):

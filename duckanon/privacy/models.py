@@ -112,8 +112,8 @@ class PrivacyModel(ABC):
         return self.minimum_size is not None
 
     # Whether the model's population classes without a record of the data are checked only when no model of the
-    # policy bounds class size (ARX's order of checks; DeltaPresence's arx_size_first): see population_checked().
-    checked_after_size: bool = False
+    # policy bounds class size, as ARX orders its checks (DeltaPresence's option): see population_checked().
+    arx_size_first: bool = False
 
     def size_violation(self, size: exp.Expression) -> exp.Expression | None:
         """A predicate over the class size that is true when a class is smaller than :attr:`minimum_size`."""
@@ -355,10 +355,6 @@ class DeltaPresence(PrivacyModel):
         if not isinstance(arx_size_first, bool):
             raise PolicyError(f"{self.name}: arx_size_first must be True or False, got {arx_size_first!r}")
         self.arx_size_first = arx_size_first
-
-    @property
-    def checked_after_size(self) -> bool:
-        return self.arx_size_first
 
     def params(self):
         params = super().params()
@@ -1003,7 +999,7 @@ def population_checked(models: Sequence[PrivacyModel]) -> list[PrivacyModel]:
     but those checked after the size bound (ARX's order) when a model of the policy bounds class size."""
     if not any(model.bounds_class_size for model in models):
         return list(models)
-    return [model for model in models if not model.checked_after_size]
+    return [model for model in models if not model.arx_size_first]
 
 
 def sensitive_attributes(models: Sequence[PrivacyModel]) -> list[str]:

@@ -401,7 +401,19 @@ def decoded_info(row: Mapping[str, object]) -> dict:
 def _json(value: object) -> str | None:
     if value is None:
         return None
-    return json.dumps(value, default=_plain, allow_nan=False, sort_keys=True)
+    return json.dumps(_finite(value), default=_plain, allow_nan=False, sort_keys=True)
+
+
+def _finite(value: object) -> object:
+    """``value`` with Python's NaN and infinities as text, as :func:`_plain` gives NumPy's (json asks ``default``
+    only about what it cannot write, never about a float)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(item) for item in value]
+    return value
 
 
 def _plain(value: object) -> object:

@@ -405,8 +405,7 @@ class MemoryNodeEvaluator(NodeEvaluator):
                     by_code[table["code"].to_numpy(dtype=np.int64) - 1] = weight * own
                     self.base.offsets[cost_sum.name, i] = by_code[self.base.codes[i][0]] * self.base.count
             self.cost_parts[cost_sum.name] = parts
-            suppressed = constant * sum(weights.values())
-            self.suppressed_part[cost_sum.name] = 10.0 ** suppressed if cost_sum.exp10 else suppressed
+            self.suppressed_part[cost_sum.name] = cost_sum.per_record(constant * sum(weights.values()))
 
     # ------------------------------------------------------------------ evaluating
     def _source(self, node: np.ndarray) -> _Rows:
@@ -493,7 +492,7 @@ class MemoryNodeEvaluator(NodeEvaluator):
             per_record = np.zeros(rows.rows)
             for i in raised:
                 per_record += parts[i][classes.node[i]][classes.codes[i]]
-            per_row = (10.0 ** per_record if cost_sum.exp10 else per_record) * rows.count
+            per_row = cost_sum.per_record(per_record) * rows.count
             offsets = [i for i in range(len(classes.node)) if (name, i) in rows.offsets]
             for i in raised:
                 if (name, i) in rows.offsets:

@@ -150,8 +150,8 @@ class SqlNodeEvaluator(NodeEvaluator):
                 total = sb.lit(0)
                 for i, weight in _weighted(cost_sum, self.encoding.attributes):
                     total = total + sb.lit(weight) * sb.col(cost_column(cost_sum.kind, i, None), f"c{i}")
-                query = query.select(exp.cast(sb.col(COUNT, f) * _per_record(cost_sum, total),
-                                              exp.DataType.build("DOUBLE")).as_(_suppressed_cost(cost_sum), quoted=True))
+                suppressed = sb.as_double(sb.col(COUNT, f) * _per_record(cost_sum, total))
+                query = query.select(suppressed.as_(_suppressed_cost(cost_sum), quoted=True))
             self.engine.run(sb.create_table_as(table, query, temporary=True))
         return table
 

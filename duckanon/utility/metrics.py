@@ -19,9 +19,9 @@ with it the loss):
 Without suppression every bound equals the metric: the metrics are monotone.
 
 **ARX's metrics** (``arx-loss``, ``dm-star``, ``arx-entropy``, ``arx-nm-entropy``, ``arx-precision``,
-``arx-precision-monotone``, ``arx-height``, ``arx-ebil``, ``arx-ambiguity``, ``arx-aecs``) are defined as ARX 3.9.2 defines them (its
-``metric/v2`` sources, cited per class), so that a search here and ARX's optimize the same objective; duckanon's own
-(``loss``, ``dm``, …) keep their definitions.  A metric sums record costs in cost sums (:class:`CostSum`): one per
+``arx-precision-monotone``, ``arx-height``, ``arx-ebil``, ``arx-ambiguity``, ``arx-aecs``) are defined as ARX 3.9.2
+defines them (its ``metric/v2`` sources, cited per class), so that a search here and ARX's optimize the same
+objective; duckanon's own (``loss``, ``dm``, …) keep their definitions.  A metric sums record costs in cost sums (:class:`CostSum`): one per
 metric for those that weigh attributes into one total, one per attribute for those that aggregate attributes' losses
 otherwise (ARX's Loss: a geometric mean by default).
 """
@@ -61,6 +61,11 @@ class CostSum:
     kind: str
     weights: Mapping[str, float]
     exp10: bool = False
+
+    def per_record(self, weighted):
+        """A record's cost in this sum from its weighted sum over attributes (a number or an array): the sum, or 10
+        to its power."""
+        return 10.0 ** weighted if self.exp10 else weighted
 
 
 @dataclass(frozen=True)
@@ -633,8 +638,8 @@ METRICS: dict[str, Callable[[], Metric]] = {"loss": Loss, "dm": Discernibility, 
                                     "arx-entropy": ArxNonUniformEntropy, "arx-nm-entropy": ArxNonMonotoneEntropy,
                                     "arx-precision": ArxPrecision,
                                     "arx-precision-monotone": lambda: ArxPrecision(monotone=True),
-                                    "arx-height": ArxHeight, "arx-ebil": ArxEntropyBasedInformationLoss, "arx-aecs": ArxAverageClassSize,
-                                    "arx-ambiguity": ArxAmbiguity}
+                                    "arx-height": ArxHeight, "arx-ebil": ArxEntropyBasedInformationLoss,
+                                    "arx-ambiguity": ArxAmbiguity, "arx-aecs": ArxAverageClassSize}
 WEIGHTED = {"entropy-loss": "entropy", "mi-loss": "mutual-information"}
 
 
