@@ -140,7 +140,8 @@ def test_limits_on_random_tables(kind, data):
     con, anon = setup_table(frame)
     results, _, lattice = brute_or_reject(anon, policy, kind)
     metric = data.draw(st.sampled_from(["loss", "dm", "ncp"]))
-    for name in data.draw(st.lists(st.sampled_from(list(STRATEGIES)), min_size=1, max_size=2, unique=True)):
+    exact = [name for name, strategy in STRATEGIES.items() if not strategy.needs_limit]  # heuristics: test_heuristics
+    for name in data.draw(st.lists(st.sampled_from(exact), min_size=1, max_size=2, unique=True)):
         strategy = STRATEGIES[name]
         with evaluator(anon, "t", policy, [metric], LABEL, kind) as ev:
             unlimited = strategy().search(ev)

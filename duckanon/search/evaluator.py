@@ -37,7 +37,7 @@ from ..hierarchy.hierarchy import Hierarchy
 from ..privacy.models import PrivacyModel
 from ..utility.metrics import Metric, NodeTotals
 from .costs import RecordCosts
-from .lattice import Lattice, LatticeMasks, Node
+from .lattice import LatticeMasks, Node, lattice_of
 
 
 @dataclass(frozen=True)
@@ -99,13 +99,14 @@ class NodeEvaluator(ABC):
         # population), not just the totals' size.
         self.data_models = any(m.sensitive is not None or m.population is not None for m in self.models)
         self.objective = metrics[0].name
-        self.lattice = Lattice(encoding.attributes, [h.levels for h in hierarchies])
-        self.masks = LatticeMasks(self.lattice)
+        self.lattice = lattice_of(encoding.attributes, [h.levels for h in hierarchies])
+        self.masks = LatticeMasks(self.lattice) if self.lattice.listed else None
         self.costs = RecordCosts(encoding, hierarchies, metrics)
         # Whether totals carry each attribute's spread over the suppressed records (a metric needs it).
         self.spread = any(m.suppressed_spread for m in metrics)
         self.results: dict[int, NodeResult] = {}
-        self.evaluated = np.zeros(self.lattice.size, dtype=bool)
+        # Per listed node, whether it was evaluated (a wide lattice's are the results' keys).
+        self.evaluated = np.zeros(self.lattice.size, dtype=bool) if self.lattice.listed else None
         self.pending: np.ndarray | None = None
         self.progress = progress
 
@@ -124,7 +125,8 @@ class NodeEvaluator(ABC):
         if wanted:
             for index, result in self._evaluate(wanted).items():
                 self.results[index] = result
-                self.evaluated[index] = True
+                if self.evaluated is not None:
+                    self.evaluated[index] = True
         return [self.results[i] for i in indices]
 
     def value(self, index: int) -> float:
@@ -161,7 +163,7 @@ class NodeEvaluator(ABC):
 
     def prior_bounds(self) -> np.ndarray:
         """Per lattice node, a lower bound of the objective for it and its generalizations known before evaluating
-        it (-inf where the metric has none); never above any value that evaluation gives."""
+        it (-inf where the metric has none); never above any value that evaluation gives.  Of a listed lattice."""
         bounds = self.costs.prior_bounds(self.metrics[0], self.lattice.nodes)
         return np.full(self.lattice.size, -np.inf) if bounds is None else bounds
 

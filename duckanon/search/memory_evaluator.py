@@ -359,16 +359,15 @@ class MemoryNodeEvaluator(NodeEvaluator):
         self.size_bounds = [m.minimum_size for m in self.models if m.minimum_size is not None]
         arrays = FrequencyArrays.of(engine, encoding, hierarchies)
         self.cards, self.values, self.lifts = arrays.cards, arrays.values, arrays.lifts
-        # Per lattice node, whether a snapshot there serves every node above it.
-        nodes = self.lattice.nodes
-        self.liftable = arrays.liftable[np.arange(nodes.shape[1])[None, :], nodes].all(axis=1)
+        # Per attribute and level, whether codes there map to every higher level's, as a snapshot's must.
+        self.liftable_levels = arrays.liftable
         self.table_counts, self.records = arrays.table_counts, arrays.records
         # The entropy metrics' offsets are this evaluator's own.
         self.base = arrays.base.with_offsets({})
         self._read_costs()
         self.population = (None if encoding.population_table is None
                            else PopulationArrays.of(engine, encoding, hierarchies, self.cards))
-        self.class_counts = np.zeros(self.lattice.size, dtype=np.int64)  # of the nodes evaluated
+        self.class_counts = _ClassCounts(len(hierarchies))
         self.failed_meets: list[tuple[np.ndarray, int]] = []  # with the rows they were grouped from
         self.snapshots = _Snapshots(len(hierarchies),
                                     max(int(self.base.nbytes * SNAPSHOT_BYTES_SHARE), SNAPSHOT_MIN_BYTES))
@@ -525,28 +524,28 @@ class MemoryNodeEvaluator(NodeEvaluator):
 
     def _evaluate(self, indices: list[int]) -> dict[int, NodeResult]:
         # Lower nodes first: their snapshots may serve the higher ones of the batch.
-        order = sorted(indices, key=lambda i: (int(self.lattice.heights[i]), i))
-        self._snapshot_meets(self.lattice.nodes[order])
+        order = sorted(indices, key=lambda i: (self.lattice.node_height(i), i))
+        nodes = np.array([self.lattice.node(i) for i in order], dtype=np.int64)
+        self._snapshot_meets(nodes)
         results = {}
-        for index in order:
-            node = self.lattice.nodes[index]
+        for index, node in zip(order, nodes):
             classes = self._classes(node)
             totals = self._totals(classes)
             too_small = any(totals.suppressed < bound for bound in self.size_bounds)
             results[index] = self._result(index, totals, suppressed_too_small=too_small,
                                           unmendable=classes.unmendable)
-            self.class_counts[index] = totals.classes
-            if self._may_snapshot(index, classes.rows, len(classes.sizes)):
+            self.class_counts.add(node, totals.classes)
+            if self._may_snapshot(index, node, classes.rows, len(classes.sizes)):
                 self._snapshot(index, classes.rows, classes.classes)
         return results
 
     # ------------------------------------------------------------------ snapshots
-    def _may_snapshot(self, index: int, source: _Rows, classes: int) -> bool:
-        """Whether the rows of node ``index``, in ``classes`` classes or more, may become a snapshot: far fewer than
+    def _may_snapshot(self, index: int, node: np.ndarray, source: _Rows, classes: int) -> bool:
+        """Whether the rows of node ``index`` (levels ``node``), in ``classes`` classes or more, may become a snapshot: far fewer than
         the rows of ``source`` it is computed from, its every attribute's codes map to each higher level's, and it
         serves a node the search may still ask for."""
         if (source.rows < SNAPSHOT_MIN_ROWS or classes * SNAPSHOT_REDUCTION > source.rows
-                or not self.liftable[index] or self.snapshots.holds(index)):
+                or not self.liftable_levels[np.arange(len(node)), node].all() or self.snapshots.holds(index)):
             return False
         if self.pending is None:
             return True
@@ -571,7 +570,7 @@ class MemoryNodeEvaluator(NodeEvaluator):
             return codes, dict(zip(sensitive, values[1:]))
 
         column_bytes = rows.count * (sum(c.itemsize for c in classes.columns) + 8 * len(source.sensitive))
-        self.snapshots.add(index, _Rows(self.lattice.nodes[index], rows.sizes,
+        self.snapshots.add(index, _Rows(np.asarray(self.lattice.node(index), dtype=np.int64), rows.sizes,
                                  {name: rows.sums(offsets) for name, offsets in source.offsets.items()},
                                  columns, column_bytes))
         return True
@@ -603,19 +602,14 @@ class MemoryNodeEvaluator(NodeEvaluator):
         # many rows as any node above it has classes.
         index = self.lattice.index(tuple(int(level) for level in meet))
         space = math.prod(int(self.cards[i][level]) for i, level in enumerate(meet))
-        if (not meet.any() or not _counted(space, source.rows) or not self._may_snapshot(index, source, 0)
+        if (not meet.any() or not _counted(space, source.rows) or not self._may_snapshot(index, meet, source, 0)
                 or any(rows >= source.rows and (meet <= failed).all() for failed, rows in self.failed_meets)
-                or self._fewest_rows(index) * SNAPSHOT_REDUCTION > source.rows):
+                or self.class_counts.most_above(meet) * SNAPSHOT_REDUCTION > source.rows):
             return
         classes = _group(self._codes(source, meet), [self.cards[i][level] for i, level in enumerate(meet)],
                          source.weights)
         if classes.count * SNAPSHOT_REDUCTION > source.rows or not self._snapshot(index, source, classes):
             self.failed_meets.append((meet, source.rows))
-
-    def _fewest_rows(self, index: int) -> int:
-        """A lower bound of the rows of node ``index``'s snapshot: the most classes of a node evaluated above it."""
-        above = self.masks.up(index) & self.evaluated
-        return int(self.class_counts[above].max()) if above.any() else 0
 
     # ------------------------------------------------------------------ the rest of the interface
     def _suppressed_class_violates(self, node: Node) -> bool:
@@ -646,6 +640,28 @@ class MemoryNodeEvaluator(NodeEvaluator):
 
     def close(self) -> None:
         self.snapshots = _Snapshots(len(self.hierarchies), 0)
+
+
+class _ClassCounts:
+    """The evaluated nodes' levels and class counts, grown as nodes are evaluated: the most classes of a node above a
+    meet bound the rows of its snapshot from below."""
+
+    def __init__(self, attributes: int):
+        self.nodes = np.zeros((64, attributes), dtype=np.int64)
+        self.classes = np.zeros(64, dtype=np.int64)
+        self.count = 0
+
+    def add(self, node: np.ndarray, classes: int) -> None:
+        if self.count == len(self.classes):
+            self.nodes = np.concatenate([self.nodes, np.zeros_like(self.nodes)])
+            self.classes = np.concatenate([self.classes, np.zeros_like(self.classes)])
+        self.nodes[self.count], self.classes[self.count] = node, classes
+        self.count += 1
+
+    def most_above(self, meet: np.ndarray) -> int:
+        """The most classes of an evaluated node at or above ``meet`` (0 when none is)."""
+        above = (self.nodes[:self.count] >= meet).all(axis=1)
+        return int(self.classes[:self.count][above].max()) if above.any() else 0
 
 
 class _Snapshots:

@@ -149,6 +149,7 @@ def search(workspace: Workspace, source, policy: Policy | str, metric: Metric | 
         raise PolicyError(f"unknown search strategy {strategy!r}; known: {', '.join(STRATEGIES)}")
     checked_evaluator(evaluator_kind, memory_budget)
     budget = SearchBudget(time_limit, check_limit)
+    STRATEGIES[strategy].check_budget(budget.time_limit, budget.check_limit)
     with (bound_source(workspace, source, policy) as (bound, encoding),
           evaluator(workspace, bound, [metric], label, evaluator_kind, memory_budget, encoding) as nodes):
         workspace.announce(f"{strategy} search over {nodes.lattice.size} transformations")

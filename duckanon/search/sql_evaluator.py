@@ -76,7 +76,10 @@ class _Snapshot:
     table: exp.Table
     records: exp.Table
     rows: int
-    above: np.ndarray  # mask of the lattice nodes it can evaluate (the node's up-set)
+
+    def covers(self, nodes: np.ndarray) -> np.ndarray:
+        """Per row of ``nodes`` (levels), whether it generalizes this snapshot's node."""
+        return (nodes >= np.asarray(self.node)).all(axis=1)
 
 
 @dataclass(frozen=True)
@@ -324,23 +327,24 @@ class SqlNodeEvaluator(NodeEvaluator):
         # Creating the view reads the nodes view: an empty one of the batches' shape stands in.
         with self.engine.registered(self._nodes_frame([], []), self.nodes_view):
             self.engine.run(view)
-        return _Snapshot(source_id, node, table, records, rows, self.masks.up(self.lattice.index(node)))
+        return _Snapshot(source_id, node, table, records, rows)
 
     def _drop_snapshot(self, snapshot: _Snapshot) -> None:
         self.engine.run(sb.drop("VIEW", snapshot.records))
         self.engine.run(sb.drop("TABLE", snapshot.table))
 
     def _nodes_frame(self, nodes: Sequence[int], sources: Sequence[int]) -> pd.DataFrame:
-        """The nodes view's rows: each node's id, the id of the snapshot it is computed from, and its levels."""
-        levels = self.lattice.nodes[list(nodes)]
-        return pd.DataFrame({"__node": np.asarray(nodes, dtype=np.int64),
+        """The nodes view's rows: each node's id (its place in ``nodes``: a wide lattice's indices pass 64 bits), the
+        id of the snapshot it is computed from, and its levels."""
+        levels = np.array([self.lattice.node(i) for i in nodes], dtype=np.int64).reshape(len(nodes), len(self.hierarchies))
+        return pd.DataFrame({"__node": np.arange(len(nodes), dtype=np.int64),
                              "__source": np.asarray(sources, dtype=np.int64),
                              **{f"__l{i}": levels[:, i] for i in range(levels.shape[1])}})
 
     def _evaluate(self, indices: list[int]) -> dict[int, NodeResult]:
         """Evaluate nodes, each from the smallest snapshot that covers it; as few queries as the row budget allows,
         each reading every source its nodes need."""
-        index = np.asarray(indices, dtype=np.int64)
+        index = np.array([self.lattice.node(i) for i in indices], dtype=np.int64)  # the nodes' levels
         source = self._sources(index)
         self._snapshot_meets(index, source)
         source = self._sources(index)  # positions move too when making room drops snapshots
@@ -357,18 +361,20 @@ class SqlNodeEvaluator(NodeEvaluator):
             batch.append((indices[position], k))
             budget += rows[k]
         results.update(self._run(batch))
-        self._snapshot_some(index, source, [results[i].classes for i in indices])
+        self._snapshot_some(indices, source, [results[i].classes for i in indices])
         return results
 
     def _run(self, batch: list[tuple[int, int]]) -> dict[int, NodeResult]:
-        frame = self._nodes_frame([index for index, _ in batch], [self.snapshots[k].id for _, k in batch])
+        indices = [index for index, _ in batch]
+        frame = self._nodes_frame(indices, [self.snapshots[k].id for _, k in batch])
         statement = self._batch_statement([self.snapshots[k] for k in sorted({k for _, k in batch})])
         with self.engine.registered(frame, self.nodes_view):
             rows = self._settled_totals(statement) if self.settles else self.engine.rows(statement)
             unmendable = self._unmendable()
         results = {}
         for row in rows:
-            index, row = int(row[0]), row[1:]
+            position, row = int(row[0]), row[1:]
+            index = indices[position]
             costs, position = {}, 7
             for cost_sum in self.costs.sums:
                 costs[cost_sum.name] = tuple(float(v) for v in row[position:position + 3])
@@ -379,30 +385,43 @@ class SqlNodeEvaluator(NodeEvaluator):
                                 heights=self.heights,
                                 suppressed_entropy=self._spread(int(row[1]), row[position:]) if self.spread else ())
             results[index] = self._result(index, totals, suppressed_too_small=bool(row[6]),
-                                          unmendable=index in unmendable)
+                                          unmendable=position in unmendable)
         return results
 
-    def _sources(self, index: np.ndarray) -> np.ndarray:
-        """Per node, the position of the smallest snapshot that covers it."""
+    def _sources(self, nodes: np.ndarray) -> np.ndarray:
+        """Per node (a row of levels), the position of the smallest snapshot that covers it."""
         rows = np.array([s.rows for s in self.snapshots], dtype=np.float64)
-        covers = np.stack([s.above[index] for s in self.snapshots])  # snapshots × nodes
+        covers = np.stack([s.covers(nodes) for s in self.snapshots])  # snapshots × nodes
         return np.where(covers, rows[:, None], np.inf).argmin(axis=0)
 
-    def _snapshot_some(self, index: np.ndarray, source: np.ndarray, estimates: Sequence[float]) -> None:
+    def _pending(self) -> np.ndarray | None:
+        """The listed nodes the search may still ask for (all not evaluated unless it told); None on a wide lattice,
+        where they are not known."""
+        if self.masks is None:
+            return None
+        return (self.pending if self.pending is not None else ~self.evaluated) & ~self.evaluated
+
+    def _pending_above(self, node: Node, pending: np.ndarray | None) -> int:
+        """How many ``pending`` nodes a snapshot at ``node`` would serve (0 where they are not known)."""
+        return 0 if pending is None else int((self.masks.up(self.lattice.index(node)) & pending).sum())
+
+    def _snapshot_some(self, index: list[int], source: np.ndarray, estimates: Sequence[float]) -> None:
         """Make the snapshots that save the most rows for the nodes still pending.
 
         A candidate is a just evaluated node whose classes (``estimates``) are far fewer than the rows of the snapshot
         it was computed from, or the node reached by lowering its levels one at a time while its estimated rows stay
         low (the estimate scales by the change in the product of distinct values): a lower snapshot covers more
         pending nodes.  Its worth is the rows it saves the pending nodes above it, against the snapshot each would use
-        now; it is made when that is at least SNAPSHOT_PAYOFF times the rows its grouping reads."""
-        pending = self.pending if self.pending is not None else ~self.evaluated
-        pending = pending & ~self.evaluated
+        now; it is made when that is at least SNAPSHOT_PAYOFF times the rows its grouping reads.  On a wide lattice,
+        whose pending nodes are unknown, only the meets of batches make snapshots (:meth:`_snapshot_meets`)."""
+        pending = self._pending()
+        if pending is None:
+            return
         pending[index] = False  # just evaluated
         current = None
         existing = {s.node for s in self.snapshots}
         candidates: dict[Node, tuple[float, _Snapshot]] = {}
-        for i, k, classes in zip(index.tolist(), source.tolist(), estimates):
+        for i, k, classes in zip(index, source.tolist(), estimates):
             parent = self.snapshots[k]
             rows = parent.rows
             if rows < SNAPSHOT_SOURCE_ROWS or classes * SNAPSHOT_REDUCTION > rows:
@@ -410,7 +429,7 @@ class SqlNodeEvaluator(NodeEvaluator):
             if current is None:  # the rows each node would now be computed from
                 current = np.full(self.lattice.size, np.inf)
                 for s in self.snapshots:
-                    np.minimum(current, np.where(s.above, s.rows, np.inf), out=current)
+                    np.minimum(current, np.where(self.masks.up(self.lattice.index(s.node)), s.rows, np.inf), out=current)
             node = list(self.lattice.node(i))
             estimate = float(classes)
             while True:
@@ -450,12 +469,11 @@ class SqlNodeEvaluator(NodeEvaluator):
             members = index[source == k]
             if parent.rows < SNAPSHOT_SOURCE_ROWS or len(members) < 2 or len(self._failed_meets) >= MEET_FAILURES:
                 continue
-            meet = tuple(int(v) for v in self.lattice.nodes[members].min(axis=0))
+            meet = tuple(int(v) for v in members.min(axis=0))
             # A meet at or below one that did not shrink the rows would not either.
             if any(all(m <= f for m, f in zip(meet, failed)) for failed in self._failed_meets):
                 continue
-            if not self._room(self.pending if self.pending is not None else ~self.evaluated,
-                              {id(p) for p in parents.values()}, meet):
+            if not self._room(self._pending(), {id(p) for p in parents.values()}, meet):
                 continue
             snapshot = self._snapshot(meet, parent)
             if snapshot.rows * SNAPSHOT_REDUCTION > parent.rows:
@@ -463,25 +481,25 @@ class SqlNodeEvaluator(NodeEvaluator):
                 self._drop_snapshot(snapshot)
                 self.snapshots.pop()
 
-    def _room(self, pending: np.ndarray, keep: set[int], node: Node) -> bool:
+    def _room(self, pending: np.ndarray | None, keep: set[int], node: Node) -> bool:
         """Whether a snapshot at ``node`` fits the limits, after dropping (never those whose ``id`` is in ``keep``)
         those with no pending node above them, then those with fewer pending nodes above them than ``node`` has."""
-        wanted = int((self.masks.up(self.lattice.index(node)) & pending).sum())
+        wanted = self._pending_above(node, pending)
 
         def full() -> bool:
             size = sum(s.rows * self._row_bytes(s.node) for s in self.snapshots[1:])
             return (len(self.snapshots) > SNAPSHOT_LIMIT
                     or size + self._row_bytes(node) * self.base_rows / 4 > SNAPSHOT_BYTES_LIMIT)
 
-        droppable = sorted(((int((s.above & pending).sum()), -s.rows, k) for k, s in enumerate(self.snapshots)
+        droppable = sorted(((self._pending_above(s.node, pending), -s.rows, k) for k, s in enumerate(self.snapshots)
                             if k > 0 and id(s) not in keep), reverse=True)
         while full() and droppable and droppable[-1][0] < max(wanted, 1):
             *_, k = droppable.pop()
             self._drop_snapshot(self.snapshots[k])
             self.snapshots[k] = None
             self.snapshots = [s for s in self.snapshots if s is not None]
-            droppable = sorted(((int((s.above & pending).sum()), -s.rows, j) for j, s in enumerate(self.snapshots)
-                                if j > 0 and id(s) not in keep), reverse=True)
+            droppable = sorted(((self._pending_above(s.node, pending), -s.rows, j)
+                                for j, s in enumerate(self.snapshots) if j > 0 and id(s) not in keep), reverse=True)
         return not full()
 
     def _row_bytes(self, node: Node) -> float:

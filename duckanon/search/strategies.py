@@ -11,162 +11,26 @@ models are monotone, and what a verdict lets them conclude, is told there):
 - :class:`SamaratiSearch` is seed 002's binary search on lattice height: the best node of the lowest height at which
   any node satisfies (exact for monotone policies), settling most nodes of a height without evaluating them.
 
-A :class:`SearchBudget` bounds a search's time or checks (its result then says whether it is proven) and reports
-its progress.
+A :class:`~.budget.SearchBudget` bounds a search's time or checks (its result then says whether it is proven) and
+reports its progress; the heuristic strategies for lattices too wide to list are in :mod:`.heuristics`.
 
 :func:`solution_space` lists every satisfying node with every metric's value.
 """
 
 from __future__ import annotations
 
-import time
-from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable
 
 import numpy as np
 import pandas as pd
 
-from ..parameters import checked_number
+from ..errors import PolicyError
+from .budget import ROUND, SearchBudget, SearchResult, SearchStrategy, better
 from .evaluator import NodeEvaluator, NodeResult
+from .heuristics import GeneticSearch, LightningSearch, TopDownSearch
 
-# Nodes a search round evaluates together (the greedy descent without prior bounds takes at least this many,
-# tag_by_paths climbs this many paths): the SQL evaluator's batch, so that a round's nodes share one query.
-ROUND = 64
-# Seconds between two progress reports of a search: often enough to show it moves, rarely enough to read.
-PROGRESS_SECONDS = 1.0
-
-
-class SearchBudget:
-    """What a search may spend, and its progress reports.
-
-    ``time_limit`` (seconds) and ``check_limit`` (nodes evaluated) bound one search; every strategy passes each batch
-    it is about to evaluate through :meth:`allow`, which keeps what the limits leave.  Once they cut a batch short,
-    :attr:`stopped` is set and the strategy returns the best node it has found: not proven to be the one it would find
-    without a limit.  Progress (nodes checked of the lattice, best value so far, time) goes to the evaluator's
-    ``progress`` at most every ``report_seconds``, and once more at the end."""
-
-    def __init__(self, time_limit: float | None = None, check_limit: int | None = None, *,
-                 report_seconds: float = PROGRESS_SECONDS, clock: Callable[[], float] = time.monotonic):
-        self.time_limit = None if time_limit is None else checked_number(time_limit, "time_limit", "search", low=0,
-                                                                         low_open=True, note="seconds")
-        self.check_limit = None if check_limit is None else checked_number(check_limit, "check_limit", "search",
-                                                                           whole=True, low=1, note="nodes")
-        self.report_seconds, self.clock = report_seconds, clock
-        self.stopped = False
-
-    def start(self, evaluator: NodeEvaluator, strategy: str) -> None:
-        self.evaluator, self.strategy = evaluator, strategy
-        self.started = self.reported = self.clock()
-        self.checks_before = evaluator.checks
-        self.stopped = False
-
-    def allow(self, batch: Iterable[int], best: int | None) -> list[int]:
-        """The longest head of ``batch`` (without repeats) whose nodes not yet evaluated fit the limits."""
-        now = self.clock()
-        if now - self.reported >= self.report_seconds:
-            self._report(best, now, "")
-        checked = self.evaluator.checks - self.checks_before
-        room = np.inf
-        # A search checks one node at least, so that it can name the closest.
-        if self.time_limit is not None and checked and now - self.started >= self.time_limit:
-            room = 0
-        if self.check_limit is not None:
-            room = min(room, self.check_limit - checked)
-        allowed = []
-        for index in dict.fromkeys(int(i) for i in batch):
-            if not self.evaluator.evaluated[index]:
-                if room <= 0:
-                    self.stopped = True
-                    break
-                room -= 1
-            allowed.append(index)
-        return allowed
-
-    def finish(self, best: int | None) -> None:
-        self._report(best, self.clock(), " stopped at the limit" if self.stopped else " done")
-
-    def _report(self, best: int | None, now: float, ending: str) -> None:
-        self.reported = now
-        if self.evaluator.progress is None:
-            return
-        objective = self.evaluator.objective
-        found = ("none satisfying" if best is None
-                 else f"best {objective} {self.evaluator.results[best].values[objective]:.6g}")
-        self.evaluator.progress(f"{self.strategy} search{ending}: {self.evaluator.checks:,} of "
-                                f"{self.evaluator.lattice.size:,} nodes checked, {found} ({now - self.started:.1f} s)")
-
-
-@dataclass
-class SearchResult:
-    """``proven``: the strategy ran to its end, so ``best`` is what it finds without a limit (for optimal and
-    exhaustive search, the optimum); otherwise a limit stopped it and ``best`` is the best node it had found."""
-
-    strategy: str
-    metric: str
-    best: NodeResult | None
-    closest: NodeResult
-    checks: int
-    lattice_size: int
-    seconds: float
-    attributes: list[str] = field(default_factory=list)
-    proven: bool = True
-
-    @property
-    def found(self) -> bool:
-        return self.best is not None
-
-    @property
-    def levels(self) -> dict[str, int]:
-        node = (self.best or self.closest).node
-        return dict(zip(self.attributes, node))
-
-    def summary(self) -> str:
-        checked = f"({self.checks} of {self.lattice_size} nodes checked, {self.seconds:.2f} s)"
-        if self.best is None:
-            closest = (f"{dict(zip(self.attributes, self.closest.node))}, would suppress {self.closest.suppressed} "
-                       f"records {checked}")
-            if self.proven:
-                return f"{self.strategy}: no transformation satisfies the policy; the closest, {closest}"
-            return (f"{self.strategy}: stopped at the limit before finding a transformation that satisfies the policy; "
-                    f"the closest checked, {closest}")
-        found = (f"{self.levels} with {self.metric} = {self.best.values[self.metric]:.6g}, {self.best.suppressed} "
-                 f"records suppressed {checked}")
-        if self.proven:
-            return f"{self.strategy}: {found}"
-        return f"{self.strategy}: best found within the limit, not proven optimal: {found}"
-
-
-class SearchStrategy(ABC):
-    name = ""
-
-    def search(self, evaluator: NodeEvaluator, budget: SearchBudget | None = None) -> SearchResult:
-        """The strategy's best node, within ``budget``'s limits when given."""
-        budget = budget or SearchBudget()
-        budget.start(evaluator, self.name)
-        started = time.perf_counter()
-        best = self.best_node(evaluator, budget)
-        proven = not budget.stopped
-        if best is None and not evaluator.suppressed_monotone:
-            # The top need not suppress least: name the true closest node, which only evaluating them all can tell.
-            evaluator.evaluate_many(budget.allow(range(evaluator.lattice.size), None))
-        closest = min(evaluator.results.values(), key=lambda r: (r.suppressed, sum(r.node)))
-        budget.finish(best)
-        return SearchResult(self.name, evaluator.objective, evaluator.evaluate(best) if best is not None else None,
-                            closest, evaluator.checks, evaluator.lattice.size, time.perf_counter() - started,
-                            list(evaluator.lattice.attributes), proven)
-
-    @abstractmethod
-    def best_node(self, evaluator: NodeEvaluator, budget: SearchBudget) -> int | None:
-        """Index of the best satisfying node, or None when none satisfies; when ``budget`` stops it, the best found
-        so far."""
-
-
-def _better(evaluator: NodeEvaluator, candidate: int, best: int | None) -> bool:
-    if best is None:
-        return True
-    return (evaluator.value(candidate), candidate) < (evaluator.value(best), best)
-
+__all__ = ["ROUND", "STRATEGIES", "SearchBudget", "SearchResult", "SearchStrategy", "ExhaustiveSearch",
+           "OptimalSearch", "SamaratiSearch", "solution_space", "tag_by_paths"]
 
 class ExhaustiveSearch(SearchStrategy):
     name = "exhaustive"
@@ -177,7 +41,7 @@ class ExhaustiveSearch(SearchStrategy):
         for start in range(0, len(order), ROUND):
             batch = budget.allow(order[start:start + ROUND], best)
             for index, result in zip(batch, evaluator.evaluate_many(batch)):
-                if result.within_limit and _better(evaluator, index, best) and evaluator.satisfies(index):
+                if result.within_limit and better(evaluator, index, best) and evaluator.satisfies(index):
                     best = index
             if budget.stopped:
                 break
@@ -248,7 +112,7 @@ class _Knowledge:
 
     def evaluate(self, indices: Iterable[int]) -> None:
         """Evaluate the nodes (those the budget allows), recording what each tells."""
-        fresh = [i for i in self.budget.allow(indices, self.best) if not self.evaluator.evaluated[i]]
+        fresh = [i for i in self.budget.allow(indices, self.best) if i not in self.evaluator.results]
         for index, result in zip(fresh, self.evaluator.evaluate_many(fresh)):
             self._record(index, result)
 
@@ -564,13 +428,16 @@ def _lowest_estimate(estimate: np.ndarray, mask: np.ndarray, count: int | None =
     return nodes[np.lexsort((nodes, estimate[nodes]))][:count].tolist()
 
 
-STRATEGIES: dict[str, type[SearchStrategy]] = {s.name: s for s in (OptimalSearch, SamaratiSearch, ExhaustiveSearch)}
+STRATEGIES: dict[str, type[SearchStrategy]] = {s.name: s for s in (OptimalSearch, SamaratiSearch, ExhaustiveSearch,
+                                                                   LightningSearch, TopDownSearch, GeneticSearch)}
 
 
 def solution_space(evaluator: NodeEvaluator) -> pd.DataFrame:
     """Every satisfying node with its suppressed records and every metric's value (seed 000, steps 2–3; a
     rank-aggregated loss as its number)."""
     lattice = evaluator.lattice
+    if not lattice.listed:
+        raise PolicyError(f"the solution space lists every node, and this lattice has {lattice.size:,}: too many")
     candidates = tag_by_paths(evaluator) if evaluator.monotone else np.ones(lattice.size, dtype=bool)
     chosen = [int(i) for i in lattice.by_height() if candidates[i]]
     rows = [{**dict(zip(lattice.attributes, r.node)), "suppressed": r.suppressed, "classes": r.classes,
