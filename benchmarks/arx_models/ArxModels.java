@@ -39,6 +39,8 @@ import org.deidentifier.arx.metric.Metric;
  * columns and delimiter: the research subset, CSV its population), delta-presence:MIN:MAX and k-map:K (SENSITIVE
  * "-" for none).
  * METRIC: dm, dmstar, loss, entropy (monotone), nm-entropy, ebil (entropy-based information loss), ambiguity.
+ * With algorithm=NAME:MILLIS before the models (NAME lightning, top-down or genetic), ARX's best-effort algorithm of
+ * that name runs with that time limit instead of its optimal one (Flash).
  * The data is loaded once; each of the REPEATS anonymize()
  * calls is timed on its own. Prints LOAD and RUN lines as bench_arx.py's ARX driver does.
  */
@@ -57,6 +59,14 @@ public class ArxModels {
         int repeats = Integer.parseInt(args[7]);
         List<String> models = Arrays.asList(args).subList(8, args.length);
         String subsetFile = null;
+        ARXConfiguration.AnonymizationAlgorithm algorithm = ARXConfiguration.AnonymizationAlgorithm.OPTIMAL;
+        int timeLimit = 0;
+        if (models.get(0).startsWith("algorithm=")) {
+            String[] part = models.get(0).substring("algorithm=".length()).split(":");
+            algorithm = algorithm(part[0]);
+            timeLimit = Integer.parseInt(part[1]);
+            models = models.subList(1, models.size());
+        }
         if (models.get(0).startsWith("subset=")) {
             subsetFile = models.get(0).substring("subset=".length());
             models = models.subList(1, models.size());
@@ -102,6 +112,10 @@ public class ArxModels {
             }
             config.setSuppressionLimit(suppression);
             config.setQualityModel(metric(args[6]));
+            if (algorithm != ARXConfiguration.AnonymizationAlgorithm.OPTIMAL) {
+                config.setAlgorithm(algorithm);
+                config.setHeuristicSearchTimeLimit(timeLimit);
+            }
             long begin = System.nanoTime();
             ARXResult result = new ARXAnonymizer().anonymize(data, config);
             long ms = (System.nanoTime() - begin) / 1_000_000;
@@ -150,6 +164,15 @@ public class ArxModels {
         case "delta-presence": return new DPresence(Double.parseDouble(part[1]), Double.parseDouble(part[2]), subset);
         case "k-map": return new KMap(Integer.parseInt(part[1]), subset);
         default: throw new IllegalArgumentException("unknown model " + model);
+        }
+    }
+
+    static ARXConfiguration.AnonymizationAlgorithm algorithm(String name) {
+        switch (name) {
+        case "lightning": return ARXConfiguration.AnonymizationAlgorithm.BEST_EFFORT_BOTTOM_UP;
+        case "top-down": return ARXConfiguration.AnonymizationAlgorithm.BEST_EFFORT_TOP_DOWN;
+        case "genetic": return ARXConfiguration.AnonymizationAlgorithm.BEST_EFFORT_GENETIC;
+        default: throw new IllegalArgumentException("unknown algorithm " + name);
         }
     }
 

@@ -35,7 +35,8 @@ class SearchBudget:
     """What a search may spend, and its progress reports.
 
     ``time_limit`` (seconds) and ``check_limit`` (nodes evaluated) bound one search; every strategy passes each batch
-    it is about to evaluate through :meth:`allow`, which keeps what the limits leave.  Once they cut a batch short,
+    it is about to evaluate through :meth:`allow`, which keeps what the limits leave (the time left, at the pace of
+    the checks so far, bounds a batch too).  Once they cut a batch short,
     :attr:`stopped` is set and the strategy returns the best node it has found: not proven to be the one it would find
     without a limit.  Progress (nodes checked of the lattice, best value so far, time) goes to the evaluator's
     ``progress`` at most every ``report_seconds``, and once more at the end."""
@@ -63,8 +64,11 @@ class SearchBudget:
         checked = self.evaluator.checks - self.checks_before
         room = np.inf
         # A search checks one node at least, so that it can name the closest.
-        if self.time_limit is not None and checked and now - self.started >= self.time_limit:
-            room = 0
+        if self.time_limit is not None and checked:
+            elapsed = now - self.started
+            # Past the limit nothing more; before it, as many nodes as the time left allows at the pace so far (at
+            # least one), so that a large batch does not run far past the limit.
+            room = 0 if elapsed >= self.time_limit else max(1, int((self.time_limit - elapsed) * checked / elapsed))
         if self.check_limit is not None:
             room = min(room, self.check_limit - checked)
         allowed = []

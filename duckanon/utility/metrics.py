@@ -472,22 +472,27 @@ class ArxLoss(_ArxMultiDimensional):
             share = np.where(span > 0, (np.asarray(total, dtype=float) - floor) / np.where(span > 0, span, 1), 0.0)
         return np.floor(np.maximum(share, 0.0) * _ARX_DIGITS) / _ARX_DIGITS
 
-    def value(self, totals):
+    def _sums(self, totals) -> tuple[list[str], np.ndarray, np.ndarray]:
+        """The attributes, their (every, kept, suppressed) cost sums as rows, and their sums at the bottom: one
+        array each, so that 30 attributes cost one vectorized pass."""
         attributes = self._attributes(totals.costs)
+        names = [self._sum_name(a) for a in attributes]
+        return (attributes, np.array([totals.costs[n] for n in names], dtype=float).reshape(-1, 3),
+                np.array([totals.bottom[n] for n in names], dtype=float))
+
+    def value(self, totals):
+        attributes, sums, bottom = self._sums(totals)
         g, s = self.generalization_factor, self.suppression_factor
-        losses = []
-        for attribute in attributes:
-            every, kept, suppressed = totals.costs[self._sum_name(attribute)]
-            suppressed_share = every - kept  # the suppressed records' shares at the node's levels
-            cost = g * kept + (suppressed if s == 1.0 else suppressed_share + s * (suppressed - suppressed_share))
-            losses.append(self._normalized(cost, totals.bottom[self._sum_name(attribute)], totals.records))
-        return _number(self._aggregate(np.array(losses), self._weight_vector(attributes)))
+        every, kept, suppressed = sums.T
+        suppressed_share = every - kept  # the suppressed records' shares at the node's levels
+        cost = g * kept + (suppressed if s == 1.0 else suppressed_share + s * (suppressed - suppressed_share))
+        return _number(self._aggregate(self._normalized(cost, bottom, totals.records),
+                                       self._weight_vector(attributes)))
 
     def lower_bound(self, totals):
-        attributes = self._attributes(totals.costs)
-        losses = [self._normalized(self.generalization_factor * totals.costs[self._sum_name(a)][0],
-                                   totals.bottom[self._sum_name(a)], totals.records) for a in attributes]
-        return _number(self._aggregate(np.array(losses), self._weight_vector(attributes)))
+        attributes, sums, bottom = self._sums(totals)
+        losses = self._normalized(self.generalization_factor * sums[:, 0], bottom, totals.records)
+        return _number(self._aggregate(losses, self._weight_vector(attributes)))
 
     def prior_bounds(self, nodes, level_costs, records):
         attributes = self._attributes(level_costs)
