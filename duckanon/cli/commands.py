@@ -24,6 +24,7 @@ from ..perturb.perturbation import AdditiveNoise, EmpiricalSynthesis, Randomized
 from ..release.files import checked_table_name, read_release_info, release_format, write_atomically
 from ..release.signing import new_key_pair
 from ..release.verify import verify as verify_release
+from ..search.strategies import STRATEGIES
 from ..session import Anonymizer, connect
 from ..sqlgen import build as sb
 from . import policy_options
@@ -46,6 +47,14 @@ def _output(args: argparse.Namespace) -> Path:
     path = args.output or Path(f"release.{args.format or 'duckdb'}")
     release_format(path, args.format)
     return path
+
+
+def _search_options(args: argparse.Namespace) -> Path | None:
+    """Before any work: a heuristic strategy's limit (when the levels are not given), and the release path (None
+    with --check-only)."""
+    if not args.levels:
+        STRATEGIES[args.strategy].check_budget(args.time_limit, args.check_limit)
+    return None if args.check_only else _output(args)
 
 
 def _release_table(args: argparse.Namespace, source: Source) -> str:
@@ -82,8 +91,7 @@ def _generalize(args: argparse.Namespace, console: Console, anon: Anonymizer, so
 # ---------------------------------------------------------------------------------------------------- commands
 
 def search(args: argparse.Namespace, console: Console) -> int:
-    if not args.check_only:
-        args.output = _output(args)
+    args.output = _search_options(args)
     source, anon = _open(args, console)
     return _generalize(args, console, anon, source, policy_options.policy(anon, args))
 
@@ -94,8 +102,7 @@ def check(args: argparse.Namespace, console: Console) -> int:
 
 
 def run_stored(args: argparse.Namespace, console: Console) -> int:
-    if not args.check_only:
-        args.output = _output(args)
+    args.output = _search_options(args)
     path = existing_file(args.source)
     engine = attach_database(path)
     anon = Anonymizer(engine, progress=console.progress)

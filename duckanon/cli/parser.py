@@ -170,7 +170,9 @@ def _search() -> Parser:
     search.add_argument("--metric", default="loss", choices=metric_names(),
                         help="what the search minimizes (default %(default)s)")
     search.add_argument("--strategy", default="optimal", choices=list(STRATEGIES),
-                        help="search strategy (default %(default)s)")
+                        help="search strategy (default %(default)s): optimal, samarati and exhaustive list the "
+                             "lattice; lightning, top-down and genetic (ARX's heuristics, for lattices too wide to "
+                             "list) need --time-limit or --check-limit")
     search.add_argument("--label", metavar="COLUMN",
                         help="class column that mi-loss weighs quasi-identifiers by (salary-class on the bundled data)")
     search.add_argument("--evaluator", default="auto", choices=EVALUATORS,
