@@ -46,7 +46,7 @@ def test_wide_lattice_numbers_nodes_as_the_listed_one():
     assert not forty.listed and forty.size == 5 ** 40 > 2 ** 64
     node = tuple(i % 5 for i in range(40))
     assert forty.node(forty.index(node)) == node
-    assert [forty.node(s) for s in forty.successors(forty.index(node))][0][0] == node[0] + 1
+    assert next(forty.node(s) for s in forty.successors(forty.index(node)))[0] == node[0] + 1
     assert lattice_of(["a"], [LISTED_NODES]).listed and not lattice_of(["a", "b"], [LISTED_NODES, 2]).listed
 
 
@@ -115,7 +115,7 @@ WIDE_CASES = [(kind, name) for kind in ("memory", "sql") for name in HEURISTICS
 def test_heuristics_release_a_wide_table(wide, tmp_path, kind, name):
     """Stopped by its check limit on a lattice of 10^18 nodes, each heuristic publishes a node whose release pandas
     finds k-anonymous (suppressed records starred) with at most 5 % of the records suppressed, every record kept."""
-    con, anon, policy = wide
+    _con, anon, policy = wide
     result, release = anon.anonymize("wide", policy, tmp_path / "wide.duckdb", metric="arx-loss", strategy=name,
                                      evaluator=kind, check_limit=WIDE_CHECKS[name])
     assert not result.proven and result.lattice_size == 5 ** 10 * (3 * 3 * 4 ** 4) ** 3 * 3 * 3  # 1.07e18
@@ -130,7 +130,7 @@ def test_heuristics_release_a_wide_table(wide, tmp_path, kind, name):
 
 
 def test_exact_searches_refuse_a_wide_lattice(wide):
-    con, anon, policy = wide
+    _con, anon, policy = wide
     for strategy in ("optimal", "samarati", "exhaustive"):
         with pytest.raises(PolicyError, match=f"the {strategy} search lists the lattice's nodes.*lightning, top-down, "
                                               "genetic"):

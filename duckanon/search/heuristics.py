@@ -88,10 +88,10 @@ class _BestFirst(SearchStrategy):
     def _pruned(self, walk: _Walk, index: int) -> bool:
         if index in self.expanded or index in self.insufficient:
             return True
-        if self.upward and walk.best is not None and index != walk.best:
-            if walk.bound(index) >= walk.value(walk.best):
-                self.insufficient.add(index)
-                return True
+        if (self.upward and walk.best is not None and index != walk.best
+                and walk.bound(index) >= walk.value(walk.best)):
+            self.insufficient.add(index)
+            return True
         if not self.upward and walk.evaluator.monotone and not walk.evaluator.results[index].within_limit:
             self.expanded.add(index)  # its specializations fail too
             return True

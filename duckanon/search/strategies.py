@@ -29,8 +29,19 @@ from .budget import ROUND, SearchBudget, SearchResult, SearchStrategy, better
 from .evaluator import NodeEvaluator, NodeResult
 from .heuristics import GeneticSearch, LightningSearch, TopDownSearch
 
-__all__ = ["ROUND", "STRATEGIES", "SearchBudget", "SearchResult", "SearchStrategy", "ExhaustiveSearch",
-           "OptimalSearch", "SamaratiSearch", "solution_space", "tag_by_paths"]
+__all__ = [
+    "ROUND",
+    "STRATEGIES",
+    "ExhaustiveSearch",
+    "OptimalSearch",
+    "SamaratiSearch",
+    "SearchBudget",
+    "SearchResult",
+    "SearchStrategy",
+    "solution_space",
+    "tag_by_paths",
+]
+
 
 class ExhaustiveSearch(SearchStrategy):
     name = "exhaustive"
