@@ -373,8 +373,8 @@ class SqlNodeEvaluator(NodeEvaluator):
             unmendable = self._unmendable()
         results = {}
         for row in rows:
-            position, row = int(row[0]), row[1:]
-            index = indices[position]
+            place, row = int(row[0]), row[1:]  # the node's place in the batch
+            index = indices[place]
             costs, position = {}, 7
             for cost_sum in self.costs.sums:
                 costs[cost_sum.name] = tuple(float(v) for v in row[position:position + 3])
@@ -385,7 +385,7 @@ class SqlNodeEvaluator(NodeEvaluator):
                                 heights=self.heights,
                                 suppressed_entropy=self._spread(int(row[1]), row[position:]) if self.spread else ())
             results[index] = self._result(index, totals, suppressed_too_small=bool(row[6]),
-                                          unmendable=position in unmendable)
+                                          unmendable=place in unmendable)
         return results
 
     def _sources(self, nodes: np.ndarray) -> np.ndarray:
