@@ -31,6 +31,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
+import bench_arx  # noqa: E402
 import common  # noqa: E402
 import duckdb  # noqa: E402
 
@@ -57,7 +58,7 @@ def data_files(folder: Path, rows: int, attributes: int) -> tuple[Path, list[str
         for name, hierarchy in hierarchies.items():
             hierarchy.to_arx_csv(target / f"hierarchy_{name}.csv")
         partial = target / "wide.partial.csv"
-        con.sql("SELECT * FROM wide").write_csv(str(partial), sep=";", header=True)
+        con.table("wide").write_csv(str(partial), sep=";", header=True)
         os.replace(partial, csv)
     return csv, [f"q{i + 1:02d}" for i in range(attributes)]
 
@@ -108,7 +109,6 @@ def arx(settings, csv: Path, qis: list[str], algorithm: str) -> dict:
 
 
 def models_driver(settings) -> list[str]:
-    import bench_arx
     return bench_arx.models_driver(argparse.Namespace(arx=settings.arx, data_dir=settings.data_dir))
 
 
@@ -168,9 +168,9 @@ def main() -> None:
     note = (f"Both with a {args.time_limit:g} s limit; {args.rows:,} records; k = {K}, {SUPPRESSION:.0%} suppression, "
             "ARX's Loss (geometric mean of the attributes' normalized losses). `none`: no satisfying node found "
             "within the limit. The lattice sizes are exact; neither tool lists it.")
+    facts = common.facts_markdown({**common.machine_facts(), "load_average_start": f"{load:.2f}"})
     common.write_text(args.output, f"# Heuristic searches beside ARX 3.9.2\n\n`python benchmarks/bench_heuristics.py "
-                                   f"{' '.join(sys.argv[1:])}`\n\n{table}\n\n{note}\n\n## Machine\n\n"
-                                   f"{common.facts_markdown({**common.machine_facts(), 'load_average_start': f'{load:.2f}'})}\n")
+                                   f"{' '.join(sys.argv[1:])}`\n\n{table}\n\n{note}\n\n## Machine\n\n{facts}\n")
     (args.output.with_suffix(".json")).write_text(json.dumps(results, indent=1))
     print(table)
     print(note)
@@ -183,7 +183,8 @@ def row_of(attributes, algorithm, pair, theirs, ours, their_value) -> list:
     arx_ok = not theirs.get("error")
     lower = "-"
     if arx_ok and ours["found"] and theirs["found"]:
-        lower = "duckanon" if ours["loss"] < their_value - 1e-12 else "ARX" if their_value < ours["loss"] - 1e-12 else "equal"
+        gap = ours["loss"] - their_value
+        lower = "duckanon" if gap < -1e-12 else "ARX" if gap > 1e-12 else "equal"
     elif arx_ok and ours["found"] != theirs["found"]:
         lower = "duckanon" if ours["found"] else "ARX"
     return [attributes, f"{ours['lattice']:.2e}", algorithm, pair,

@@ -21,11 +21,11 @@ import duckanon
 from duckanon import KAnonymity, Policy, PolicyError
 from duckanon.cli import main
 from duckanon.datasets.wide import generate_wide, wide_hierarchies
-from duckanon.search.heuristics import GeneticSearch, LightningSearch, TopDownSearch
+from duckanon.search.heuristics import GeneticSearch
 from duckanon.search.lattice import LISTED_NODES, Lattice, WideLattice, lattice_of
-from duckanon.search.strategies import SearchBudget
+from duckanon.search.strategies import STRATEGIES, SearchBudget
 
-HEURISTICS = {"lightning": LightningSearch, "top-down": TopDownSearch, "genetic": GeneticSearch}
+HEURISTICS = {name: strategy for name, strategy in STRATEGIES.items() if not strategy.lists_lattice}
 
 
 def heuristic(name: str):

@@ -21,9 +21,6 @@ from ..parameters import checked_number
 from .evaluator import NodeEvaluator, NodeResult
 from .lattice import LISTED_NODES
 
-# The heuristic strategies, named where an exact one is refused a wide lattice.
-HEURISTIC_NAMES = ("lightning", "top-down", "genetic")
-
 # Nodes a search round evaluates together (the greedy descent without prior bounds takes at least this many,
 # tag_by_paths climbs this many paths): the SQL evaluator's batch, so that a round's nodes share one query.
 ROUND = 64
@@ -156,7 +153,7 @@ class SearchStrategy(ABC):
         if self.lists_lattice and not evaluator.lattice.listed:
             raise PolicyError(f"the {self.name} search lists the lattice's nodes, and this one has "
                               f"{evaluator.lattice.size:,} (more than {LISTED_NODES:,}); search it with a heuristic "
-                              f"strategy ({', '.join(HEURISTIC_NAMES)}) and a time limit")
+                              f"strategy ({', '.join(walking_strategies())}) and a time limit")
         budget.start(evaluator, self.name)
         started = time.perf_counter()
         best = self.best_node(evaluator, budget)
@@ -174,6 +171,17 @@ class SearchStrategy(ABC):
     def best_node(self, evaluator: NodeEvaluator, budget: SearchBudget) -> int | None:
         """Index of the best satisfying node, or None when none satisfies; when ``budget`` stops it, the best found
         so far."""
+
+
+def walking_strategies(kind: type[SearchStrategy] = SearchStrategy) -> list[str]:
+    """The names of the strategies (subclasses of ``kind``, in the order they are defined) that do not list the
+    lattice: the heuristics."""
+    names = []
+    for strategy in kind.__subclasses__():
+        if strategy.name and not strategy.lists_lattice:
+            names.append(strategy.name)
+        names += walking_strategies(strategy)
+    return names
 
 
 def better(evaluator: NodeEvaluator, candidate: int, best: int | None) -> bool:

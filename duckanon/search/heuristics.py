@@ -52,7 +52,7 @@ class _Walk:
         return allowed
 
     def value(self, index: int):
-        return self.evaluator.results[index].values[self.evaluator.objective]
+        return self.evaluator.value(index)
 
     def bound(self, index: int):
         return self.evaluator.results[index].bounds[self.evaluator.objective]
@@ -181,13 +181,10 @@ class GeneticSearch(SearchStrategy):
             for population in populations:
                 self._sort(population)
             if generation % self.immigration_interval == 0 and migrants:
-                one, other = populations
-                moved = one[:migrants]
-                del one[:migrants]
-                other.extend(moved)
-                moved = other[:migrants]
-                del other[:migrants]
-                one.extend(moved)
+                first, second = populations
+                for emigrants, hosts in ((first, second), (second, first)):  # the fittest move, one way then back
+                    hosts.extend(emigrants[:migrants])
+                    del emigrants[:migrants]
                 for population in populations:
                     self._sort(population)
             for population in populations:
@@ -233,13 +230,12 @@ class GeneticSearch(SearchStrategy):
         old = list(population)
         mutants = [self._mutant(np.asarray(lattice.node(old[int(self.random.integers(size))]), dtype=np.int64))
                    for _ in range(elite, size - crossovers)]
-        evaluated = self._individuals(children + mutants)
-        for place, index in zip([size - c - 1 for c in range(crossovers)] + list(range(elite, size - crossovers)),
-                                evaluated):
+        places = [size - c - 1 for c in range(crossovers)] + list(range(elite, size - crossovers))
+        for place, index in zip(places, self._individuals(children + mutants)):
             population[place] = index
 
     def _parents(self, population: list[int], producers: int, count: int) -> list[int]:
-        """``count`` parents drawn from the fittest ``producers`` with weight 1 − (value − best) / (worst − best)."""
+        """``count`` parents drawn from the fittest ``producers``, weighing 1 − (value − best) / (worst − best)."""
         pool = population[:producers]
         values = np.array([float(self.walk.value(i)) for i in pool])
         low, high = values.min(), values.max()
@@ -249,7 +245,7 @@ class GeneticSearch(SearchStrategy):
         return [pool[int(c)] for c in chosen]
 
     def _mutant(self, node: np.ndarray) -> np.ndarray:
-        """Up to ⌈mutation_probability × attributes⌉ attributes (the number drawn from 0 up) set to random levels."""
+        """Up to ⌈mutation_probability × attributes⌉ attributes (how many drawn from 0 up) at random levels."""
         most = math.ceil(self.mutation_probability * len(node))
         changed = self.random.permutation(len(node))[:int(self.random.integers(most + 1))]
         node = node.copy()

@@ -20,7 +20,7 @@ import numpy as np
 Node = tuple[int, ...]
 
 # The most nodes a lattice lists: 2**20 rows of levels and a mask per attribute level stay within a few hundred MB
-# for 20 attributes, while Adult (25,920 nodes) and IHIS lists whole.
+# for 20 attributes, while Adult (12,960 nodes) and IHIS (25,920) list whole.
 LISTED_NODES = 2 ** 20
 
 

@@ -541,9 +541,9 @@ class MemoryNodeEvaluator(NodeEvaluator):
 
     # ------------------------------------------------------------------ snapshots
     def _may_snapshot(self, index: int, node: np.ndarray, source: _Rows, classes: int) -> bool:
-        """Whether the rows of node ``index`` (levels ``node``), in ``classes`` classes or more, may become a snapshot: far fewer than
-        the rows of ``source`` it is computed from, its every attribute's codes map to each higher level's, and it
-        serves a node the search may still ask for."""
+        """Whether the rows of node ``index`` (levels ``node``), in ``classes`` classes or more, may become a
+        snapshot: far fewer than the rows of ``source`` it is computed from, its every attribute's codes map to each
+        higher level's, and it serves a node the search may still ask for."""
         if (source.rows < SNAPSHOT_MIN_ROWS or classes * SNAPSHOT_REDUCTION > source.rows
                 or not self.liftable_levels[np.arange(len(node)), node].all() or self.snapshots.holds(index)):
             return False

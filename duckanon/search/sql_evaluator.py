@@ -336,7 +336,8 @@ class SqlNodeEvaluator(NodeEvaluator):
     def _nodes_frame(self, nodes: Sequence[int], sources: Sequence[int]) -> pd.DataFrame:
         """The nodes view's rows: each node's id (its place in ``nodes``: a wide lattice's indices pass 64 bits), the
         id of the snapshot it is computed from, and its levels."""
-        levels = np.array([self.lattice.node(i) for i in nodes], dtype=np.int64).reshape(len(nodes), len(self.hierarchies))
+        levels = np.array([self.lattice.node(i) for i in nodes], dtype=np.int64).reshape(len(nodes),
+                                                                                           len(self.hierarchies))
         return pd.DataFrame({"__node": np.arange(len(nodes), dtype=np.int64),
                              "__source": np.asarray(sources, dtype=np.int64),
                              **{f"__l{i}": levels[:, i] for i in range(levels.shape[1])}})
@@ -344,10 +345,10 @@ class SqlNodeEvaluator(NodeEvaluator):
     def _evaluate(self, indices: list[int]) -> dict[int, NodeResult]:
         """Evaluate nodes, each from the smallest snapshot that covers it; as few queries as the row budget allows,
         each reading every source its nodes need."""
-        index = np.array([self.lattice.node(i) for i in indices], dtype=np.int64)  # the nodes' levels
-        source = self._sources(index)
-        self._snapshot_meets(index, source)
-        source = self._sources(index)  # positions move too when making room drops snapshots
+        levels = np.array([self.lattice.node(i) for i in indices], dtype=np.int64)
+        source = self._sources(levels)
+        self._snapshot_meets(levels, source)
+        source = self._sources(levels)  # positions move too when making room drops snapshots
         rows = np.array([s.rows for s in self.snapshots], dtype=np.float64)
         order = np.argsort(source, kind="stable")  # nodes of one source together: fewer branches per query
         results: dict[int, NodeResult] = {}
@@ -429,7 +430,8 @@ class SqlNodeEvaluator(NodeEvaluator):
             if current is None:  # the rows each node would now be computed from
                 current = np.full(self.lattice.size, np.inf)
                 for s in self.snapshots:
-                    np.minimum(current, np.where(self.masks.up(self.lattice.index(s.node)), s.rows, np.inf), out=current)
+                    covered = self.masks.up(self.lattice.index(s.node))
+                    np.minimum(current, np.where(covered, s.rows, np.inf), out=current)
             node = list(self.lattice.node(i))
             estimate = float(classes)
             while True:
@@ -460,13 +462,13 @@ class SqlNodeEvaluator(NodeEvaluator):
             self._snapshot(node, parent)
             made.append(above)
 
-    def _snapshot_meets(self, index: np.ndarray, source: np.ndarray) -> None:
+    def _snapshot_meets(self, levels: np.ndarray, source: np.ndarray) -> None:
         """Before evaluating several nodes that would read the same big snapshot, group it once at their meet (each
         attribute at the nodes' lowest level), when that has far fewer rows: a search working down from the top
         evaluates nodes below every snapshot made from its earlier results."""
         parents = {k: self.snapshots[k] for k in np.unique(source).tolist()}
         for k, parent in parents.items():
-            members = index[source == k]
+            members = levels[source == k]
             if parent.rows < SNAPSHOT_SOURCE_ROWS or len(members) < 2 or len(self._failed_meets) >= MEET_FAILURES:
                 continue
             meet = tuple(int(v) for v in members.min(axis=0))
