@@ -379,7 +379,7 @@ def _no_uniques(model: str, population_size: int) -> UniquenessEstimate:
     return UniquenessEstimate(model, 0.0, population_size, {}, converged=True, applicable=True)
 
 
-def _pitman(sample: ClassSizes, population_size: int) -> UniquenessEstimate:
+def _pitman(sample: ClassSizes, population_size: int, steps: int = _STEPS_PER_TRY) -> UniquenessEstimate:
     _require_records(sample)
     if not sample.uniques:
         return _no_uniques(PITMAN, population_size)
@@ -391,13 +391,13 @@ def _pitman(sample: ClassSizes, population_size: int) -> UniquenessEstimate:
         alpha = (theta * (c1 - n) + (n - 1) * c1) / (n * c)
         closed = _pitman_equations_closed(sample)
         termwise = _pitman_equations_termwise(sample)
-        root = _newton_raphson(closed, (theta, alpha), theta_nonnegative=True)
+        root = _newton_raphson(closed, (theta, alpha), steps, theta_nonnegative=True)
         if not math.isnan(root[0]):
             check = termwise(*root)
             if not (abs(check[0]) <= _ACCURACY and abs(check[1]) <= _ACCURACY):
                 root = (math.nan, math.nan)
         if math.isnan(root[0]):
-            root = _newton_raphson(termwise, (theta, alpha), theta_nonnegative=True)
+            root = _newton_raphson(termwise, (theta, alpha), steps, theta_nonnegative=True)
         converged = not math.isnan(root[0])
         uniques = _pitman_population_uniques(*root, population_size) if converged else math.nan
     parameters = {"theta": float(root[0]), "alpha": float(root[1])} if converged else {}
@@ -491,7 +491,8 @@ def _commons_gamma(x: float) -> float:
         return math.inf if x > 0 else math.nan
 
 
-def _zayatz(sample: ClassSizes, population_size: int) -> UniquenessEstimate:
+def _zayatz(sample: ClassSizes, population_size: int, steps: int = _STEPS_PER_TRY) -> UniquenessEstimate:
+    del steps  # closed-form: nothing is solved
     _require_records(sample)
     if not sample.uniques:
         return _no_uniques(ZAYATZ, population_size)
@@ -517,7 +518,7 @@ def _hypergeometric_one(population: int, successes: np.ndarray, draws: int) -> n
     return successes * (draws / population) * np.exp(log_products)
 
 
-def _snb(sample: ClassSizes, population_size: int) -> UniquenessEstimate:
+def _snb(sample: ClassSizes, population_size: int, steps: int = _STEPS_PER_TRY) -> UniquenessEstimate:
     _require_records(sample)
     if not sample.uniques:
         return _no_uniques(SNB, population_size)
@@ -525,7 +526,7 @@ def _snb(sample: ClassSizes, population_size: int) -> UniquenessEstimate:
         fraction = sample.records / np.float64(population_size)
         classes = _snb_population_classes(sample, fraction)
         alpha, beta = _newton_raphson(_snb_equations(classes, fraction, np.float64(sample.uniques),
-                                                     np.float64(sample.count_of_size(2))), (1.0, 1.0))
+                                                     np.float64(sample.count_of_size(2))), (1.0, 1.0), steps)
         converged = not math.isnan(alpha)
         uniques = classes * _java_pow(beta, alpha)
     parameters = {"alpha": float(alpha), "beta": float(beta), "population_classes": float(classes)}
@@ -583,14 +584,14 @@ def _snb_equations(k: np.float64, f: np.float64, c1: np.float64, c2: np.float64)
     return evaluate
 
 
-def _dankar(sample: ClassSizes, population_size: int,
-            estimate: Callable[[str], UniquenessEstimate]) -> UniquenessEstimate:
+def _dankar(sample: ClassSizes, population_size: int, estimate: Callable[[str], UniquenessEstimate],
+            zayatz_fallback: bool = True) -> UniquenessEstimate:
     _require_records(sample)
     if not sample.uniques:
         return _no_uniques(DANKAR, population_size)
     if sample.records / population_size <= DANKAR_PITMAN_UP_TO:
         pitman = estimate(PITMAN)
-        chosen = pitman if pitman.applicable else estimate(ZAYATZ)
+        chosen = pitman if pitman.applicable or not zayatz_fallback else estimate(ZAYATZ)
     else:
         snb, zayatz = estimate(SNB), estimate(ZAYATZ)
         # ARX compares the raw values: a NaN Zayatz estimate (never seen: its terms are positive) is not smaller
@@ -598,13 +599,27 @@ def _dankar(sample: ClassSizes, population_size: int,
     return dataclasses.replace(chosen, model=DANKAR, chosen=False, chosen_model=chosen.model)
 
 
-_ESTIMATORS: dict[str, Callable[[ClassSizes, int], UniquenessEstimate]] = {
+_ESTIMATORS: dict[str, Callable[[ClassSizes, int, int], UniquenessEstimate]] = {
     PITMAN: _pitman, ZAYATZ: _zayatz, SNB: _snb}
+UNIQUENESS_MODELS = (*_ESTIMATORS, DANKAR)
+
+
+def uniqueness_estimate(sample: ClassSizes, population_size: int, model: str, *, steps_per_try: int = _STEPS_PER_TRY,
+                        zayatz_fallback: bool = True) -> UniquenessEstimate:
+    """One model's estimate (``model`` one of :data:`UNIQUENESS_MODELS`) with ARX's solver taking at most
+    ``steps_per_try`` Newton–Raphson steps per start (ARXSolverConfiguration.iterationsPerTry).  ``zayatz_fallback``
+    False is ARX's getNumUniqueTuplesDankar(false), which a PopulationUniqueness criterion asks: where Dankar's rule
+    picks Pitman's model and it gives no estimate, the rule gives none either (Pitman's inapplicable estimate), rather
+    than Zayatz's."""
+    if model == DANKAR:
+        return _dankar(sample, population_size, lambda chosen: _ESTIMATORS[chosen](sample, population_size,
+                                                                                   steps_per_try), zayatz_fallback)
+    return _ESTIMATORS[model](sample, population_size, steps_per_try)
 
 
 # ------------------------------------------------------------------------------------------------- the solver
 
-def _newton_raphson(equations: Equations, start: tuple[float, float], *,
+def _newton_raphson(equations: Equations, start: tuple[float, float], steps_per_try: int = _STEPS_PER_TRY, *,
                     theta_nonnegative: bool = False) -> tuple[float, float]:
     """ARX's NewtonRaphson2D.solve under ARXSolverConfiguration's defaults, its clock limits aside: a root where
     both equations are within 1e-6 of zero, or (NaN, NaN).  A try ends after 1,001 steps, on NaN, or (with
@@ -624,7 +639,7 @@ def _newton_raphson(equations: Equations, start: tuple[float, float], *,
                 return math.nan, math.nan
             if theta_nonnegative and not x >= 0:
                 break
-            if math.isnan(x) or math.isnan(y) or steps >= _STEPS_PER_TRY:
+            if math.isnan(x) or math.isnan(y) or steps >= steps_per_try:
                 break
             steps += 1
     return math.nan, math.nan
