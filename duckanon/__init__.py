@@ -51,11 +51,16 @@ from .privacy.models import (
     RecursiveCLDiversity,
     TCloseness,
 )
+from .privacy.risk_report import RiskReport
+from .privacy.thresholds import (
+    AverageReidentificationRisk,
+    PopulationUniqueness,
+    SampleUniqueness,
+)
 from .recode.recoding import Assignment, PartitionMap
 from .release.files import read_release_info
 from .release.publish import Release
 from .release.verify import Verification, verify
-from .risk.classes import RiskReport
 from .search.strategies import SearchResult
 from .session import Anonymizer, connect
 from .utility.metrics import (
@@ -73,14 +78,15 @@ from .utility.metrics import (
 
 __all__ = [
     "AdditiveNoise", "AlphaKAnonymity", "AlphaLDiversityKAnonymity", "AnonymizationError", "Anonymizer", "ArxLoss",
-    "ArxNonMonotoneEntropy", "ArxNonUniformEntropy", "Assignment", "AverageClassSize", "BasicBetaLikeness",
+    "ArxNonMonotoneEntropy", "ArxNonUniformEntropy", "Assignment", "AverageClassSize", "AverageReidentificationRisk", "BasicBetaLikeness",
     "CheckReport", "Clusters", "connect", "DeltaDisclosurePrivacy", "DeltaPresence", "DigestMismatch", "Discernibility",
     "DiscernibilityStar", "DisclosureReport", "DistinctLDiversity", "EmpiricalSynthesis", "EncodedSource",
     "EnhancedBetaLikeness", "EntropyLDiversity", "GuaranteeFails", "Hierarchy", "HierarchyError",
     "IntervalHierarchy", "KAnonymity", "KMap", "Loss", "MDAV", "Metric", "MondrianResult", "NonUniformEntropy",
     "NormalizedCertaintyPenalty", "NotARelease", "PartitionMap", "Personalization", "PerturbedRelease", "Policy",
-    "PolicyError", "PolicyNotSatisfied", "PrivacyModel", "PSensitiveKAnonymity", "RandomizedResponse",
-    "read_release_info", "RecursiveCLDiversity", "Release", "ReleaseCheckFailed", "RiskReport", "SearchResult",
+    "PolicyError", "PolicyNotSatisfied", "PopulationUniqueness", "PrivacyModel", "PSensitiveKAnonymity", "RandomizedResponse",
+    "read_release_info", "RecursiveCLDiversity", "Release", "ReleaseCheckFailed", "RiskReport", "SampleUniqueness",
+    "SearchResult",
     "SemiSupervisedClustering", "SignatureMismatch", "SigningKeyError", "TCloseness", "TopDownPartitioning",
     "Verification", "VerificationFailed", "verify", "WrongKey", "__version__",
 ]

@@ -38,7 +38,7 @@ from .privacy.checks import CheckReport
 from .recode.generalization import FullDomainGeneralization, Transformation
 from .release.files import STORAGE_VERSION
 from .release.publish import Release, Reportable, publish_source, signing
-from .risk.classes import RiskReport
+from .privacy.risk_report import RiskReport
 from .search import run as search_run
 from .search.strategies import SearchResult
 from .utility.metrics import Metric

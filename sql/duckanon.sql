@@ -586,17 +586,26 @@ CREATE OR REPLACE TEMP MACRO anon_policy_columns(policy, quasi_identifiers,
 --       counted in a population table the source is a sample of: {'k': 5, 'population': 'voters'})
 --   anon_model('delta-presence', {'delta_min': 0.05, 'delta_max': 0.15, 'population': 'voters'})
 --       (optionally 'arx_size_first': true: checked after the class-size bound, as ARX orders it)
+--   anon_model('average-reidentification-risk', {'threshold': 0.05})
+--       (optionally 'highest_risk': 0.2, 'records_at_risk': 0.01, both or neither)
+--   anon_model('sample-uniqueness', {'threshold': 0.01})
+--   anon_model('population-uniqueness', {'threshold': 0.01, 'population_size': 8000000})
+--       (optionally 'estimator': 'dankar' | 'pitman' | 'zayatz' | 'snb', 'solver_steps': 1000)
+--   Risk thresholds bound a figure of all the classes together; the smallest classes are
+--   suppressed until it holds.
 CREATE OR REPLACE TEMP MACRO anon_model(name, params) AS
     CASE
         WHEN name IS NULL OR NOT list_contains(['k-anonymity', 'distinct-l-diversity', 'entropy-l-diversity',
                 'recursive-cl-diversity', 'alpha-k-anonymity', 'p-sensitive-k-anonymity', 't-closeness',
                 'alpha-l-diversity-k-anonymity', 'basic-beta-likeness', 'enhanced-beta-likeness',
-                'delta-disclosure-privacy', 'k-map', 'delta-presence'], name)
+                'delta-disclosure-privacy', 'k-map', 'delta-presence', 'average-reidentification-risk',
+                'sample-uniqueness', 'population-uniqueness'], name)
             THEN error('duckanon: unknown privacy model ' || coalesce(name, 'NULL') || '; known: k-anonymity, '
                        || 'distinct-l-diversity, entropy-l-diversity, recursive-cl-diversity, alpha-k-anonymity, '
                        || 'p-sensitive-k-anonymity, t-closeness, alpha-l-diversity-k-anonymity, '
                        || 'basic-beta-likeness, enhanced-beta-likeness, delta-disclosure-privacy, k-map, '
-                       || 'delta-presence')
+                       || 'delta-presence, average-reidentification-risk, sample-uniqueness, '
+                       || 'population-uniqueness')
         ELSE struct_pack(model := CAST(name AS VARCHAR),
                          sensitive := json_extract_string(to_json(params), '$.sensitive'),
                          params := CAST(to_json(params) AS VARCHAR))

@@ -28,6 +28,7 @@ from search_data import ADULT_QIS, LABEL, adult_setup, setup_table, tree_hierarc
 from duckanon import (
     AlphaKAnonymity,
     AlphaLDiversityKAnonymity,
+    AverageReidentificationRisk,
     DistinctLDiversity,
     EntropyLDiversity,
     Hierarchy,
@@ -35,8 +36,10 @@ from duckanon import (
     Loss,
     Policy,
     PolicyError,
+    PopulationUniqueness,
     PSensitiveKAnonymity,
     RecursiveCLDiversity,
+    SampleUniqueness,
     TCloseness,
 )
 from duckanon.encode.binding import bind
@@ -120,7 +123,8 @@ def mixed_tables(draw):
 
 
 MODEL_KINDS = ["k", "distinct-l", "entropy-l", "recursive-cl", "alpha-k", "alpha-k highly sensitive", "p-sensitive",
-               "t equal", "t ordered", "t hierarchical", "seed 003"]
+               "t equal", "t ordered", "t hierarchical", "seed 003", "average risk", "sample uniqueness",
+               "population uniqueness"]
 LIMITS = [(0.0, None), (0.04, None), (0.15, None), (0.5, None), (1.0, 0), (1.0, 3)]
 
 
@@ -143,6 +147,13 @@ def mixed_policies(draw, frame, hierarchies):
         fraction = draw(st.sampled_from([0.1, 0.4, 0.8]))
         if kind == "k":
             models.append(KAnonymity(k))
+        elif kind == "average risk":
+            models.append(AverageReidentificationRisk(draw(st.sampled_from([0.05, 0.1, 0.2, 0.4]))))
+        elif kind == "sample uniqueness":
+            models.append(SampleUniqueness(draw(st.sampled_from([0.0, 0.02, 0.1]))))
+        elif kind == "population uniqueness":
+            models.append(PopulationUniqueness(draw(st.sampled_from([0.001, 0.01])), len(frame) * 20,
+                                               draw(st.sampled_from(["dankar", "pitman", "zayatz", "snb"]))))
         elif kind == "distinct-l":
             models.append(DistinctLDiversity(column, draw(st.integers(2, min(3, distinct)))))
         elif kind == "entropy-l":

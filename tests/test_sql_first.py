@@ -37,7 +37,7 @@ from duckanon import (
 )
 from duckanon.declare.catalog import POLICY_TABLES
 from duckanon.errors import PolicyError
-from duckanon.privacy.models import MODELS, model_from_params
+from duckanon.privacy.registry import MODELS, model_from_params
 
 CATALOG = MACROS.with_name("duckanon_catalog.sql")
 

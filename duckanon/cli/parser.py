@@ -145,6 +145,17 @@ def _policy() -> Parser:
                         help="δ-presence: every class's share of its --population records lies in [MIN, MAX]; "
                              ":arx checks it in ARX's order, after the policy's class-size bound (k, l), so that a "
                              "population class without a record of the source is suppressed instead of failing")
+    models.add_argument("--average-risk", action="append", default=[], metavar="SHARE[:HIGHEST:RECORDS]",
+                        type=values.average_risk,
+                        help="average re-identification risk (1 / average class size) at most SHARE; with HIGHEST "
+                             "and RECORDS, also at most that share of records in classes riskier than HIGHEST (as "
+                             "ARX); the smallest classes are suppressed until it holds")
+    models.add_argument("--sample-uniqueness", action="append", default=[], metavar="SHARE", type=values.share,
+                        help="at most SHARE of the records unique on the quasi-identifiers (as ARX)")
+    models.add_argument("--population-uniqueness", action="append", default=[],
+                        metavar="SHARE:POPULATION[:ESTIMATOR]", type=values.population_uniqueness,
+                        help="at most SHARE of a population of POPULATION people estimated unique, by Dankar's "
+                             "rule unless pitman, zayatz or snb is given (as ARX)")
     models.add_argument("--population", metavar="TABLE|FILE",
                         help="the population the source is a sample of, for --delta-presence and --k-map K: a table "
                              "of the source's database, or a CSV, Parquet or JSON file")

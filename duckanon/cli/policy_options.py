@@ -25,6 +25,7 @@ from ..privacy.models import (
     RecursiveCLDiversity,
     TCloseness,
 )
+from ..privacy.thresholds import AverageReidentificationRisk, PopulationUniqueness, SampleUniqueness
 from ..session import Anonymizer
 
 BUNDLED_K = 5
@@ -76,6 +77,9 @@ def models(args: argparse.Namespace) -> list[PrivacyModel]:
     chosen += [KMap(k, population=args.population) for k in counted]
     chosen += [DeltaPresence(low, high, args.population, arx_size_first=arx)
                for low, high, arx in args.delta_presence]
+    chosen += [AverageReidentificationRisk(*given) for given in args.average_risk]
+    chosen += [SampleUniqueness(share) for share in args.sample_uniqueness]
+    chosen += [PopulationUniqueness(share, size, estimator) for share, size, estimator in args.population_uniqueness]
     if not chosen:
         raise AnonymizationError("give at least one privacy model, e.g. -k 5")
     return chosen

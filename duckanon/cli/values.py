@@ -129,6 +129,31 @@ def delta_presence(text: str) -> tuple[float, float, bool]:
         raise argparse.ArgumentTypeError(f"{error} in {text!r} (expected {form})") from None
 
 
+def average_risk(text: str) -> tuple[float, float | None, float | None]:
+    """``SHARE[:HIGHEST:RECORDS]`` into (average risk, highest risk or None, share of records at risk or None)."""
+    form = "SHARE[:HIGHEST:RECORDS]"
+    parts = text.split(":")
+    if len(parts) not in (1, 3):
+        raise argparse.ArgumentTypeError(f"expected {form}, got {text!r}")
+    try:
+        shares = [share(part) for part in parts]
+    except argparse.ArgumentTypeError as error:
+        raise argparse.ArgumentTypeError(f"{error} in {text!r} (expected {form})") from None
+    return (shares[0], None, None) if len(shares) == 1 else (shares[0], shares[1], shares[2])
+
+
+def population_uniqueness(text: str) -> tuple[float, int, str]:
+    """``SHARE:POPULATION[:ESTIMATOR]`` into (share, population size, estimator; Dankar's rule unless given)."""
+    form = "SHARE:POPULATION[:dankar|pitman|zayatz|snb]"
+    parts = text.split(":")
+    if len(parts) not in (2, 3):
+        raise argparse.ArgumentTypeError(f"expected {form}, got {text!r}")
+    try:
+        return share(parts[0]), positive_whole(parts[1]), parts[2] if len(parts) == 3 else "dankar"
+    except argparse.ArgumentTypeError as error:
+        raise argparse.ArgumentTypeError(f"{error} in {text!r} (expected {form})") from None
+
+
 t_closeness = column_number_variant("COLUMN:T[:ordered]", ("equal", "ordered"))
 beta_likeness = column_number_variant("COLUMN:BETA[:enhanced]", ("basic", "enhanced"))
 entropy_l = column_number_variant("COLUMN:L[:grassberger]", ("shannon", "grassberger"))

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 
 from ..errors import PolicyError
 from ..hierarchy.hierarchy import Hierarchy
-from ..privacy.models import PrivacyModel, model_from_params, sensitive_attributes
+from ..privacy.models import PrivacyModel, sensitive_attributes
+from ..privacy.registry import model_from_params
 from .roles import IDENTIFIER, assign_roles, check_others, released_columns
 
 # replace: violating records' quasi-identifiers become '*', and those records, one class, must satisfy the policy too;

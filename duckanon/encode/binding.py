@@ -27,7 +27,7 @@ from ..hierarchy.hierarchy import level_column
 from ..privacy.checks import CheckReport, check
 from ..privacy.models import DataFacts
 from ..recode.generalization import FullDomainGeneralization
-from ..risk.classes import RiskReport, risk
+from ..privacy.risk_report import RiskReport, risk
 from ..sqlgen import build as sb
 from .encoding import COUNT, Encoding, count_combinations
 

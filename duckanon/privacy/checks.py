@@ -14,6 +14,7 @@ import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 from sqlglot import exp
 
@@ -21,6 +22,7 @@ from ..engine import Engine
 from ..sqlgen import build as sb
 from .classes import SIZE, VIOLATED, WEIGHT, Classes, key_name
 from .models import PrivacyModel, population_checked
+from .thresholds import Cut, cut, risk_thresholds, starred_fails
 
 _serial = itertools.count()
 ROUND = "__round"
@@ -149,12 +151,92 @@ class DropFixedPoint:
         return int(engine.value(held) - before)
 
 
+class RiskCut:
+    """The classes a policy's risk thresholds suppress (:func:`~duckanon.privacy.thresholds.cut`), marked in place in
+    ``verdicts``, a table of :func:`class_verdicts` of ``classes``: each table's kept classes (not violating, and not
+    the ``exempt`` class) are counted by size, the cut is decided from that histogram, and the first classes in the
+    cut's order -- size, then the other keys, NULL last -- are marked violating, each against the threshold whose
+    cut reached it.  Its statements are built once (a search cuts every batch)."""
+
+    def __init__(self, classes: Classes, models: Sequence[PrivacyModel], verdicts: exp.Table,
+                 exempt: str | None = None):
+        self.thresholds = risk_thresholds(models)
+        self.needed = bool(self.thresholds)
+        self._prepared: tuple | None = None
+        if not self.needed:
+            return
+        self.flags = [verdict_column(i) for i, m in enumerate(models) if m.risk_threshold]
+        keys = classes.key_columns
+        self.tables, self.within = keys[:classes.table_keys], keys[classes.table_keys:]
+        kept = sb.col(VIOLATED).not_()
+        if exempt is not None:
+            kept = exp.and_(kept, exp.not_(exp.func("COALESCE", sb.and_all(
+                sb.col(k).eq(sb.lit(exempt)) for k in keys), exp.false())))
+        self.histogram = (exp.select(*[sb.col(t) for t in self.tables], sb.col(SIZE), exp.func("COUNT", exp.Star()))
+                          .from_(verdicts).where(kept).group_by(*[sb.col(t) for t in self.tables], sb.col(SIZE)))
+        order = exp.Order(expressions=[exp.Ordered(this=sb.col(c), nulls_first=False) for c in [SIZE, *self.within]])
+        rank = exp.Window(this=exp.func("ROW_NUMBER"), partition_by=[sb.col(t) for t in self.tables], order=order)
+        ranked = (exp.select(*[sb.col(k) for k in keys], rank.as_("__rank", quoted=True))
+                  .from_(verdicts).where(kept.copy()).subquery("r"))
+        # The cuts, per table, the prefix each threshold's cut ends at: a frame registered under this name.
+        self.cuts_name = f"__duckanon_cuts_{next(_serial)}"
+        bounds = [f"__to{j}" for j in range(len(self.thresholds))]
+        cuts = exp.alias_(sb.table(self.cuts_name), "c", quoted=True)
+        marked = (exp.select(*[sb.col(k, "r") for k in keys], sb.col("__rank", "r"), *[sb.col(b, "c") for b in bounds])
+                  .from_(ranked).join(cuts, on=sb.and_all([exp.true(), *[
+                      exp.NullSafeEQ(this=sb.col(t, "r"), expression=sb.col(t, "c")) for t in self.tables]]))
+                  .where(sb.col("__rank", "r") <= sb.col(bounds[-1], "c")).subquery("m"))
+        position = sb.col("__rank", "m")
+        marks = {VIOLATED: exp.true()}
+        for j, flag in enumerate(self.flags):
+            start = sb.lit(0) if j == 0 else sb.col(bounds[j - 1], "m")
+            marks[flag] = exp.and_(position.copy() > start, position.copy() <= sb.col(bounds[j], "m"))
+        self.mark = exp.update(verdicts, marks, from_=exp.From(this=marked),
+                               where=sb.null_safe_join(verdicts.name, "m", keys))
+
+    def apply(self, engine: Engine) -> dict[tuple, Cut]:
+        """Cut every table of the verdicts; per table (its key values), its cut."""
+        if not self.needed:
+            return {}
+        if self._prepared is None:
+            self._prepared = (engine.prepare(self.histogram), engine.prepare(self.mark))
+        histogram, mark = self._prepared
+        rows = engine.rows(histogram)
+        sizes: dict[tuple, list] = {}
+        for row in rows:
+            table, size, classes = tuple(row[:len(self.tables)]), int(row[-2]), int(row[-1])
+            sizes.setdefault(table, []).append(np.full(classes, size, dtype=np.int64))
+        cuts = {table: cut(self.thresholds, np.concatenate(parts)) for table, parts in sizes.items()}
+        marked = [(*table, *c.prefixes) for table, c in cuts.items() if c.classes]
+        if marked:
+            columns = [*self.tables, *[f"__to{j}" for j in range(len(self.thresholds))]]
+            frame = pd.DataFrame(marked, columns=columns)
+            with engine.registered(frame, self.cuts_name):
+                engine.run(mark)
+        return cuts
+
+    def starred_fails(self, cuts: dict[tuple, Cut], table: tuple, suppressed: int) -> bool:
+        """Whether a table's suppressed records, as one class of their own, fail a threshold with the classes its
+        cut leaves (a table without kept classes: with none)."""
+        left = cuts.get(table) or cut(self.thresholds, np.zeros(0, dtype=np.int64))
+        return starred_fails(self.thresholds, left, suppressed)
+
+
 def suppressed_class_violates(engine: Engine, classes: Classes, models: Sequence[PrivacyModel],
                               verdicts: exp.Expression | None = None) -> bool:
     """Whether the records of the violating classes, replaced by one class of their own (every quasi-identifier
     ``*``, as replacement suppression publishes them), violate the models.  Every record stays in the table, so
     models that compare with the whole table (t-closeness) see the same table as before.  ``verdicts``: a table of
-    :func:`class_verdicts` of ``classes`` and ``models`` already computed (else it is computed here)."""
+    :func:`class_verdicts` of ``classes`` and ``models`` already computed and cut (else it is computed here).  A risk
+    threshold's own verdict on that class is :meth:`RiskCut.starred_fails`'s."""
+    if verdicts is None and risk_thresholds(models):  # the cut's classes are among those suppressed
+        table = sb.table(f"__duckanon_verdicts_{next(_serial)}")
+        engine.run(sb.create_table_as(table, class_verdicts(classes, models), temporary=True))
+        try:
+            RiskCut(classes, models, table).apply(engine)
+            return suppressed_class_violates(engine, classes, models, table)
+        finally:
+            engine.run(sb.drop("TABLE", table))
     verdicts = (class_verdicts(classes, models) if verdicts is None else exp.select(exp.Star()).from_(verdicts)
                 ).subquery("v")
     flag = sb.col(VIOLATED, "v")
@@ -257,7 +339,8 @@ def check(engine: Engine, classes: Classes, models: Sequence[PrivacyModel], *,
     try:
         return verdict_report(engine, verdicts, classes, models, key_names=key_names,
                               allowed_suppressed=allowed_suppressed, most_violations=most_violations, drop=drop,
-                              replaced_checked=replaced_checked, unmendable_checked=unmendable_checked)
+                              replaced_checked=replaced_checked, unmendable_checked=unmendable_checked,
+                              exempt=exempt)
     finally:
         engine.run(sb.drop("TABLE", verdicts))
 
@@ -265,12 +348,15 @@ def check(engine: Engine, classes: Classes, models: Sequence[PrivacyModel], *,
 def verdict_report(engine: Engine, verdicts: exp.Table, classes: Classes,
                    models: Sequence[PrivacyModel], *, key_names: Sequence[str], allowed_suppressed: int = 0,
                    most_violations: int = 1000, drop: bool = False, replaced_checked: bool = True,
-                   unmendable_checked: bool = True) -> CheckReport:
+                   unmendable_checked: bool = True, exempt: str | None = None) -> CheckReport:
     """The :class:`CheckReport` of ``verdicts``, a table of :func:`class_verdicts` of ``classes`` and ``models``; with
     ``drop`` the table is first settled in place (:func:`settle_drops`), so it then marks what drop mode suppresses;
-    without it, violating records within the limit are checked as the one class replacement makes of them (unless
-    ``replaced_checked`` is False: ARX's semantics)."""
+    then the risk thresholds' cut is marked in it (:class:`RiskCut`; the ``exempt`` class is not among the classes
+    they count); without ``drop``, violating records within the limit are checked as the one class replacement makes
+    of them (unless ``replaced_checked`` is False: ARX's semantics)."""
     cascaded = settle_drops(engine, classes, models, verdicts) if drop else 0
+    risk_cut = RiskCut(classes, models, verdicts, exempt)
+    cuts = risk_cut.apply(engine)
     size, violated = sb.col(SIZE), sb.col(VIOLATED)
 
     def records_where(condition: exp.Expression) -> exp.Expression:
@@ -297,12 +383,22 @@ def verdict_report(engine: Engine, verdicts: exp.Table, classes: Classes,
                .from_(verdicts).where(violated).order_by(size, *[sb.col(k) for k in classes.key_columns])
                .limit(most_violations))
     replaced_class_violates = (not drop and replaced_checked and 0 < bad_records <= allowed_suppressed
-                               and suppressed_class_violates(engine, classes, models, verdicts))
+                               and (risk_cut.starred_fails(cuts, (), bad_records)
+                                    or suppressed_class_violates(engine, classes, models, verdicts)))
     return CheckReport(records=records, classes=n_classes, smallest_class=smallest, violating_classes=bad_classes,
                        violating_records=bad_records, allowed_suppressed=allowed_suppressed, per_model=per_model,
                        violations=engine.frame(listing), cascaded_records=cascaded,
                        replaced_class_violates=replaced_class_violates,
-                       unmendable=unmendable(engine, classes, models) if unmendable_checked else [])
+                       unmendable=[*(unmendable(engine, classes, models) if unmendable_checked else []),
+                                   *unmet_thresholds(risk_cut, cuts)])
+
+
+def unmet_thresholds(risk_cut: RiskCut, cuts: Mapping[tuple, Cut]) -> list[str]:
+    """The risk thresholds that the classes left after their cut still fail (only a threshold that suppressing
+    small classes need not mend, population uniqueness, can), described."""
+    if all(c.holds for c in cuts.values()):
+        return []
+    return [t.describe() for t in risk_cut.thresholds]
 
 
 def unmendable(engine: Engine, classes: Classes, models: Sequence[PrivacyModel]) -> list[str]:

@@ -98,6 +98,12 @@ class PrivacyModel(ABC):
     # Whether a class's verdict depends on the records of its whole table, not on the class alone: dropping other
     # classes' records then changes it (and such a model is never monotone under drop suppression).
     compares_with_table: bool = False
+    # Whether, without suppression, a generalization of a satisfying node satisfies too (true of every model over
+    # classes; of a risk threshold only where its figure cannot grow as classes merge).
+    monotone_under_generalization: bool = True
+    # Whether the model bounds a risk figure of the release's class sizes as a whole, not each class: a
+    # RiskThreshold (privacy/thresholds.py), which suppresses the smallest classes until the figure holds.
+    risk_threshold: bool = False
 
     @property
     def minimum_size(self) -> int | None:
@@ -975,22 +981,6 @@ class DeltaDisclosurePrivacy(_ShareRatioModel):
     def _violates(self, p, q, functions):
         return functions["abs"](functions["ln"](p / q)) / functions["lit"](math.log(2)) >= functions["lit"](
             self.delta - TOLERANCE)
-
-
-MODELS: dict[str, type[PrivacyModel]] = {m.name: m for m in (
-    KAnonymity, KMap, DeltaPresence, DistinctLDiversity, EntropyLDiversity, RecursiveCLDiversity, AlphaKAnonymity,
-    PSensitiveKAnonymity, TCloseness, AlphaLDiversityKAnonymity, BasicBetaLikeness, EnhancedBetaLikeness,
-    DeltaDisclosurePrivacy)}
-
-
-def model_from_params(name: str, params: Mapping) -> PrivacyModel:
-    """Rebuild a model stored by :meth:`PrivacyModel.params`."""
-    if name not in MODELS:
-        raise PolicyError(f"unknown privacy model {name!r}; known: {', '.join(MODELS)}")
-    params = dict(params)
-    if "hierarchy" in params:
-        params["hierarchy"] = Hierarchy(params["hierarchy"], name=f"{params.get('sensitive')} (t-closeness)")
-    return MODELS[name](**params)
 
 
 def population_checked(models: Sequence[PrivacyModel]) -> list[PrivacyModel]:

@@ -30,7 +30,8 @@ from ..errors import (DigestMismatch, GuaranteeFails, PolicyError, SignatureMism
 from ..hierarchy.notation import in_notation, label_problem
 from ..privacy.checks import check, class_verdicts, verdict_column
 from ..privacy.classes import SIZE, Classes
-from ..privacy.models import PrivacyModel, model_from_params
+from ..privacy.models import PrivacyModel
+from ..privacy.registry import model_from_params
 from ..recode.ranges import bound_rows, bounded_attributes
 from ..risk.counting import class_size_histogram
 from ..risk.population import ClassSizes, prosecutor_risk
@@ -192,6 +193,8 @@ def _suppression(reader, released, quasi: Sequence[str], info: dict, policy: dic
 
 # What a check of a model that compares classes with a population table says: the release does not hold it.
 NEEDS_POPULATION = "not recomputed: it needs the population table, which the release does not hold"
+# What the plain-SQL view says of a threshold on an estimate that solves equations.
+NEEDS_ESTIMATOR = "not recomputed in SQL: its estimator solves equations (duckanon.verify recomputes it)"
 
 
 def _models(reader, released, quasi: Sequence[str], policy: dict, info: dict) -> list[Check]:
@@ -217,7 +220,14 @@ def _models(reader, released, quasi: Sequence[str], policy: dict, info: dict) ->
     # One check of every model: its per-model counts say which hold, its listing names the first failing class.
     report = check(reader, Classes.of(released, quasi), models, key_names=quasi, most_violations=100,
                    exempt=exempt_class(policy.get("suppression", "replace")))
+    exempt = exempt_class(policy.get("suppression", "replace"))
     for model, bad in zip(models, report.per_model.itertuples(index=False)):
+        if model.risk_threshold:
+            sizes, counts = class_size_histogram(reader, _counted_classes(released, quasi, exempt), quasi)
+            holds = model.holds(sizes, counts)
+            checks.append(Check(plain_model(model.name, model.params()), "holds",
+                                f"{model.figure(sizes, counts)}: {'holds' if holds else 'fails'}", holds))
+            continue
         if bad.violating_classes == 0:
             how = f"all {report.classes:,} classes hold (smallest {report.smallest_class:,} records)"
         else:
@@ -230,6 +240,14 @@ def _models(reader, released, quasi: Sequence[str], policy: dict, info: dict) ->
                    f"{'violates' if bad.violating_classes == 1 else 'violate'} it{named}")
         checks.append(Check(plain_model(model.name, model.params()), "holds", how, bad.violating_classes == 0))
     return checks
+
+
+def _counted_classes(released: exp.Expression, quasi: Sequence[str], exempt: str | None) -> exp.Expression:
+    """The released records whose class the models count: all, but the '*' class where ``exempt`` names it."""
+    if exempt is None or not quasi:
+        return released
+    starred = sb.and_all(exp.func("COALESCE", sb.col(q).eq(sb.lit(exempt)), exp.false()) for q in quasi)
+    return exp.select(exp.Star()).from_(released).where(exp.not_(starred)).subquery("counted")
 
 
 def _bounds(reader, released, quasi: Sequence[str]) -> list[Check]:
@@ -262,7 +280,7 @@ def verification_view(table: str, columns: Sequence[str], quasi: Sequence[str], 
     '*' class left out of the models under ARX's ``replace-unchecked``)."""
     released = sb.table(table)
     drop, exempt = suppression == "drop", exempt_class(suppression)
-    checkable = [m for m in models if m.population is None]
+    checkable = [m for m in models if m.population is None and not m.risk_threshold]
 
     def claimed(column: str) -> exp.Expression:
         return exp.select(sb.col(column)).from_(sb.table(INFO_TABLE)).subquery()
@@ -308,11 +326,19 @@ def verification_view(table: str, columns: Sequence[str], quasi: Sequence[str], 
                             exp.Concat(expressions=[text(violating), sb.lit(" classes violate it")], safe=False),
                             exp.EQ(this=violating.copy(), expression=sb.lit(0))))
         for model in models:
-            if model.population is not None:  # the population is not in the release: holds stays NULL
-                rows.append(exp.select(sb.lit(plain_model(model.name, model.params())).as_("guarantee", quoted=True),
-                                       sb.lit("0 classes violate it").as_("claimed", quoted=True),
-                                       sb.lit(NEEDS_POPULATION).as_("recomputed", quoted=True),
-                                       exp.cast(exp.Null(), exp.DataType.build("BOOLEAN")).as_("holds", quoted=True)))
+            guarantee = plain_model(model.name, model.params())
+            holds = model.sql_holds(sb.col(SIZE)) if model.risk_threshold else None
+            if holds is not None:  # a figure of the counted classes' sizes
+                recomputed = value(exp.select(holds).from_(verdicts.copy()).where(counted_class.copy()))
+                rows.append(row(guarantee, sb.lit("holds"), exp.Case().when(recomputed, sb.lit("holds")).else_(
+                    sb.lit("fails")), recomputed.copy()))
+            elif model.risk_threshold or model.population is not None:  # not recomputed here: holds stays NULL
+                rows.append(exp.select(
+                    sb.lit(guarantee).as_("guarantee", quoted=True),
+                    sb.lit("holds" if model.risk_threshold else "0 classes violate it").as_("claimed", quoted=True),
+                    sb.lit(NEEDS_ESTIMATOR if model.risk_threshold else NEEDS_POPULATION).as_("recomputed",
+                                                                                              quoted=True),
+                    exp.cast(exp.Null(), exp.DataType.build("BOOLEAN")).as_("holds", quoted=True)))
     union = rows[0]
     for other in rows[1:]:
         union = exp.union(union, other, distinct=False)

@@ -35,6 +35,7 @@ import numpy as np
 from ..encode.encoding import Encoding
 from ..hierarchy.hierarchy import Hierarchy
 from ..privacy.models import PrivacyModel
+from ..privacy.thresholds import risk_thresholds
 from ..utility.metrics import Metric, NodeTotals
 from .costs import RecordCosts
 from .lattice import LatticeMasks, Node, lattice_of
@@ -98,6 +99,8 @@ class NodeEvaluator(ABC):
         # Whether the suppressed records' own class needs a look at the data (a model over sensitive values or the
         # population), not just the totals' size.
         self.data_models = any(m.sensitive is not None or m.population is not None for m in self.models)
+        # Risk thresholds suppress, after the other models, the smallest classes until the release's figure holds.
+        self.thresholds = risk_thresholds(self.models)
         self.objective = metrics[0].name
         self.lattice = lattice_of(encoding.attributes, [h.levels for h in hierarchies])
         self.masks = LatticeMasks(self.lattice) if self.lattice.listed else None
@@ -143,7 +146,8 @@ class NodeEvaluator(ABC):
     def _result(self, index: int, totals: NodeTotals, suppressed_too_small: bool, unmendable: bool = False
                 ) -> NodeResult:
         """A node's result from its totals; ``suppressed_too_small``: its suppressed records, as one class, violate a
-        size-only model; ``unmendable``: it violates a model in a way no suppression mends."""
+        size-only model or a risk threshold; ``unmendable``: it violates a model in a way no suppression mends (a
+        risk threshold its cut does not meet included)."""
         within_limit = totals.suppressed <= self.allowed_suppressed and not unmendable
         satisfied = within_limit
         if within_limit and totals.suppressed and self.suppressed_class:

@@ -35,6 +35,7 @@ from ..engine import Engine
 from ..hierarchy.hierarchy import Hierarchy
 from ..privacy.cells import ClassCells, SensitiveValues
 from ..privacy.models import PrivacyModel, population_checked
+from ..privacy.thresholds import Cut, cut, starred_fails
 from ..sqlgen import build as sb
 from ..utility.metrics import COSTED_AT_BOTTOM, SUPPRESSED_COST, Metric, NodeTotals, cost_column
 from .evaluator import NodeEvaluator, NodeResult
@@ -232,6 +233,7 @@ class _NodeClasses:
     cells: dict[str, ClassCells]
     violated: np.ndarray
     unmendable: bool = False  # a model is violated in a way no suppression mends
+    cut: Cut | None = None  # what the risk thresholds suppressed, and the classes they left
 
 
 class FrequencyArrays:
@@ -447,7 +449,20 @@ class MemoryNodeEvaluator(NodeEvaluator):
             unmendable = any(model.unmendable_with(population_only) for model in population_checked(self.models))
         if self.settles:
             self._settle(violated, cells)
-        return _NodeClasses(node, rows, codes, groups, sizes, cells, violated, unmendable)
+        cut_made = self._cut(violated, groups) if self.thresholds else None
+        unmendable = unmendable or (cut_made is not None and not cut_made.holds)
+        return _NodeClasses(node, rows, codes, groups, sizes, cells, violated, unmendable, cut_made)
+
+    def _cut(self, violated: np.ndarray, groups: _Groups) -> Cut:
+        """The risk thresholds' cut of the kept classes, marked in place on ``violated``: the first classes by size,
+        then by their codes (attribute by attribute), as :class:`~duckanon.privacy.checks.RiskCut` orders them."""
+        kept = np.flatnonzero(~violated)
+        made = cut(self.thresholds, groups.sizes[kept])
+        if made.classes:
+            codes = [column[kept] for column in groups.unpacker()()]
+            order = np.lexsort([*reversed(codes), groups.sizes[kept]])
+            violated[kept[order[:made.classes]]] = True
+        return made
 
     def _cells(self, ids: np.ndarray, sizes: np.ndarray, rows: _Rows, name: str) -> ClassCells:
         values = self.values[name]
@@ -531,7 +546,8 @@ class MemoryNodeEvaluator(NodeEvaluator):
         for index, node in zip(order, nodes):
             classes = self._classes(node)
             totals = self._totals(classes)
-            too_small = any(totals.suppressed < bound for bound in self.size_bounds)
+            too_small = any(totals.suppressed < bound for bound in self.size_bounds) or (
+                classes.cut is not None and starred_fails(self.thresholds, classes.cut, totals.suppressed))
             results[index] = self._result(index, totals, suppressed_too_small=too_small,
                                           unmendable=classes.unmendable)
             self.class_counts.add(node, totals.classes)

@@ -100,7 +100,8 @@ def evaluator(workspace: Workspace, bound: BoundPolicy, metrics: Sequence[Metric
         kind = _chosen(workspace, encoding, bound, resolved, kind, memory_budget)
         allowed = bound.allowed_suppressed
         suppressed_monotone = all(m.monotone_under_suppression for m in bound.policy.models)
-        monotone = allowed == 0 or suppressed_monotone
+        monotone = (allowed == 0 and all(m.monotone_under_generalization for m in bound.policy.models)
+                    ) or suppressed_monotone
         built = EVALUATOR_CLASSES[kind](
             workspace.engine, encoding, [b.hierarchy for b in bound.hierarchies.values()], bound.policy.models,
             resolved, allowed, monotone, workspace.progress, suppressed_monotone,

@@ -28,9 +28,10 @@ from sqlglot import exp
 from ..encode.encoding import COUNT, Encoding, code_column
 from ..engine import Engine, Prepared
 from ..hierarchy.hierarchy import Hierarchy
-from ..privacy.checks import DropFixedPoint, class_verdicts, suppressed_class_violates
+from ..privacy.checks import DropFixedPoint, RiskCut, class_verdicts, suppressed_class_violates
 from ..privacy.classes import SIZE, VIOLATED, Classes, key_name
 from ..privacy.models import PrivacyModel, population_checked
+from ..privacy.thresholds import Cut
 from ..sqlgen import build as sb
 from ..utility.metrics import CostSum, Metric, NodeTotals, cost_column
 from .evaluator import NodeEvaluator, NodeResult
@@ -84,14 +85,16 @@ class _Snapshot:
 
 @dataclass(frozen=True)
 class _Settling:
-    """The statements of a batch's evaluation with drop mode's fixed point: the records grouped into temporary table
-    ``grouped`` (``grouping``, reading the records relation), its class verdicts into another, settled, the totals
-    read and both tables dropped."""
+    """The statements of a batch's evaluation with its class verdicts in a table: the records grouped into temporary
+    table ``grouped`` (``grouping``, reading the records relation), its class verdicts into another, settled to drop
+    mode's fixed point where the evaluator settles, cut by the risk thresholds, the totals read and both tables
+    dropped."""
 
     grouped: exp.Table
     grouping: exp.Select
     create_verdicts: Prepared
     fixed_point: DropFixedPoint
+    risk_cut: RiskCut
     totals: Prepared
     drops: list[Prepared]
 
@@ -107,6 +110,8 @@ class SqlNodeEvaluator(NodeEvaluator):
         super().__init__(encoding, hierarchies, models, metrics, allowed_suppressed, monotone, progress,
                          suppressed_monotone, suppressed_class, drops)
         self.engine = engine
+        # Drop mode's fixed point and the risk thresholds' cut change verdicts in place: a batch's go to a table.
+        self.materializes = self.settles or bool(self.thresholds)
         self.cost_kinds = self.costs.kinds
         self.nodes_view = f"__duckanon_nodes_{next(_serial)}"
         self.records_name = f"__duckanon_records_{next(_serial)}"
@@ -273,7 +278,7 @@ class SqlNodeEvaluator(NodeEvaluator):
 
     @functools.cached_property
     def _settling(self) -> _Settling:
-        """The statements that evaluate a batch with drop mode's fixed point (:meth:`_settled_totals`), generated
+        """The statements that evaluate a batch with its verdicts in a table (:meth:`_settled_totals`), generated
         once."""
         grouped = self._classes(f"__duckanon_grouped_{next(_serial)}")
         keys = [sb.col(k) for k in [*grouped.keys, *self.encoding.sensitive]]
@@ -285,17 +290,18 @@ class SqlNodeEvaluator(NodeEvaluator):
         return _Settling(
             grouped=grouped.relation, grouping=grouping,
             create_verdicts=prepare(sb.create_table_as(verdicts, self._verdicts(grouped), temporary=True)),
-            fixed_point=DropFixedPoint(grouped, self.models, verdicts), totals=prepare(self._totals(verdicts)),
+            fixed_point=DropFixedPoint(grouped, self.models, verdicts), risk_cut=RiskCut(grouped, self.models, verdicts),
+            totals=prepare(self._totals(verdicts)),
             drops=[prepare(sb.drop("TABLE", t)) for t in (verdicts, grouped.relation)])
 
     def _batch_statement(self, sources: Sequence[_Snapshot]) -> Prepared:
-        """The statement of a batch whose nodes read ``sources``: the nodes' totals or, when drop mode settles, the
-        grouping of their records (:meth:`_settled_totals`).  Generated once per set of sources."""
+        """The statement of a batch whose nodes read ``sources``: the nodes' totals or, when verdicts change in place,
+        the grouping of their records (:meth:`_settled_totals`).  Generated once per set of sources."""
         key = tuple(source.id for source in sources)
         if key not in self._statements:
             records = functools.reduce(lambda a, b: exp.union(a, b, distinct=False, copy=False),
                                        [exp.select(exp.Star()).from_(source.records) for source in sources])
-            if self.settles:
+            if self.materializes:
                 settling = self._settling
                 statement = sb.create_table_as(settling.grouped, settling.grouping.copy().with_(
                     sb.ident(self.records_name), as_=records, copy=False), temporary=True)
@@ -304,16 +310,18 @@ class SqlNodeEvaluator(NodeEvaluator):
             self._statements[key] = self.engine.prepare(statement)
         return self._statements[key]
 
-    def _settled_totals(self, grouping: Prepared) -> list[tuple]:
-        """The totals of a batch's nodes, each node's verdicts settled to drop mode's fixed point: the records grouped
-        by class and sensitive values into a temporary table (``grouping``), the verdicts into another, settled in
-        place."""
+    def _settled_totals(self, grouping: Prepared) -> tuple[list[tuple], dict[tuple, Cut]]:
+        """The totals of a batch's nodes, and per node (its place) the risk thresholds' cut, each node's verdicts
+        settled to drop mode's fixed point where the evaluator settles and cut: the records grouped by class and
+        sensitive values into a temporary table (``grouping``), the verdicts into another, changed in place."""
         settling = self._settling
         try:
             self.engine.run(grouping)
             self.engine.run(settling.create_verdicts)
-            settling.fixed_point.settle(self.engine)
-            return self.engine.rows(settling.totals)
+            if self.settles:
+                settling.fixed_point.settle(self.engine)
+            cuts = settling.risk_cut.apply(self.engine)
+            return self.engine.rows(settling.totals), cuts
         finally:
             for drop in settling.drops:
                 self.engine.run(drop)
@@ -370,7 +378,7 @@ class SqlNodeEvaluator(NodeEvaluator):
         frame = self._nodes_frame(indices, [self.snapshots[k].id for _, k in batch])
         statement = self._batch_statement([self.snapshots[k] for k in sorted({k for _, k in batch})])
         with self.engine.registered(frame, self.nodes_view):
-            rows = self._settled_totals(statement) if self.settles else self.engine.rows(statement)
+            rows, cuts = self._settled_totals(statement) if self.materializes else (self.engine.rows(statement), {})
             unmendable = self._unmendable()
         results = {}
         for row in rows:
@@ -385,8 +393,11 @@ class SqlNodeEvaluator(NodeEvaluator):
                                 costs=costs, bottom=self.costs.bottom, levels=self.lattice.node(index),
                                 heights=self.heights,
                                 suppressed_entropy=self._spread(int(row[1]), row[position:]) if self.spread else ())
-            results[index] = self._result(index, totals, suppressed_too_small=bool(row[6]),
-                                          unmendable=place in unmendable)
+            cut = cuts.get((place,))
+            starred_fails = bool(self.thresholds) and self._settling.risk_cut.starred_fails(cuts, (place,),
+                                                                                            totals.suppressed)
+            results[index] = self._result(index, totals, suppressed_too_small=bool(row[6]) or starred_fails,
+                                          unmendable=place in unmendable or (cut is not None and not cut.holds))
         return results
 
     def _sources(self, nodes: np.ndarray) -> np.ndarray:
