@@ -44,11 +44,12 @@ sys.path.insert(0, str(HERE.parent))  # the checkout's duckanon, not an installe
 sys.path.insert(0, str(HERE))
 
 import duckdb  # noqa: E402
+from common import markdown_table  # noqa: E402
 from sqlglot import exp  # noqa: E402
 
 import duckanon  # noqa: E402
-from common import markdown_table  # noqa: E402
 from duckanon import (  # noqa: E402
+    AverageReidentificationRisk,
     BasicBetaLikeness,
     DeltaDisclosurePrivacy,
     DeltaPresence,
@@ -59,7 +60,9 @@ from duckanon import (  # noqa: E402
     KAnonymity,
     KMap,
     Policy,
+    PopulationUniqueness,
     RecursiveCLDiversity,
+    SampleUniqueness,
     TCloseness,
 )
 from duckanon.datasets import ADULT_QUASI_IDENTIFIERS, adult_hierarchy_dir, load_adult  # noqa: E402
@@ -67,14 +70,16 @@ from duckanon.encode.binding import bind  # noqa: E402
 from duckanon.privacy.models import DataFacts  # noqa: E402
 from duckanon.search import run as search_run  # noqa: E402
 from duckanon.sqlgen import build as sb  # noqa: E402
-from duckanon.utility.metrics import (  # noqa: E402
+from duckanon.utility.metrics import (  # noqa: E402  # noqa: E402
     ArxLoss,
     ArxNonMonotoneEntropy,
     ArxNonUniformEntropy,
+    AverageClassSize,
     Discernibility,
     DiscernibilityStar,
+    Metric,
+    RankedLoss,
 )
-from duckanon.utility.metrics import AverageClassSize, Metric, RankedLoss  # noqa: E402
 
 CASES = HERE / "arx_cases" / "adult_cases.json"
 RESULTS = HERE / "results" / "arx_cases.md"
@@ -208,6 +213,12 @@ def _model(spec: dict, hierarchies_dir: Path):
                                                              "args": [{"const": "Region.USA"}]}:
         estimator = ESTIMATORS[args[3]["const"]] if len(args) == 4 else "poisson"
         return KMap(args[0], USA_POPULATION, args[1], estimator)
+    if name == "AverageReidentificationRisk":
+        return AverageReidentificationRisk(*args)
+    if name == "SampleUniqueness":
+        return SampleUniqueness(args[0])
+    if name == "getPopulationUniqueness":  # its test's helper: the USA's population, 15 solver steps per start
+        return PopulationUniqueness(args[0], USA_POPULATION, args[1]["const"].split(".")[-1].lower(), solver_steps=15)
     needs = {"DPresence": "δ-presence", "KMap": "k-map",
              "AverageReidentificationRisk": "average re-identification risk as a model",
              "SampleUniqueness": "sample uniqueness as a model",
