@@ -51,6 +51,7 @@ from .privacy.models import (
     RecursiveCLDiversity,
     TCloseness,
 )
+from .privacy.profitability import JournalistNoAttackProfitability, ProsecutorNoAttackProfitability
 from .privacy.risk_report import RiskReport
 from .privacy.thresholds import (
     AverageReidentificationRisk,
@@ -67,6 +68,7 @@ from .utility.metrics import (
     ArxLoss,
     ArxNonMonotoneEntropy,
     ArxNonUniformEntropy,
+    ArxPublisherPayout,
     AverageClassSize,
     Discernibility,
     DiscernibilityStar,
@@ -78,13 +80,13 @@ from .utility.metrics import (
 
 __all__ = [
     "AdditiveNoise", "AlphaKAnonymity", "AlphaLDiversityKAnonymity", "AnonymizationError", "Anonymizer", "ArxLoss",
-    "ArxNonMonotoneEntropy", "ArxNonUniformEntropy", "Assignment", "AverageClassSize", "AverageReidentificationRisk", "BasicBetaLikeness",
+    "ArxNonMonotoneEntropy", "ArxNonUniformEntropy", "ArxPublisherPayout", "Assignment", "AverageClassSize", "AverageReidentificationRisk", "BasicBetaLikeness",
     "CheckReport", "Clusters", "connect", "DeltaDisclosurePrivacy", "DeltaPresence", "DigestMismatch", "Discernibility",
     "DiscernibilityStar", "DisclosureReport", "DistinctLDiversity", "EmpiricalSynthesis", "EncodedSource",
     "EnhancedBetaLikeness", "EntropyLDiversity", "GuaranteeFails", "Hierarchy", "HierarchyError",
-    "IntervalHierarchy", "KAnonymity", "KMap", "Loss", "MDAV", "Metric", "MondrianResult", "NonUniformEntropy",
+    "IntervalHierarchy", "JournalistNoAttackProfitability", "KAnonymity", "KMap", "Loss", "MDAV", "Metric", "MondrianResult", "NonUniformEntropy",
     "NormalizedCertaintyPenalty", "NotARelease", "PartitionMap", "Personalization", "PerturbedRelease", "Policy",
-    "PolicyError", "PolicyNotSatisfied", "PopulationUniqueness", "PrivacyModel", "PSensitiveKAnonymity", "RandomizedResponse",
+    "PolicyError", "PolicyNotSatisfied", "PopulationUniqueness", "PrivacyModel", "ProsecutorNoAttackProfitability", "PSensitiveKAnonymity", "RandomizedResponse",
     "read_release_info", "RecursiveCLDiversity", "Release", "ReleaseCheckFailed", "RiskReport", "SampleUniqueness",
     "SearchResult",
     "SemiSupervisedClustering", "SignatureMismatch", "SigningKeyError", "TCloseness", "TopDownPartitioning",

@@ -593,19 +593,25 @@ CREATE OR REPLACE TEMP MACRO anon_policy_columns(policy, quasi_identifiers,
 --       (optionally 'estimator': 'dankar' | 'pitman' | 'zayatz' | 'snb', 'solver_steps': 1000)
 --   Risk thresholds bound a figure of all the classes together; the smallest classes are
 --   suppressed until it holds.
+--   anon_model('no-attack-profitability-prosecutor', {'adversary_gain': 1200, 'adversary_cost': 2})
+--   anon_model('no-attack-profitability-journalist', {'adversary_gain': 1200, 'adversary_cost': 2,
+--                                                    'population': 'voters'})
+--       (no attack pays: classes of more than gain/cost records, or population records, as ARX)
 CREATE OR REPLACE TEMP MACRO anon_model(name, params) AS
     CASE
         WHEN name IS NULL OR NOT list_contains(['k-anonymity', 'distinct-l-diversity', 'entropy-l-diversity',
                 'recursive-cl-diversity', 'alpha-k-anonymity', 'p-sensitive-k-anonymity', 't-closeness',
                 'alpha-l-diversity-k-anonymity', 'basic-beta-likeness', 'enhanced-beta-likeness',
                 'delta-disclosure-privacy', 'k-map', 'delta-presence', 'average-reidentification-risk',
-                'sample-uniqueness', 'population-uniqueness'], name)
+                'sample-uniqueness', 'population-uniqueness', 'no-attack-profitability-prosecutor',
+                'no-attack-profitability-journalist'], name)
             THEN error('duckanon: unknown privacy model ' || coalesce(name, 'NULL') || '; known: k-anonymity, '
                        || 'distinct-l-diversity, entropy-l-diversity, recursive-cl-diversity, alpha-k-anonymity, '
                        || 'p-sensitive-k-anonymity, t-closeness, alpha-l-diversity-k-anonymity, '
                        || 'basic-beta-likeness, enhanced-beta-likeness, delta-disclosure-privacy, k-map, '
                        || 'delta-presence, average-reidentification-risk, sample-uniqueness, '
-                       || 'population-uniqueness')
+                       || 'population-uniqueness, no-attack-profitability-prosecutor, '
+                       || 'no-attack-profitability-journalist')
         ELSE struct_pack(model := CAST(name AS VARCHAR),
                          sensitive := json_extract_string(to_json(params), '$.sensitive'),
                          params := CAST(to_json(params) AS VARCHAR))

@@ -33,6 +33,7 @@ from duckanon.utility.metrics import (
     ArxLoss,
     ArxNonMonotoneEntropy,
     ArxNonUniformEntropy,
+    ArxPublisherPayout,
     DiscernibilityStar,
     RankedLoss,
 )
@@ -181,6 +182,11 @@ def generalized(hierarchy, column, level):
     return [path[str(v)][level] for v in column]
 
 
+# A cost-benefit configuration where an attack pays on classes of fewer than 3 records (ARX's tests' getConfig4 has
+# G/C = 50: on small random tables every class would be attacked).
+PAYOUT = {"adversary_cost": 20.0, "adversary_gain": 50.0, "publisher_loss": 300.0, "publisher_benefit": 120.0}
+
+
 def arx_reference(frame, hierarchies, levels, k, gs_factor, weights):
     """ARX's Loss under every aggregation, DM*, the monotone and non-monotone non-uniform entropies and the
     entropy-based information loss (``MetricSDNMEntropyBasedInformationLoss``), ambiguity (``MetricSDNMAmbiguity``)
@@ -224,11 +230,21 @@ def arx_reference(frame, hierarchies, levels, k, gs_factor, weights):
                 "sum": float(v.sum()), "maximum": float(v.max()), "rank": sorted(v.tolist(), reverse=True)}
 
     ebil = float(np.where(suppressed, s, g * (1 + log_shares / most)).sum())
+    # Publisher payout (MetricSDNMPublisherPayout, RiskModelCostBenefit), per record of a class of n: B (1 - IL) minus
+    # L / n when G / n - C > 0, IL the class's entropy-based loss clamped to [0, 1]; the value: s B per suppressed
+    # record, g (B - payout) per kept one.
+    n = np.array([sizes[key] for key in keys], dtype=float)
+    information_loss = np.clip(1 + log_shares / most, 0.0, 1.0)
+    attacked = PAYOUT["adversary_gain"] / n - PAYOUT["adversary_cost"] > 0
+    payout = PAYOUT["publisher_benefit"] * (1 - information_loss) - np.where(
+        attacked, PAYOUT["publisher_loss"] / n, 0.0)
+    payout_loss = float(np.where(suppressed, s * PAYOUT["publisher_benefit"],
+                                 g * (PAYOUT["publisher_benefit"] - payout)).sum())
     ambiguity = float(np.where(suppressed, everything, covered).sum())
     groups = sum(size >= k for size in sizes.values()) * s + (g if suppressed.any() else 0.0)  # ARX switches g, s
     aecs = records / groups if groups else math.inf
     return (aggregate(losses), aggregate(bounds), float(sum(n * n for n in sizes.values())), entropy, entropy + spread,
-            ebil, ambiguity, aecs)
+            ebil, ambiguity, aecs, payout_loss)
 
 
 @on_every_evaluator
@@ -243,7 +259,8 @@ def test_arx_metrics_follow_arx_definitions_on_every_node(kind, data, k, gs_fact
     weights = dict(zip(qis, raw_weights))
     metrics = [ArxLoss(gs_factor, aggregation, weights, name=f"arx-loss-{aggregation}") for aggregation in AGGREGATIONS]
     metrics += [DiscernibilityStar(), ArxNonUniformEntropy(), ArxNonMonotoneEntropy(),
-                ArxEntropyBasedInformationLoss(gs_factor), ArxAmbiguity(), ArxAverageClassSize(gs_factor)]
+                ArxEntropyBasedInformationLoss(gs_factor), ArxAmbiguity(), ArxAverageClassSize(gs_factor),
+                ArxPublisherPayout(**PAYOUT, gs_factor=gs_factor)]
     con, anon = setup_table(frame)
     policy = Policy(quasi_identifiers=hierarchies, models=[KAnonymity(k)], suppression_limit=1.0,
                     others="insensitive")
@@ -255,7 +272,7 @@ def test_arx_metrics_follow_arx_definitions_on_every_node(kind, data, k, gs_fact
         results = [evaluator.results[i] for i in range(lattice.size)]
     for index, result in enumerate(results):
         levels = dict(zip(qis, result.node))
-        loss, bound, squares, entropy, nm_entropy, ebil, ambiguity, aecs = arx_reference(
+        loss, bound, squares, entropy, nm_entropy, ebil, ambiguity, aecs, payout = arx_reference(
             frame, hierarchies, levels, k, gs_factor, weights)
         for aggregation in AGGREGATIONS:
             name = f"arx-loss-{aggregation}"
@@ -268,7 +285,8 @@ def test_arx_metrics_follow_arx_definitions_on_every_node(kind, data, k, gs_fact
         above = [j for j, other in enumerate(results) if all(a >= b for a, b in zip(other.node, result.node))]
         assert result.values["arx-ambiguity"] == pytest.approx(ambiguity, rel=1e-9)
         assert result.values["arx-aecs"] == pytest.approx(aecs, rel=1e-12)
-        for name in ("arx-ebil", "arx-ambiguity", "arx-aecs"):
+        assert result.values["arx-payout"] == pytest.approx(payout, rel=1e-9, abs=1e-6)
+        for name in ("arx-ebil", "arx-ambiguity", "arx-aecs", "arx-payout"):
             assert result.bounds[name] <= min(results[j].values[name] for j in above) * (1 + 1e-9) + 1e-9
         for metric in metrics:
             if priors[metric.name] is not None:

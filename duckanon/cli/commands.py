@@ -27,6 +27,7 @@ from ..release.verify import verify as verify_release
 from ..search.strategies import STRATEGIES
 from ..session import Anonymizer, connect
 from ..sqlgen import build as sb
+from ..utility.metrics import ArxPublisherPayout
 from . import policy_options
 from .console import Console
 from .parser import EXIT_NOT_MET as NOT_MET
@@ -68,7 +69,8 @@ def _generalize(args: argparse.Namespace, console: Console, anon: Anonymizer, so
     if args.levels:
         levels = args.levels
     else:
-        result = anon.search(source.relation, policy, metric=args.metric, strategy=args.strategy, label=args.label,
+        metric = args.metric if args.payout is None else ArxPublisherPayout(**args.payout)
+        result = anon.search(source.relation, policy, metric=metric, strategy=args.strategy, label=args.label,
                              evaluator=args.evaluator, memory_budget=args.memory_budget,
                              time_limit=args.time_limit, check_limit=args.check_limit)
         console.say(result.summary())

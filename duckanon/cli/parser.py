@@ -156,6 +156,11 @@ def _policy() -> Parser:
                         metavar="SHARE:POPULATION[:ESTIMATOR]", type=values.population_uniqueness,
                         help="at most SHARE of a population of POPULATION people estimated unique, by Dankar's "
                              "rule unless pitman, zayatz or snb is given (as ARX)")
+    models.add_argument("--no-attack", action="append", default=[], metavar="GAIN:COST[:journalist]",
+                        type=values.no_attack,
+                        help="no attack pays an adversary who gains GAIN per success at COST per attempt: classes of "
+                             "more than GAIN/COST records (prosecutor), or of --population records with :journalist "
+                             "(as ARX's no-attack profitability)")
     models.add_argument("--population", metavar="TABLE|FILE",
                         help="the population the source is a sample of, for --delta-presence and --k-map K: a table "
                              "of the source's database, or a CSV, Parquet or JSON file")
@@ -180,6 +185,10 @@ def _search() -> Parser:
                              "for the best")
     search.add_argument("--metric", default="loss", choices=metric_names(),
                         help="what the search minimizes (default %(default)s)")
+    search.add_argument("--payout", type=values.payout, metavar="COST:GAIN:LOSS:BENEFIT",
+                        help="minimize ARX's publisher payout loss instead of --metric: an adversary's COST per "
+                             "attack and GAIN per success, the publisher's LOSS per re-identified record and BENEFIT "
+                             "per record released")
     search.add_argument("--strategy", default="optimal", choices=list(STRATEGIES),
                         help="search strategy (default %(default)s): optimal, samarati and exhaustive list the "
                              "lattice; lightning, top-down and genetic (ARX's heuristics, for lattices too wide to "

@@ -154,6 +154,32 @@ def population_uniqueness(text: str) -> tuple[float, int, str]:
         raise argparse.ArgumentTypeError(f"{error} in {text!r} (expected {form})") from None
 
 
+def payout(text: str) -> dict[str, float]:
+    """``COST:GAIN:LOSS:BENEFIT``, four numbers, into ARX's cost-benefit configuration (the metric checks them)."""
+    form = "COST:GAIN:LOSS:BENEFIT"
+    parts = text.split(":")
+    if len(parts) != 4:
+        raise argparse.ArgumentTypeError(f"expected {form}, got {text!r}")
+    names = ("adversary_cost", "adversary_gain", "publisher_loss", "publisher_benefit")
+    try:
+        figures = [number(part) for part in parts]
+    except argparse.ArgumentTypeError as error:
+        raise argparse.ArgumentTypeError(f"{error} in {text!r} (expected {form})") from None
+    return dict(zip(names, figures))
+
+
+def no_attack(text: str) -> tuple[float, float, str]:
+    """``GAIN:COST[:journalist]`` into (gain, cost, attacker: prosecutor unless journalist is given)."""
+    form = "GAIN:COST[:journalist]"
+    parts = text.split(":")
+    if len(parts) not in (2, 3) or (len(parts) == 3 and parts[2] != "journalist"):
+        raise argparse.ArgumentTypeError(f"expected {form}, got {text!r}")
+    try:
+        return number(parts[0]), number(parts[1]), "journalist" if len(parts) == 3 else "prosecutor"
+    except argparse.ArgumentTypeError as error:
+        raise argparse.ArgumentTypeError(f"{error} in {text!r} (expected {form})") from None
+
+
 t_closeness = column_number_variant("COLUMN:T[:ordered]", ("equal", "ordered"))
 beta_likeness = column_number_variant("COLUMN:BETA[:enhanced]", ("basic", "enhanced"))
 entropy_l = column_number_variant("COLUMN:L[:grassberger]", ("shannon", "grassberger"))

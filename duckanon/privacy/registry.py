@@ -23,6 +23,7 @@ from .models import (
     RecursiveCLDiversity,
     TCloseness,
 )
+from .profitability import JournalistNoAttackProfitability, ProsecutorNoAttackProfitability
 from .thresholds import (
     AverageReidentificationRisk,
     PopulationUniqueness,
@@ -32,7 +33,8 @@ from .thresholds import (
 MODELS: dict[str, type[PrivacyModel]] = {m.name: m for m in (
     KAnonymity, KMap, DeltaPresence, DistinctLDiversity, EntropyLDiversity, RecursiveCLDiversity, AlphaKAnonymity,
     PSensitiveKAnonymity, TCloseness, AlphaLDiversityKAnonymity, BasicBetaLikeness, EnhancedBetaLikeness,
-    DeltaDisclosurePrivacy, AverageReidentificationRisk, SampleUniqueness, PopulationUniqueness)}
+    DeltaDisclosurePrivacy, AverageReidentificationRisk, SampleUniqueness, PopulationUniqueness,
+    ProsecutorNoAttackProfitability, JournalistNoAttackProfitability)}
 
 
 def model_from_params(name: str, params: Mapping) -> PrivacyModel:

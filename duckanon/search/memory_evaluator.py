@@ -521,7 +521,9 @@ class MemoryNodeEvaluator(NodeEvaluator):
                           kept_squares=squares - float(violating @ violating), costs=costs,
                           bottom=self.costs.bottom, levels=tuple(int(level) for level in classes.node),
                           heights=self.heights,
-                          suppressed_entropy=self._suppressed_entropy(classes) if self.spread else ())
+                          suppressed_entropy=self._suppressed_entropy(classes) if self.spread else (),
+                          counted_classes={m.name: int(np.count_nonzero(m.counted(sizes[kept])))
+                                           for m in self.metrics if m.counts_classes})
 
     def _suppressed_entropy(self, classes: _NodeClasses) -> tuple[float, ...]:
         """Per attribute, Σ c·log2(n / c) over its codes at the node's level among the n suppressed records."""

@@ -112,6 +112,7 @@ class SqlNodeEvaluator(NodeEvaluator):
         self.engine = engine
         # Drop mode's fixed point and the risk thresholds' cut change verdicts in place: a batch's go to a table.
         self.materializes = self.settles or bool(self.thresholds)
+        self.counting = [m for m in self.metrics if m.counts_classes]
         self.cost_kinds = self.costs.kinds
         self.nodes_view = f"__duckanon_nodes_{next(_serial)}"
         self.records_name = f"__duckanon_records_{next(_serial)}"
@@ -258,6 +259,8 @@ class SqlNodeEvaluator(NodeEvaluator):
         for cost_sum in self.costs.sums:
             every, dropped = sb.col(f"__all_{cost_sum.name}"), sb.col(f"__suppressed_{cost_sum.name}")
             columns += [exp.func("SUM", every), where(violated.not_(), every), where(violated, dropped)]
+        columns += [exp.func("COUNT", exp.Case().when(exp.and_(violated.not_(), m.counted_sql(size.copy())),
+                                                       sb.lit(1))) for m in self.counting]
         if not self.spread:
             return _with(exp.select(*columns).from_(verdicts).group_by(node), ctes)
         # Per attribute, Σ c·ln c over its codes among the suppressed records (c records each), by node: the verdicts
@@ -388,11 +391,14 @@ class SqlNodeEvaluator(NodeEvaluator):
             for cost_sum in self.costs.sums:
                 costs[cost_sum.name] = tuple(float(v) for v in row[position:position + 3])
                 position += 3
+            counted = {m.name: int(v) for m, v in zip(self.counting, row[position:position + len(self.counting)])}
+            position += len(self.counting)
             totals = NodeTotals(records=int(row[0]), suppressed=int(row[1]), classes=int(row[2]),
                                 kept_classes=int(row[3]), squares=float(row[4]), kept_squares=float(row[5]),
                                 costs=costs, bottom=self.costs.bottom, levels=self.lattice.node(index),
                                 heights=self.heights,
-                                suppressed_entropy=self._spread(int(row[1]), row[position:]) if self.spread else ())
+                                suppressed_entropy=self._spread(int(row[1]), row[position:]) if self.spread else (),
+                                counted_classes=counted)
             cut = cuts.get((place,))
             starred_fails = bool(self.thresholds) and self._settling.risk_cut.starred_fails(cuts, (place,),
                                                                                             totals.suppressed)

@@ -36,10 +36,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+from sqlglot import exp
 
 from ..errors import PolicyError
 from ..hierarchy.hierarchy import Hierarchy, IntervalHierarchy
 from ..parameters import checked_number
+from ..sqlgen import build as sb
 
 # share: ARX's domain share (domain_share); log-share its log10; log-row-share the log10 of the hierarchy rows a value
 # covers over all rows, whatever the hierarchy (row_share).
@@ -90,6 +92,9 @@ class NodeTotals:
     # level of c_v · log2(n / c_v), c_v of the n suppressed records holding v -- n times the entropy of the attribute
     # among the suppressed records
     suppressed_entropy: Sequence[float] = ()
+    # per metric that counts classes (:attr:`Metric.counts_classes`), by name: its kept classes that meet its
+    # condition on their size (Metric.counted)
+    counted_classes: Mapping[str, int] = field(default_factory=dict)
 
 
 def gs_factors(gs_factor: float, name: str) -> tuple[float, float, float]:
@@ -108,6 +113,17 @@ class Metric(ABC):
     # Whether the value needs how the suppressed records spread over each attribute's values
     # (NodeTotals.suppressed_entropy), which evaluators compute only then.
     suppressed_spread: bool = False
+    # Whether the value counts the kept classes whose size meets a condition (NodeTotals.counted_classes): the
+    # evaluators count them with :meth:`counted` over arrays and :meth:`counted_sql` in SQL, the same formula.
+    counts_classes: bool = False
+
+    def counted(self, sizes: np.ndarray) -> np.ndarray:
+        """Per class of ``sizes`` records, whether the value counts it."""
+        raise NotImplementedError
+
+    def counted_sql(self, size: exp.Expression) -> exp.Expression:
+        """:meth:`counted` over a class's size in SQL (a DOUBLE)."""
+        raise NotImplementedError
 
     def weights(self, attributes: Sequence[str]) -> dict[str, float]:
         """Per-attribute weights of the record cost (record-cost metrics only)."""
@@ -597,6 +613,56 @@ class ArxEntropyBasedInformationLoss(Metric):
 
     def __repr__(self) -> str:
         return f"{self.name}(gs_factor={self.gs_factor})"
+
+
+class ArxPublisherPayout(ArxEntropyBasedInformationLoss):
+    """ARX's publisher payout under a prosecutor attacker (``Metric.createPublisherPayoutMetric(false)``; ARX 3.9.2
+    ``metric/v2/MetricSDNMPublisherPayout`` with ``risk/RiskModelCostBenefit``, after Wan et al.'s re-identification
+    game): a kept record in a class of n records pays the publisher B × (1 − IL) minus, when an attack pays the
+    adversary (G / n − C > 0: gain G times the success probability 1/n, less the cost C), L / n; IL is the class's
+    entropy-based information loss (:class:`ArxEntropyBasedInformationLoss`).  The value is what is lost against
+    the most a record pays, B: g × Σ over kept records of (B − payout) + s × B × the suppressed records, that is
+    g × (B × the kept records' entropy-based loss + L × the kept classes an attack pays on) + s × B × suppressed.
+
+    Lower bound (ARX's, with min(g, s) as for the entropy-based loss): B × the entropy-based loss's bound; an attack
+    only adds.  The journalist variant (``createPublisherPayoutMetric(true)``, success 1 / the class's population
+    records) is not implemented."""
+
+    counts_classes = True
+
+    def __init__(self, adversary_cost: float, adversary_gain: float, publisher_loss: float,
+                 publisher_benefit: float, gs_factor: float = 0.5, name: str = "arx-payout"):
+        super().__init__(gs_factor, name)
+        owner = f"metric {name}"
+        self.adversary_cost = float(checked_number(adversary_cost, "adversary_cost", owner, low=0))
+        self.adversary_gain = float(checked_number(adversary_gain, "adversary_gain", owner, low=0))
+        self.publisher_loss = float(checked_number(publisher_loss, "publisher_loss", owner, low=0))
+        self.publisher_benefit = float(checked_number(publisher_benefit, "publisher_benefit", owner, low=0))
+
+    def counted(self, sizes):
+        return self.adversary_gain / np.asarray(sizes, dtype=np.float64) - self.adversary_cost > 0
+
+    def counted_sql(self, size):
+        gain, cost = sb.as_double(sb.lit(self.adversary_gain)), sb.as_double(sb.lit(self.adversary_cost))
+        return exp.paren(gain / size) - cost > sb.lit(0)
+
+    def value(self, totals):
+        _, kept, _ = totals.costs[self.name]
+        loss = self._loss(totals.records - totals.suppressed, kept, totals.bottom[self.name], totals.records)
+        attacked = totals.counted_classes[self.name]
+        return float(self.generalization_factor * (self.publisher_benefit * loss + self.publisher_loss * attacked)
+                     + self.suppression_factor * self.publisher_benefit * totals.suppressed)
+
+    def lower_bound(self, totals):
+        return self.publisher_benefit * super().lower_bound(totals)
+
+    def prior_bounds(self, nodes, level_costs, records):
+        return self.publisher_benefit * super().prior_bounds(nodes, level_costs, records)
+
+    def __repr__(self) -> str:
+        return (f"{self.name}(adversary_cost={self.adversary_cost}, adversary_gain={self.adversary_gain}, "
+                f"publisher_loss={self.publisher_loss}, publisher_benefit={self.publisher_benefit}, "
+                f"gs_factor={self.gs_factor})")
 
 
 class ArxAmbiguity(Metric):
