@@ -75,6 +75,7 @@ from compare import LoadSampler  # noqa: E402
 
 import duckanon  # noqa: E402
 from duckanon import (  # noqa: E402
+    AverageReidentificationRisk,
     BasicBetaLikeness,
     DeltaDisclosurePrivacy,
     DeltaPresence,
@@ -84,6 +85,8 @@ from duckanon import (  # noqa: E402
     KAnonymity,
     KMap,
     Policy,
+    PopulationUniqueness,
+    SampleUniqueness,
     TCloseness,
     datasets,
 )
@@ -186,6 +189,15 @@ MODEL_CASES = [
     Case("adult-k-map-5", "warm", "adult", "arx-loss", 0.05, models=("k-map:10",), sample="arx", calls=3),
     Case("adult-ebil-4", "warm", "adult", "arx-ebil", 0.04, models=("k:5",), calls=3),
     Case("adult-ambiguity-4", "warm", "adult", "arx-ambiguity", 0.04, models=("k:5",), calls=3),
+    # Risk thresholds, as ARX's TestAnonymizationRiskBased #0, #1, #2 and #3 (nine quasi-identifiers)
+    Case("adult-average-risk-4", "warm", "adult", "arx-nm-entropy", 0.04, models=("average-risk:0.01",), calls=3),
+    Case("adult-sample-uniqueness-4", "warm", "adult", "arx-loss", 0.04, models=("sample-uniqueness:0.01",),
+         calls=3),
+    Case("adult-population-uniqueness-dankar-4", "warm", "adult", "arx-nm-entropy", 0.04,
+         models=("population-uniqueness:0.0001:dankar:15",), calls=1),
+    Case("adult-population-uniqueness-zayatz-4", "warm", "adult", "arx-loss", 0.04,
+         models=("population-uniqueness:0.0001:zayatz:15",), calls=1),
+    Case("ihis-average-risk-5", "warm", "ihis", "dm-star", 0.05, models=("average-risk:0.02",)),
     Case("ihis-t-equal-5", "warm", "ihis", "dm-star", 0.05, models=("t-equal:0.2", "k:5"), sensitive="EDUC"),
     Case("ihis-beta-basic-5", "warm", "ihis", "dm-star", 0.05, models=("basic-beta:1", "k:5"), sensitive="EDUC"),
     Case("ihis-delta-presence-5", "warm", "ihis", "dm-star", 0.05, models=("delta-presence:0.0:0.2",),
@@ -433,7 +445,7 @@ def duckanon_models(case: Case, population: str | None = None) -> list:
     models = []
     for spec in case.models:
         name, *values = spec.split(":")
-        numbers = [float(v) for v in values if v != "grassberger"]
+        numbers = [float(v) for v in values if v.replace(".", "", 1).isdigit()]  # names (grassberger, dankar) aside
         models.append({
             "k": lambda: KAnonymity(int(numbers[0])),
             "basic-beta": lambda: BasicBetaLikeness(case.sensitive, numbers[0]),
@@ -444,6 +456,10 @@ def duckanon_models(case: Case, population: str | None = None) -> list:
             "t-equal": lambda: TCloseness(case.sensitive, numbers[0]),
             "delta-presence": lambda: DeltaPresence(numbers[0], numbers[1], population),
             "k-map": lambda: KMap(int(numbers[0]), population=population),
+            "average-risk": lambda: AverageReidentificationRisk(numbers[0]),
+            "sample-uniqueness": lambda: SampleUniqueness(numbers[0]),
+            "population-uniqueness": lambda: PopulationUniqueness(numbers[0], common.USA_POPULATION, values[1],
+                                                                  solver_steps=int(values[2])),
         }[name]())
     return models
 

@@ -44,7 +44,7 @@ sys.path.insert(0, str(HERE.parent))  # the checkout's duckanon, not an installe
 sys.path.insert(0, str(HERE))
 
 import duckdb  # noqa: E402
-from common import markdown_table  # noqa: E402
+from common import USA_POPULATION, markdown_table  # noqa: E402
 from sqlglot import exp  # noqa: E402
 
 import duckanon  # noqa: E402
@@ -99,8 +99,6 @@ AGGREGATION = {"AggregateFunction.GEOMETRIC_MEAN": "geometric-mean", "AggregateF
                "AggregateFunction.RANK": "rank"}
 
 
-# ARX's ARXPopulationModel.Region.USA, the population its k-map cases estimate from.
-USA_POPULATION = 317_238_626
 ESTIMATORS = {"CellSizeEstimator.ZERO_TRUNCATED_POISSON": "zero-truncated-poisson",
               "CellSizeEstimator.POISSON": "poisson"}
 

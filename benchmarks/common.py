@@ -28,6 +28,8 @@ from pathlib import Path
 from typing import Any
 
 _START = time.perf_counter()
+# ARX's ARXPopulationModel.Region.USA, the population its k-map and population-uniqueness cases estimate from.
+USA_POPULATION = 317_238_626
 
 
 # ------------------------------------------------------------------ progress

@@ -8,6 +8,8 @@ import java.util.regex.Pattern;
 
 import org.deidentifier.arx.ARXAnonymizer;
 import org.deidentifier.arx.ARXConfiguration;
+import org.deidentifier.arx.ARXPopulationModel;
+import org.deidentifier.arx.ARXSolverConfiguration;
 import org.deidentifier.arx.ARXLattice.ARXNode;
 import org.deidentifier.arx.ARXResult;
 import org.deidentifier.arx.AttributeType;
@@ -16,6 +18,7 @@ import org.deidentifier.arx.Data;
 import org.deidentifier.arx.DataHandle;
 import org.deidentifier.arx.DataSource;
 import org.deidentifier.arx.DataSubset;
+import org.deidentifier.arx.criteria.AverageReidentificationRisk;
 import org.deidentifier.arx.criteria.BasicBLikeness;
 import org.deidentifier.arx.criteria.DDisclosurePrivacy;
 import org.deidentifier.arx.criteria.DPresence;
@@ -24,8 +27,11 @@ import org.deidentifier.arx.criteria.EntropyLDiversity;
 import org.deidentifier.arx.criteria.EqualDistanceTCloseness;
 import org.deidentifier.arx.criteria.KAnonymity;
 import org.deidentifier.arx.criteria.KMap;
+import org.deidentifier.arx.criteria.PopulationUniqueness;
 import org.deidentifier.arx.criteria.PrivacyCriterion;
 import org.deidentifier.arx.criteria.RecursiveCLDiversity;
+import org.deidentifier.arx.criteria.SampleUniqueness;
+import org.deidentifier.arx.risk.RiskModelPopulationUniqueness.PopulationUniquenessModel;
 import org.deidentifier.arx.metric.Metric;
 
 /**
@@ -35,7 +41,8 @@ import org.deidentifier.arx.metric.Metric;
  *        MODEL [MODEL ...]
  *
  * MODEL: k:K, basic-beta:BETA, enhanced-beta:BETA, delta-disclosure:DELTA, entropy-l:L[:grassberger],
- * recursive-cl:C:L, t-equal:T (the models over SENSITIVE); with subset=SUBSET.csv first (records of CSV, same
+ * recursive-cl:C:L, t-equal:T (the models over SENSITIVE); average-risk:T, sample-uniqueness:T,
+ * population-uniqueness:T:MODEL:STEPS (MODEL dankar, pitman, zayatz or snb; the USA's population); with subset=SUBSET.csv first (records of CSV, same
  * columns and delimiter: the research subset, CSV its population), delta-presence:MIN:MAX and k-map:K (SENSITIVE
  * "-" for none).
  * METRIC: dm, dmstar, loss, entropy (monotone), nm-entropy, ebil (entropy-based information loss), ambiguity.
@@ -163,6 +170,14 @@ public class ArxModels {
         case "t-equal": return new EqualDistanceTCloseness(sensitive, Double.parseDouble(part[1]));
         case "delta-presence": return new DPresence(Double.parseDouble(part[1]), Double.parseDouble(part[2]), subset);
         case "k-map": return new KMap(Integer.parseInt(part[1]), subset);
+        case "average-risk": return new AverageReidentificationRisk(Double.parseDouble(part[1]));
+        case "sample-uniqueness": return new SampleUniqueness(Double.parseDouble(part[1]));
+        case "population-uniqueness":  // as ARX's TestAnonymizationRiskBased: the USA, deterministic starts
+            return new PopulationUniqueness(Double.parseDouble(part[1]),
+                                            PopulationUniquenessModel.valueOf(part[2].toUpperCase()),
+                                            ARXPopulationModel.create(ARXPopulationModel.Region.USA),
+                                            ARXSolverConfiguration.create().setDeterministic(true)
+                                                                  .iterationsPerTry(Integer.parseInt(part[3])));
         default: throw new IllegalArgumentException("unknown model " + model);
         }
     }

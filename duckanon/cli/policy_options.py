@@ -78,11 +78,10 @@ def models(args: argparse.Namespace) -> list[PrivacyModel]:
     chosen += [KMap(k, population=args.population) for k in counted]
     chosen += [DeltaPresence(low, high, args.population, arx_size_first=arx)
                for low, high, arx in args.delta_presence]
-    if any(attacker == "journalist" for _, _, attacker in args.no_attack) and args.population is None:
+    if any(journalist for _, _, journalist in args.no_attack) and args.population is None:
         raise AnonymizationError("--no-attack GAIN:COST:journalist needs --population")
-    chosen += [ProsecutorNoAttackProfitability(gain, cost) if attacker == "prosecutor"
-               else JournalistNoAttackProfitability(gain, cost, args.population)
-               for gain, cost, attacker in args.no_attack]
+    chosen += [JournalistNoAttackProfitability(gain, cost, args.population) if journalist
+               else ProsecutorNoAttackProfitability(gain, cost) for gain, cost, journalist in args.no_attack]
     chosen += [AverageReidentificationRisk(*given) for given in args.average_risk]
     chosen += [SampleUniqueness(share) for share in args.sample_uniqueness]
     chosen += [PopulationUniqueness(share, size, estimator) for share, size, estimator in args.population_uniqueness]

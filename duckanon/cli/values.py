@@ -117,16 +117,23 @@ def k_map(text: str) -> tuple[int, int | None, float, str]:
     return k, population, significance, parts[3] if len(parts) > 3 else "zero-truncated-poisson"
 
 
-def delta_presence(text: str) -> tuple[float, float, bool]:
-    """``MIN:MAX[:arx]``, two shares in [0, 1], into (min, max, whether ARX's size-first order is asked)."""
-    form = "MIN:MAX[:arx]"
-    parts = text.split(":")
-    if len(parts) not in (2, 3) or (len(parts) == 3 and parts[2] != "arx"):
-        raise argparse.ArgumentTypeError(f"expected {form}, got {text!r}")
-    try:
-        return share(parts[0]), share(parts[1]), len(parts) == 3
-    except argparse.ArgumentTypeError as error:
-        raise argparse.ArgumentTypeError(f"{error} in {text!r} (expected {form})") from None
+def pair_with_flag(form: str, kind: Callable[[str], float], flag: str) -> Callable[[str], tuple[float, float, bool]]:
+    """A parser of ``A:B[:flag]`` (``form``), A and B read by ``kind``, into (A, B, whether the flag is given)."""
+    def parse(text: str) -> tuple[float, float, bool]:
+        parts = text.split(":")
+        if len(parts) not in (2, 3) or (len(parts) == 3 and parts[2] != flag):
+            raise argparse.ArgumentTypeError(f"expected {form}, got {text!r}")
+        try:
+            return kind(parts[0]), kind(parts[1]), len(parts) == 3
+        except argparse.ArgumentTypeError as error:
+            raise argparse.ArgumentTypeError(f"{error} in {text!r} (expected {form})") from None
+    return parse
+
+
+# MIN:MAX[:arx]: two shares, and whether ARX's size-first order is asked
+delta_presence = pair_with_flag("MIN:MAX[:arx]", share, "arx")
+# GAIN:COST[:journalist]: and whether the attacker is a journalist (else a prosecutor)
+no_attack = pair_with_flag("GAIN:COST[:journalist]", number, "journalist")
 
 
 def average_risk(text: str) -> tuple[float, float | None, float | None]:
@@ -166,18 +173,6 @@ def payout(text: str) -> dict[str, float]:
     except argparse.ArgumentTypeError as error:
         raise argparse.ArgumentTypeError(f"{error} in {text!r} (expected {form})") from None
     return dict(zip(names, figures))
-
-
-def no_attack(text: str) -> tuple[float, float, str]:
-    """``GAIN:COST[:journalist]`` into (gain, cost, attacker: prosecutor unless journalist is given)."""
-    form = "GAIN:COST[:journalist]"
-    parts = text.split(":")
-    if len(parts) not in (2, 3) or (len(parts) == 3 and parts[2] != "journalist"):
-        raise argparse.ArgumentTypeError(f"expected {form}, got {text!r}")
-    try:
-        return number(parts[0]), number(parts[1]), "journalist" if len(parts) == 3 else "prosecutor"
-    except argparse.ArgumentTypeError as error:
-        raise argparse.ArgumentTypeError(f"{error} in {text!r} (expected {form})") from None
 
 
 t_closeness = column_number_variant("COLUMN:T[:ordered]", ("equal", "ordered"))
