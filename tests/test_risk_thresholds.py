@@ -73,6 +73,20 @@ def test_monotone_thresholds_cut_the_fewest_smallest_classes(sizes, t):
         assert made.holds
 
 
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(sizes=st.lists(st.integers(1, 15), min_size=1, max_size=50), t=st.sampled_from([0.0, 0.02, 0.1, 0.25, 0.5]))
+def test_thresholds_judge_every_cut_at_once_as_one_by_one(sizes, t):
+    """The monotone thresholds' verdicts for every count of smallest classes gone (how the cut finds the fewest)
+    are their verdicts on each histogram left: a release's verification recomputes the latter."""
+    ordered = np.sort(np.array(sizes))
+    for model in (AverageReidentificationRisk(t), AverageReidentificationRisk(max(t, 0.01), 0.3, t),
+                  SampleUniqueness(t)):
+        at_once = model.holds_after(ordered)
+        one_by_one = [model.holds(*histogram(ordered[p:])) if p < len(ordered) else True
+                      for p in range(len(ordered) + 1)]
+        assert at_once.tolist() == one_by_one, model
+
+
 def arx_binary_search(sizes, holds):
     """ARX 3.9.2's HashGroupifyDistribution.suppressWhileNotFulfilledBinary, transcribed statement by statement over a
     list of suppressed flags (the distribution recounted from them at every probe); returns the classes suppressed."""

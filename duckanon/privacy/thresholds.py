@@ -52,6 +52,12 @@ class RiskThreshold(PrivacyModel):
         """The figure the threshold bounds, for those classes, in words."""
         raise NotImplementedError
 
+    def holds_after(self, ordered: np.ndarray) -> np.ndarray | None:
+        """For a threshold that only gets easier as the smallest classes go: per count p of them suppressed (0 to
+        all), whether the classes of ``ordered`` sizes (ascending) left meet it -- :meth:`holds` for every p at once,
+        the same divisions of the same whole numbers; None where there is no such form."""
+        return None
+
     def sql_holds(self, size: exp.Expression) -> exp.Expression | None:
         """An aggregate over a relation of one row per class (``size`` its records) that is true when the threshold
         holds for those classes: what a release's plain-SQL view recomputes.  None where SQL cannot (an estimator
@@ -101,6 +107,16 @@ class AverageReidentificationRisk(RiskThreshold):
         small = sizes < size_threshold(self.highest_risk)
         return float(sizes[small] @ counts[small]) / records <= self.records_at_risk
 
+    def holds_after(self, ordered):
+        classes = np.arange(len(ordered), -1, -1, dtype=np.int64)
+        records = _records_left(ordered)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            holds = (records == 0) | (classes / records <= self.threshold)
+            if self.highest_risk is not None:
+                small = _records_left(np.where(ordered < size_threshold(self.highest_risk), ordered, 0))
+                holds &= (records == 0) | (small / records <= self.records_at_risk)
+        return holds
+
     def figure(self, sizes, counts):
         records = float(sizes @ counts)
         return f"average risk {counts.sum() / records if records else 0:.6g} over {int(counts.sum()):,} classes"
@@ -129,6 +145,12 @@ class SampleUniqueness(RiskThreshold):
         records = float(sizes @ counts)
         uniques = float(counts[sizes == 1].sum())
         return records == 0 or uniques / records <= self.threshold
+
+    def holds_after(self, ordered):
+        records = _records_left(ordered)
+        uniques = _records_left((ordered == 1).astype(np.int64))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return (records == 0) | (uniques / records <= self.threshold)
 
     def figure(self, sizes, counts):
         records = float(sizes @ counts)
@@ -190,6 +212,12 @@ class PopulationUniqueness(RiskThreshold):
                               f"({facts.records} records), which is a sample of it")
 
 
+def _records_left(ordered: np.ndarray) -> np.ndarray:
+    """Per count p of the first classes gone (0 to all), the sum of ``ordered`` over the others, as float64 (whole
+    numbers, exact below 2**53)."""
+    return (ordered.sum() - np.concatenate(([0], np.cumsum(ordered)))).astype(np.float64)
+
+
 def risk_thresholds(models: Sequence[PrivacyModel]) -> list[RiskThreshold]:
     return [m for m in models if getattr(m, "risk_threshold", False)]
 
@@ -234,7 +262,11 @@ def cut(thresholds: Sequence[RiskThreshold], sizes: np.ndarray) -> Cut:
         def fulfilled(p: int, threshold=threshold) -> bool:
             return threshold.holds(*left_after(p))
 
-        if not fulfilled(prefix):
+        at_once = threshold.holds_after(np.repeat(distinct, counts)) if threshold.monotone_under_suppression \
+            else None
+        if at_once is not None:  # monotone: ARX's binary search ends at the fewest classes that meet it
+            prefix = prefix + int(np.argmax(at_once[prefix:]))  # all gone always meets it
+        elif not fulfilled(prefix):
             prefix, holds = _arx_binary_search(fulfilled, prefix, int(before.size - 1))
         prefixes.append(prefix)
         if not holds:

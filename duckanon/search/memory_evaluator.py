@@ -457,10 +457,13 @@ class MemoryNodeEvaluator(NodeEvaluator):
         """The risk thresholds' cut of the kept classes, marked in place on ``violated``: the first classes by size,
         then by their codes (attribute by attribute), as :class:`~duckanon.privacy.checks.RiskCut` orders them."""
         kept = np.flatnonzero(~violated)
-        made = cut(self.thresholds, groups.sizes[kept])
+        sizes = groups.sizes[kept]
+        made = cut(self.thresholds, sizes)
         if made.classes:
-            codes = [column[kept] for column in groups.unpacker()()]
-            order = np.lexsort([*reversed(codes), groups.sizes[kept]])
+            # Packed keys order classes as their codes do, the first attribute's most significant.
+            codes = [groups.keys[kept]] if groups.radices is not None else [
+                column[kept] for column in reversed(groups.unpacker()())]
+            order = np.lexsort([*codes, sizes])
             violated[kept[order[:made.classes]]] = True
         return made
 
