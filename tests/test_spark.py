@@ -328,3 +328,10 @@ def test_a_later_session_creates_the_catalog_where_an_earlier_left_its_folder(sp
     assert sorted(anon.hierarchy("sex").rows) == sorted(HIERARCHIES["sex"].rows)
     location = spark.sql("DESCRIBE SCHEMA anon").collect()
     assert any(str(tmp_path) in str(row) for row in location)
+
+
+def test_risk_thresholds_are_refused_on_spark_by_name(on_spark, people):
+    """A risk threshold's cut is marked with an UPDATE, which Spark SQL lacks: one error naming the model and what
+    to do, not Spark's parse error."""
+    with pytest.raises(duckanon.PolicyError, match="average-reidentification-risk.*run it on DuckDB"):
+        on_spark.check(people, policy_of([duckanon.AverageReidentificationRisk(0.05)]), LEVELS)

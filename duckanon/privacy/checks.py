@@ -19,6 +19,7 @@ import pandas as pd
 from sqlglot import exp
 
 from ..engine import Engine
+from ..errors import PolicyError
 from ..sqlgen import build as sb
 from .classes import SIZE, VIOLATED, WEIGHT, Classes, key_name
 from .models import PrivacyModel, population_checked
@@ -198,6 +199,10 @@ class RiskCut:
         """Cut every table of the verdicts; per table (its key values), its cut."""
         if not self.needed:
             return {}
+        if engine.dialect != "duckdb":
+            raise PolicyError(f"{', '.join(t.describe() for t in self.thresholds)}: a risk threshold marks its cut "
+                              f"with an UPDATE of the class verdicts, which {engine.dialect} SQL lacks; run it on "
+                              f"DuckDB")
         if self._prepared is None:
             self._prepared = (engine.prepare(self.histogram), engine.prepare(self.mark))
         histogram, mark = self._prepared
