@@ -171,7 +171,8 @@ class PopulationUniqueness(RiskThreshold):
     As ARX decides it: an estimate of 0 holds only when the release has no sample uniques (no model estimates
     anything then), and where Dankar's rule picks Pitman's model and it finds no root, the rule gives no estimate,
     which fails.  ``solver_steps`` are the Newton–Raphson steps per start (ARX's ``iterationsPerTry``; 1000 by
-    default; ARX's tests take 15).  Not monotone: suppressing classes changes the sample the models fit."""
+    default; ARX's tests take 15).  Not monotone: suppressing classes changes the sample the models fit, and
+    merging them can move an estimate either way."""
 
     name = "population-uniqueness"
 
@@ -184,9 +185,10 @@ class PopulationUniqueness(RiskThreshold):
         self.estimator = estimator
         self.solver_steps = int(checked_number(solver_steps, "solver_steps", self.name, low=1, whole=True))
 
-    @property
-    def monotone_under_generalization(self) -> bool:
-        return self.estimator == "zayatz"  # ARX's flag: the others' estimates may grow as classes merge
+    # ARX flags Zayatz's estimate monotone under generalization; with the rule that an estimate of 0 holds only
+    # without sample uniques it is not (tests found a generalization of a satisfying node that fails), so no
+    # estimator is: the search prunes by bounds alone.
+    monotone_under_generalization = False
 
     def holds(self, sizes, counts):
         if not len(sizes):
