@@ -204,6 +204,7 @@ MODEL_CASES = [
          sample="tenth"),
     Case("ihis-k-map-5", "warm", "ihis", "dm-star", 0.05, models=("k-map:50",), sample="tenth"),
 ]
+RISK_THRESHOLDS = ("average-risk", "sample-uniqueness", "population-uniqueness")
 COLD_CASE = Case("cold", "cold", "adult", "loss", 0.05, "duckanon 0.4–0.7× ARX (ARX 8.5–18 s, 9 QIs)",
                  ratio_target=1.0)
 GROUPS = {"adult": [c.name for c in WARM_CASES if c.data == "adult"],
@@ -670,6 +671,10 @@ def same_optimum(case: Case, arx: dict, duck: dict) -> tuple[bool, str]:
     if a["suppressed"] != d["suppressed"]:
         return False, "suppressed records differ"
     if case.metric in ALIKE and not math.isclose(a["value"], d["value"], rel_tol=1e-9):
+        if any(m.split(":")[0] in RISK_THRESHOLDS for m in case.models):
+            # The cut takes as many classes of its last size as ARX's, not the same ones: ARX orders them by their
+            # information loss (or first record), duckanon by their values.
+            return True, f"same node and records; {case.metric} differs by which classes of the cut's last size go"
         return False, f"{case.metric} values differ"
     return True, "yes" if case.metric in ALIKE else "levels and suppressed (Loss defined apart)"
 
