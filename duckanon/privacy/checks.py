@@ -4,8 +4,9 @@
 whether any is.  Size-only models fold into the size aggregation; every other model adds one UNION ALL branch, and a
 single GROUP BY merges the branches, so no join is needed however many models a policy has.
 
-When suppressed records are dropped, :func:`settle_drops` turns those verdicts into drop mode's fixed point; checks,
-searches and publishing all suppress what it says.
+When suppressed records are dropped, :class:`DropFixedPoint` turns those verdicts into drop mode's fixed point, and
+:class:`RiskCut` marks what a policy's risk thresholds suppress; :func:`settle_and_cut` does both, in turn, until
+neither marks more.  Checks, searches and publishing all suppress what it says.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from sqlglot import exp
 from ..engine import Engine
 from ..errors import PolicyError
 from ..sqlgen import build as sb
-from .classes import SIZE, VIOLATED, WEIGHT, Classes, key_name
+from .classes import SIZE, VIOLATED, WEIGHT, Classes, every_key_is, key_name
 from .models import PrivacyModel, population_checked
 from .thresholds import Cut, cut, risk_thresholds, starred_fails
 
@@ -78,13 +79,6 @@ def class_verdicts(classes: Classes, models: Sequence[PrivacyModel],
                        *[f.as_(verdict_column(i), quoted=True) for i, f in enumerate(merged_flags)],
                        sb.or_all(merged_flags).as_(VIOLATED, quoted=True))
             .from_(union.subquery("branches")).group_by(*classes.keys_of()))
-
-
-def settle_drops(engine: Engine, classes: Classes, models: Sequence[PrivacyModel],
-                 verdicts: exp.Table) -> int:
-    """Drop mode's fixed point, in place on ``verdicts`` (a table of :func:`class_verdicts` of ``classes`` and
-    ``models``); returns the records it adds to the violating classes.  See :class:`DropFixedPoint`."""
-    return DropFixedPoint(classes, models, verdicts).settle(engine)
 
 
 class DropFixedPoint:
@@ -171,8 +165,7 @@ class RiskCut:
         self.tables, self.within = keys[:classes.table_keys], keys[classes.table_keys:]
         kept = sb.col(VIOLATED).not_()
         if exempt is not None:
-            kept = exp.and_(kept, exp.not_(exp.func("COALESCE", sb.and_all(
-                sb.col(k).eq(sb.lit(exempt)) for k in keys), exp.false())))
+            kept = exp.and_(kept, exp.not_(every_key_is(keys, exempt)))
         self.histogram = (exp.select(*[sb.col(t) for t in self.tables], sb.col(SIZE), exp.func("COUNT", exp.Star()))
                           .from_(verdicts).where(kept).group_by(*[sb.col(t) for t in self.tables], sb.col(SIZE)))
         order = exp.Order(expressions=[exp.Ordered(this=sb.col(c), nulls_first=False) for c in [SIZE, *self.within]])
@@ -227,6 +220,24 @@ class RiskCut:
         return starred_fails(self.thresholds, left, suppressed)
 
 
+def settle_and_cut(engine: Engine, fixed_point: DropFixedPoint | None, risk_cut: RiskCut
+                   ) -> tuple[int, dict[tuple, Cut]]:
+    """Drop mode's fixed point (where ``fixed_point`` is given) and the risk thresholds' cut, in place on their
+    verdicts table, in turn until neither marks more: the records a cut drops leave the table that models comparing
+    with it judge against.  Returns the records the settling added (drop mode's cascade) and the last cut per
+    table."""
+    settles = fixed_point is not None and fixed_point.needed
+    cascaded = fixed_point.settle(engine) if settles else 0
+    cuts = risk_cut.apply(engine)
+    while settles and any(c.classes for c in cuts.values()):
+        added = fixed_point.settle(engine)
+        if not added:
+            break
+        cascaded += added
+        cuts = risk_cut.apply(engine)
+    return cascaded, cuts
+
+
 def suppressed_class_violates(engine: Engine, classes: Classes, models: Sequence[PrivacyModel],
                               verdicts: exp.Expression | None = None) -> bool:
     """Whether the records of the violating classes, replaced by one class of their own (every quasi-identifier
@@ -278,7 +289,7 @@ class CheckReport:
     per_model: pd.DataFrame
     violations: pd.DataFrame
     # Drop mode: of the violating records, those in classes that violate only against the records kept once the
-    # others are dropped (models that compare with the whole table; see settle_drops).
+    # others are dropped (models that compare with the whole table; see settle_and_cut).
     cascaded_records: int = 0
     # Replace mode: the violating records, all quasi-identifiers '*', form one class that violates the policy itself.
     replaced_class_violates: bool = False
@@ -324,7 +335,7 @@ def check(engine: Engine, classes: Classes, models: Sequence[PrivacyModel], *,
           drop: bool = False, replaced_checked: bool = True, exempt: str | None = None,
           unmendable_checked: bool = True) -> CheckReport:
     """How ``classes`` fare under ``models``.  ``drop``: suppressed records are dropped, so the violating classes are
-    those of drop mode's fixed point (:func:`settle_drops`); otherwise they are replaced, and their own class must
+    those of drop mode's fixed point (:func:`settle_and_cut`); otherwise they are replaced, and their own class must
     satisfy the models too (:func:`suppressed_class_violates`) unless ``replaced_checked`` is False (ARX's
     semantics).  The class whose every key is ``exempt`` never violates (a release's '*' class under ARX's
     semantics).  ``unmendable_checked`` False leaves out the violations no suppression mends (:func:`unmendable`):
@@ -333,9 +344,7 @@ def check(engine: Engine, classes: Classes, models: Sequence[PrivacyModel], *,
     verdicts = sb.table(f"__duckanon_verdicts_{next(_serial)}")
     query = class_verdicts(classes, models)
     if exempt is not None:  # the exempt class's verdicts read false, in the query itself (no UPDATE: Spark has none)
-        # A NULL key is not the exempt value (NULL would turn the verdict NULL, hiding a violation).
-        starred = exp.func("COALESCE", sb.and_all(sb.col(k).eq(sb.lit(exempt)) for k in classes.key_columns),
-                           exp.false())
+        starred = every_key_is(classes.key_columns, exempt)
         flags = [VIOLATED, *[verdict_column(i) for i in range(len(models))]]
         query = exp.select(*[sb.col(c) for c in [*classes.key_columns, SIZE]], *[
             exp.and_(sb.col(f), exp.not_(starred.copy())).as_(f, quoted=True) for f in flags
@@ -355,13 +364,11 @@ def verdict_report(engine: Engine, verdicts: exp.Table, classes: Classes,
                    most_violations: int = 1000, drop: bool = False, replaced_checked: bool = True,
                    unmendable_checked: bool = True, exempt: str | None = None) -> CheckReport:
     """The :class:`CheckReport` of ``verdicts``, a table of :func:`class_verdicts` of ``classes`` and ``models``; with
-    ``drop`` the table is first settled in place (:func:`settle_drops`), so it then marks what drop mode suppresses;
-    then the risk thresholds' cut is marked in it (:class:`RiskCut`; the ``exempt`` class is not among the classes
-    they count); without ``drop``, violating records within the limit are checked as the one class replacement makes
+    ``drop`` the table is settled in place, and the risk thresholds' cut marked in it (:func:`settle_and_cut`; the
+    ``exempt`` class is not among the classes they count), so it then marks what is suppressed; without ``drop``, violating records within the limit are checked as the one class replacement makes
     of them (unless ``replaced_checked`` is False: ARX's semantics)."""
-    cascaded = settle_drops(engine, classes, models, verdicts) if drop else 0
     risk_cut = RiskCut(classes, models, verdicts, exempt)
-    cuts = risk_cut.apply(engine)
+    cascaded, cuts = settle_and_cut(engine, DropFixedPoint(classes, models, verdicts) if drop else None, risk_cut)
     size, violated = sb.col(SIZE), sb.col(VIOLATED)
 
     def records_where(condition: exp.Expression) -> exp.Expression:
@@ -401,9 +408,8 @@ def verdict_report(engine: Engine, verdicts: exp.Table, classes: Classes,
 def unmet_thresholds(risk_cut: RiskCut, cuts: Mapping[tuple, Cut]) -> list[str]:
     """The risk thresholds that the classes left after their cut still fail (only a threshold that suppressing
     small classes need not mend, population uniqueness, can), described."""
-    if all(c.holds for c in cuts.values()):
-        return []
-    return [t.describe() for t in risk_cut.thresholds]
+    failed = {c.failed for c in cuts.values() if c.failed is not None}
+    return [t.describe() for i, t in enumerate(risk_cut.thresholds) if i in failed]
 
 
 def unmendable(engine: Engine, classes: Classes, models: Sequence[PrivacyModel]) -> list[str]:

@@ -27,6 +27,12 @@ def key_name(i: int) -> str:
     return f"__k{i}"
 
 
+def every_key_is(columns: Sequence[str], value: str) -> exp.Expression:
+    """True where every one of ``columns`` holds ``value`` (the '*' class); false, never NULL, where one is NULL:
+    a NULL would turn a verdict NULL and hide a violation."""
+    return exp.func("COALESCE", sb.and_all(sb.col(c).eq(sb.lit(value)) for c in columns), exp.false())
+
+
 @dataclass(frozen=True)
 class Classes:
     relation: exp.Expression

@@ -13,7 +13,7 @@ Whether a class violates depends on that class alone, except for models that com
 (:attr:`PrivacyModel.compares_with_table`: t-closeness).  No transformation changes the table, and replaced records
 stay in it, so suppressing a violating class never makes another class violate -- unless suppressed records are
 dropped: that moves the distribution such models compare with, so drop mode suppresses to a fixed point
-(:func:`duckanon.privacy.checks.settle_drops`).
+(:func:`duckanon.privacy.checks.settle_and_cut`).
 """
 
 from __future__ import annotations

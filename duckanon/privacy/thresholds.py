@@ -221,24 +221,30 @@ def _records_left(ordered: np.ndarray) -> np.ndarray:
 
 
 def risk_thresholds(models: Sequence[PrivacyModel]) -> list[RiskThreshold]:
-    return [m for m in models if getattr(m, "risk_threshold", False)]
+    return [m for m in models if m.risk_threshold]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Cut:
     """How many of the kept classes, in the order of :func:`cut`, a policy's risk thresholds suppress: ``prefixes``
     per threshold (each at least the one before; the classes between the previous and its own count against it),
-    ``records`` in the suppressed classes, whether every threshold holds after them, and the histogram left."""
+    ``records`` in the suppressed classes, the threshold that still fails after them (ARX's search over a threshold
+    that is not monotone can end on a count that does not meet it; the later thresholds are then not tried), and the
+    histogram left."""
 
     prefixes: tuple[int, ...]
     records: int
-    holds: bool
+    failed: int | None  # the threshold (its place) that the classes left still fail, if one does
     left_sizes: np.ndarray  # the histogram of the classes left
     left_counts: np.ndarray
 
     @property
     def classes(self) -> int:
         return self.prefixes[-1] if self.prefixes else 0
+
+    @property
+    def holds(self) -> bool:
+        return self.failed is None
 
 
 def cut(thresholds: Sequence[RiskThreshold], sizes: np.ndarray) -> Cut:
@@ -259,22 +265,23 @@ def cut(thresholds: Sequence[RiskThreshold], sizes: np.ndarray) -> Cut:
             left[0] = ends[at] - p
         return distinct[at:], left
 
-    prefixes, prefix, holds = [], 0, True
-    for threshold in thresholds:
+    prefixes, prefix, failed = [], 0, None
+    for place, threshold in enumerate(thresholds):
         def fulfilled(p: int, threshold=threshold) -> bool:
             return threshold.holds(*left_after(p))
 
-        at_once = threshold.holds_after(np.repeat(distinct, counts)) if threshold.monotone_under_suppression \
-            else None
-        if at_once is not None:  # monotone: ARX's binary search ends at the fewest classes that meet it
+        at_once = threshold.holds_after(np.repeat(distinct, counts))
+        if at_once is not None:  # it only gets easier: ARX's binary search ends at the fewest classes that meet it
             prefix = prefix + int(np.argmax(at_once[prefix:]))  # all gone always meets it
         elif not fulfilled(prefix):
             prefix, holds = _arx_binary_search(fulfilled, prefix, int(before.size - 1))
+            if not holds:
+                failed = place
         prefixes.append(prefix)
-        if not holds:
+        if failed is not None:
             break
     prefixes += [prefix] * (len(thresholds) - len(prefixes))
-    return Cut(tuple(prefixes), int(before[prefix]), holds, *left_after(prefix))
+    return Cut(tuple(prefixes), int(before[prefix]), failed, *left_after(prefix))
 
 
 def starred_fails(thresholds: Sequence[RiskThreshold], left: Cut, suppressed: int) -> bool:
@@ -307,6 +314,8 @@ def _arx_binary_search(fulfilled, start: int, classes: int) -> tuple[int, bool]:
         else:
             low = mid + 1
         mid = (low + high) // 2
-    if not fulfilled(mid + 1) and mid + 1 < classes:
+    if fulfilled(mid + 1):
+        return mid + 1, True
+    if mid + 1 < classes:  # ARX then suppresses one class more
         return mid + 2, fulfilled(mid + 2)
-    return mid + 1, fulfilled(mid + 1)
+    return mid + 1, False

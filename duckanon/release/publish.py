@@ -178,7 +178,7 @@ def suppress(engine: Engine, bound: BoundPolicy, generalized: exp.Table, tempora
     with violating classes suppressed.
 
     Dropped records leave the table: what is dropped is drop mode's fixed point
-    (:func:`~duckanon.privacy.checks.settle_drops`), as checks and searches count it.  Replaced records form one class
+    (:func:`~duckanon.privacy.checks.settle_and_cut`), as checks and searches count it.  Replaced records form one class
     of their own (every quasi-identifier ``*``), which must satisfy the policy too, as checks and searches require.
     """
     policy, quasi = bound.policy, bound.quasi_identifiers

@@ -29,7 +29,7 @@ from ..errors import (DigestMismatch, GuaranteeFails, PolicyError, SignatureMism
                       WrongKey)
 from ..hierarchy.notation import in_notation, label_problem
 from ..privacy.checks import check, class_verdicts, verdict_column
-from ..privacy.classes import SIZE, Classes
+from ..privacy.classes import SIZE, Classes, every_key_is
 from ..privacy.models import PrivacyModel
 from ..privacy.registry import model_from_params
 from ..recode.ranges import bound_rows, bounded_attributes
@@ -218,9 +218,8 @@ def _models(reader, released, quasi: Sequence[str], policy: dict, info: dict) ->
     if not models:
         return checks
     # One check of every model: its per-model counts say which hold, its listing names the first failing class.
-    report = check(reader, Classes.of(released, quasi), models, key_names=quasi, most_violations=100,
-                   exempt=exempt_class(policy.get("suppression", "replace")))
     exempt = exempt_class(policy.get("suppression", "replace"))
+    report = check(reader, Classes.of(released, quasi), models, key_names=quasi, most_violations=100, exempt=exempt)
     for model, bad in zip(models, report.per_model.itertuples(index=False)):
         if model.risk_threshold:
             sizes, counts = class_size_histogram(reader, _counted_classes(released, quasi, exempt), quasi)
@@ -246,8 +245,7 @@ def _counted_classes(released: exp.Expression, quasi: Sequence[str], exempt: str
     """The released records whose class the models count: all, but the '*' class where ``exempt`` names it."""
     if exempt is None or not quasi:
         return released
-    starred = sb.and_all(exp.func("COALESCE", sb.col(q).eq(sb.lit(exempt)), exp.false()) for q in quasi)
-    return exp.select(exp.Star()).from_(released).where(exp.not_(starred)).subquery("counted")
+    return exp.select(exp.Star()).from_(released).where(exp.not_(every_key_is(quasi, exempt))).subquery("counted")
 
 
 def _bounds(reader, released, quasi: Sequence[str]) -> list[Check]:
@@ -317,8 +315,7 @@ def verification_view(table: str, columns: Sequence[str], quasi: Sequence[str], 
                         claimed("suppressed_records"), shown, exp.and_(
                             agrees, exp.LTE(this=claimed("suppressed_records"), expression=sb.lit(allowed_suppressed)))))
         keys = Classes.of(released, quasi).key_columns
-        counted_class = (exp.true() if exempt is None else exp.not_(exp.func(
-            "COALESCE", sb.and_all(sb.col(k).eq(sb.lit(exempt)) for k in keys), exp.false())))
+        counted_class = exp.true() if exempt is None else exp.not_(every_key_is(keys, exempt))
         for i, model in enumerate(checkable):
             violating = value(exp.select(exp.func("COUNT", exp.Star())).from_(verdicts.copy()).where(
                 exp.and_(sb.col(verdict_column(i)), counted_class.copy())))

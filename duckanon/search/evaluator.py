@@ -19,7 +19,7 @@ others: one more look at the data, made only for a node about to become the best
 only nodes that satisfy become the best: a search returns what publishing releases unchanged.  Dropped records form
 no class, but they leave the table that models such as t-closeness compare with
 (:attr:`~duckanon.privacy.models.PrivacyModel.compares_with_table`): with such a model a node suppresses what drop
-mode's fixed point does (:func:`~duckanon.privacy.checks.settle_drops`), as publishing does, and the policy is not
+mode's fixed point does (:func:`~duckanon.privacy.checks.settle_and_cut`), as publishing does, and the policy is not
 monotone under suppression.
 """
 

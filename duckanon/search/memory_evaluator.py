@@ -450,6 +450,14 @@ class MemoryNodeEvaluator(NodeEvaluator):
         if self.settles:
             self._settle(violated, cells)
         cut_made = self._cut(violated, groups) if self.thresholds else None
+        # Records a cut drops leave the table the comparing models judge against: settle and cut again, as
+        # checks.settle_and_cut does, until neither marks more.
+        while self.settles and cut_made is not None and cut_made.classes:
+            before = int(violated.sum())
+            self._settle(violated, cells)
+            if int(violated.sum()) == before:
+                break
+            cut_made = self._cut(violated, groups)
         unmendable = unmendable or (cut_made is not None and not cut_made.holds)
         return _NodeClasses(node, rows, codes, groups, sizes, cells, violated, unmendable, cut_made)
 

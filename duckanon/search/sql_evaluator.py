@@ -28,7 +28,7 @@ from sqlglot import exp
 from ..encode.encoding import COUNT, Encoding, code_column
 from ..engine import Engine, Prepared
 from ..hierarchy.hierarchy import Hierarchy
-from ..privacy.checks import DropFixedPoint, RiskCut, class_verdicts, suppressed_class_violates
+from ..privacy.checks import DropFixedPoint, RiskCut, class_verdicts, settle_and_cut, suppressed_class_violates
 from ..privacy.classes import SIZE, VIOLATED, Classes, key_name
 from ..privacy.models import PrivacyModel, population_checked
 from ..privacy.thresholds import Cut
@@ -321,9 +321,7 @@ class SqlNodeEvaluator(NodeEvaluator):
         try:
             self.engine.run(grouping)
             self.engine.run(settling.create_verdicts)
-            if self.settles:
-                settling.fixed_point.settle(self.engine)
-            cuts = settling.risk_cut.apply(self.engine)
+            _, cuts = settle_and_cut(self.engine, settling.fixed_point if self.settles else None, settling.risk_cut)
             return self.engine.rows(settling.totals), cuts
         finally:
             for drop in settling.drops:
