@@ -290,8 +290,28 @@ def test_arx_metrics_follow_arx_definitions_on_every_node(kind, data, k, gs_fact
             assert result.bounds[name] <= min(results[j].values[name] for j in above) * (1 + 1e-9) + 1e-9
         for metric in metrics:
             if priors[metric.name] is not None:
-                assert priors[metric.name][index] <= min(results[j].values[metric.name] for j in above) + 1e-12
+                assert priors[metric.name][index] <= min(results[j].values[metric.name] for j in above) + 1e-12, metric.name
     con.close()
+
+
+@settings(max_examples=25, deadline=None)
+@given(data=tables(), gs_factor=st.sampled_from([0.0, 0.5, 1.0]))
+def test_entropy_based_losses_are_exactly_zero_at_the_bottom(data, gs_factor):
+    """At the bottom with nothing suppressed, the entropy-based loss and the payout without attacks are 0, never a
+    rounding below it: their sums cancel there, and the optimal search prunes by a prior bound of 0 (CI once found
+    -6.8e-12)."""
+    frame, hierarchies = data
+    metrics = [ArxEntropyBasedInformationLoss(gs_factor),
+               ArxPublisherPayout(**{**PAYOUT, "adversary_gain": 0.0}, gs_factor=gs_factor)]
+    con, anon = setup_table(frame)
+    policy = Policy(quasi_identifiers=hierarchies, models=[KAnonymity(1)], others="insensitive")
+    with bind(anon.workspace, "t", policy) as bound, \
+            search_run.evaluator(anon.workspace, bound, metrics, None, kind="memory") as evaluator:
+        evaluator.evaluate_many([0])
+        values = evaluator.results[0].values
+    con.close()
+    assert values["arx-ebil"] >= 0.0 and values["arx-payout"] >= 0.0
+    assert values["arx-ebil"] == pytest.approx(0.0, abs=1e-9)
 
 
 @on_every_evaluator

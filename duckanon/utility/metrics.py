@@ -593,7 +593,9 @@ class ArxEntropyBasedInformationLoss(Metric):
         records = np.asarray(records, dtype=float)
         if most == 0 or not math.isfinite(most):  # no information, none lost (as ARX)
             return 0.0 * records
-        return records + np.asarray(log_shares, dtype=float) / most
+        # Every record costs at least 0; at the bottom the two sums cancel, and rounding must not dip below 0 (below
+        # the prior bound, 0, that the optimal search prunes by).
+        return np.maximum(records + np.asarray(log_shares, dtype=float) / most, 0.0)
 
     def value(self, totals):
         _, kept, _ = totals.costs[self.name]
