@@ -51,7 +51,12 @@ from .privacy.models import (
     RecursiveCLDiversity,
     TCloseness,
 )
-from .privacy.profitability import JournalistNoAttackProfitability, ProsecutorNoAttackProfitability
+from .privacy.profitability import (
+    JournalistNoAttackProfitability,
+    JournalistProfitability,
+    ProsecutorNoAttackProfitability,
+    ProsecutorProfitability,
+)
 from .privacy.risk_report import RiskReport
 from .privacy.thresholds import (
     AverageReidentificationRisk,
@@ -85,10 +90,10 @@ __all__ = [
     "DeltaDisclosurePrivacy", "DeltaPresence", "DigestMismatch", "Discernibility", "DiscernibilityStar",
     "DisclosureReport", "DistinctLDiversity", "EmpiricalSynthesis", "EncodedSource", "EnhancedBetaLikeness",
     "EntropyLDiversity", "GuaranteeFails", "Hierarchy", "HierarchyError", "IntervalHierarchy",
-    "JournalistNoAttackProfitability", "KAnonymity", "KMap", "Loss", "MDAV", "Metric", "MondrianResult",
+    "JournalistNoAttackProfitability", "JournalistProfitability", "KAnonymity", "KMap", "Loss", "MDAV", "Metric", "MondrianResult",
     "NonUniformEntropy", "NormalizedCertaintyPenalty", "NotARelease", "PartitionMap", "Personalization",
     "PerturbedRelease", "Policy", "PolicyError", "PolicyNotSatisfied", "PopulationUniqueness", "PrivacyModel",
-    "ProsecutorNoAttackProfitability", "PSensitiveKAnonymity", "RandomizedResponse", "read_release_info",
+    "ProsecutorNoAttackProfitability", "ProsecutorProfitability", "PSensitiveKAnonymity", "RandomizedResponse", "read_release_info",
     "RecursiveCLDiversity", "Release", "ReleaseCheckFailed", "RiskReport", "SampleUniqueness", "SearchResult",
     "SemiSupervisedClustering", "SignatureMismatch", "SigningKeyError", "TCloseness", "TopDownPartitioning",
     "Verification", "VerificationFailed", "verify", "WrongKey", "__version__",

@@ -597,6 +597,10 @@ CREATE OR REPLACE TEMP MACRO anon_policy_columns(policy, quasi_identifiers,
 --   anon_model('no-attack-profitability-journalist', {'adversary_gain': 1200, 'adversary_cost': 2,
 --                                                    'population': 'voters'})
 --       (no attack pays: classes of more than gain/cost records, or population records, as ARX)
+--   anon_model('profitability-prosecutor', {'adversary_gain': 1200, 'adversary_cost': 2,
+--                                           'publisher_loss': 300, 'publisher_benefit': 1200})
+--   anon_model('profitability-journalist', {... the same four ..., 'population': 'voters'})
+--       (a class is kept only where releasing it pays the publisher, as ARX's models with an attack)
 CREATE OR REPLACE TEMP MACRO anon_model(name, params) AS
     CASE
         WHEN name IS NULL OR NOT list_contains(['k-anonymity', 'distinct-l-diversity', 'entropy-l-diversity',
@@ -604,14 +608,14 @@ CREATE OR REPLACE TEMP MACRO anon_model(name, params) AS
                 'alpha-l-diversity-k-anonymity', 'basic-beta-likeness', 'enhanced-beta-likeness',
                 'delta-disclosure-privacy', 'k-map', 'delta-presence', 'average-reidentification-risk',
                 'sample-uniqueness', 'population-uniqueness', 'no-attack-profitability-prosecutor',
-                'no-attack-profitability-journalist'], name)
+                'no-attack-profitability-journalist', 'profitability-prosecutor', 'profitability-journalist'], name)
             THEN error('duckanon: unknown privacy model ' || coalesce(name, 'NULL') || '; known: k-anonymity, '
                        || 'distinct-l-diversity, entropy-l-diversity, recursive-cl-diversity, alpha-k-anonymity, '
                        || 'p-sensitive-k-anonymity, t-closeness, alpha-l-diversity-k-anonymity, '
                        || 'basic-beta-likeness, enhanced-beta-likeness, delta-disclosure-privacy, k-map, '
                        || 'delta-presence, average-reidentification-risk, sample-uniqueness, '
                        || 'population-uniqueness, no-attack-profitability-prosecutor, '
-                       || 'no-attack-profitability-journalist')
+                       || 'no-attack-profitability-journalist, profitability-prosecutor, profitability-journalist')
         ELSE struct_pack(model := CAST(name AS VARCHAR),
                          sensitive := json_extract_string(to_json(params), '$.sensitive'),
                          params := CAST(to_json(params) AS VARCHAR))

@@ -1,9 +1,13 @@
-"""ARX's game-theoretic no-attack models and the publisher-payout metric.
+"""ARX's game-theoretic models, without and with an attack, and the publisher-payout metric.
 
 The derived k is checked against ARX's formula by hand (``ProfitabilityProsecutorNoAttack.initialize``); the models
 against pandas group-bys (k-anonymity over the data, k-map over a population table); the payout metric by hand on a
 small table, and on every node of random tables in ``test_arx_metrics.py`` against ARX's definition.  ARX's own test
 cases run in ``benchmarks/bench_arx_cases.py``.
+
+The models with an attack are held to a pandas recomputation of ARX's definition (``ProfitabilityProsecutor``,
+``RiskModelCostBenefit.getExpectedPublisherPayout``, ``MetricSDNMEntropyBasedInformationLoss``): each class's domain
+shares counted from the hierarchy's rows, its information loss, the adversary's success and the publisher's payout.
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ import duckdb
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from test_population_models import HIERARCHIES, connection, generalized, people, policy
 
 import duckanon
@@ -21,16 +27,19 @@ from duckanon import (
     ArxPublisherPayout,
     Hierarchy,
     JournalistNoAttackProfitability,
+    JournalistProfitability,
     KAnonymity,
     Policy,
     PolicyError,
     ProsecutorNoAttackProfitability,
+    ProsecutorProfitability,
 )
 from duckanon.cli import main
 from duckanon.encode.binding import bind
 from duckanon.privacy.profitability import no_attack_k
 from duckanon.privacy.registry import model_from_params
 from duckanon.search import run as search_run
+from duckanon.utility.metrics import Discernibility
 
 
 @pytest.mark.parametrize("gain, cost, k", [
@@ -116,3 +125,172 @@ def test_cli_no_attack_and_payout(tmp_path, capsys):
     assert main(["-o", str(tmp_path / "j.duckdb"), "--no-attack", "120:20:journalist"]) == 2
     assert "--no-attack GAIN:COST:journalist needs --population" in capsys.readouterr().err
     assert main(["-o", str(tmp_path / "p.duckdb"), "--payout", "1:2:3"]) == 2
+
+
+# ------------------------------------------------------------------------------------------ with an attack
+def paying(sample: pd.DataFrame, population: pd.DataFrame | None, levels: dict[str, int], terms: dict
+           ) -> pd.DataFrame:
+    """Per class of ``sample`` at ``levels``: its records, population records, information loss and whether keeping
+    it pays the publisher, by ARX's definitions over pandas: a value's domain share is the share of the hierarchy's rows
+    that generalize to it (one row for an original value), IL = 1 + Σ log10 shares / log10 Π rows, clamped to [0, 1];
+    the adversary succeeds with 1 / the class's records (or population records, given a population) and attacks when
+    G × that − C > 0; the publisher gains B × (1 − IL), less L × the success when attacked."""
+    qis = list(HIERARCHIES)
+    classes = generalized(sample, levels).groupby(qis).size().rename("records").to_frame()
+    if population is not None:
+        counted = generalized(population, levels).groupby(qis).size()
+        classes["people"] = counted.reindex(classes.index).fillna(0).astype(int)
+    most = sum(math.log10(len(rows)) for rows in HIERARCHIES.values())
+    logs = np.zeros(len(classes))
+    for position, q in enumerate(qis):
+        rows, level = HIERARCHIES[q], levels[q]
+        covered = pd.Series([str(row[level]) for row in rows]).value_counts()
+        labels = classes.index.get_level_values(position)
+        logs += [math.log10((1 if level == 0 else covered[label]) / len(rows)) for label in labels]
+    classes["loss"] = np.clip(1 + logs / most, 0, 1)
+    people_ = classes["people"] if population is not None else classes["records"]
+    success = 1 / people_.where(people_ > 0, classes["records"])
+    attacked = terms["adversary_gain"] * success - terms["adversary_cost"] > 0
+    classes["payout"] = (terms["publisher_benefit"] * (1 - classes["loss"])
+                         - np.where(attacked, terms["publisher_loss"] * success, 0.0))
+    classes["pays"] = classes["payout"] > 0
+    return classes
+
+
+TERMS = st.fixed_dictionaries({"adversary_gain": st.sampled_from([0.0, 6.0, 50.0, 1200.0]),
+                               "adversary_cost": st.sampled_from([0.0, 2.0, 3.0, 20.0]),
+                               "publisher_loss": st.sampled_from([0.0, 300.0, 3000.0]),
+                               "publisher_benefit": st.sampled_from([0.0, 120.0, 1200.0])})
+
+
+def attack_models(terms: dict) -> list:
+    return [ProsecutorProfitability(**terms), JournalistProfitability(**terms, population="population")]
+
+
+def test_attack_by_hand():
+    """Six records over sex ('f' ×4, 'm' ×2), two values in the hierarchy: at the bottom IL = 1 + log10(1/2) /
+    log10(2) = 0.  With G = 6, C = 2, L = 300, B = 120, an attack pays on 'm' (6/2 − 2 > 0): 120 − 300/2 = −30, so
+    'm' violates; 'f' pays 120.  At the top, '*' has IL = 1 and pays 0: it violates, and under ``replace`` the
+    suppressed records' own class of '*' violates too, so only ``replace-unchecked`` and ``drop`` suppress."""
+    frame = pd.DataFrame({"sex": ["f", "f", "f", "f", "m", "m"], "x": range(6)})
+    con = duckdb.connect()
+    con.register("frame", frame)
+    con.execute("CREATE TABLE t AS SELECT * FROM frame")
+    anon = duckanon.connect(con)
+    sex = Hierarchy.from_lists([["f", "*"], ["m", "*"]], name="sex")
+    model = ProsecutorProfitability(adversary_gain=6, adversary_cost=2, publisher_loss=300, publisher_benefit=120)
+
+    def pol(suppression: str) -> Policy:
+        return Policy(quasi_identifiers={"sex": sex}, models=[model], insensitive=["x"], suppression_limit=1.0,
+                      suppression=suppression)
+
+    bottom = anon.check("t", pol("replace-unchecked"), {"sex": 0})
+    assert (bottom.violating_records, bottom.violating_classes) == (2, 1)
+    assert bottom.within_limit
+    assert not anon.check("t", pol("replace"), {"sex": 0}).within_limit  # '*' × 2 pays nothing
+    assert anon.check("t", pol("drop"), {"sex": 0}).within_limit
+    top = anon.check("t", pol("replace-unchecked"), {"sex": 1})
+    assert (top.violating_records, top.violating_classes) == (6, 1)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_attack_models_suppress_what_pandas_prices(seed):
+    rng = np.random.default_rng(seed)
+    population = people(rng, 800)
+    sample = population.sample(200, random_state=seed)
+    anon = connection(population[["zip", "age", "sex"]], sample)
+    terms = {"adversary_gain": 50.0, "adversary_cost": 3.0, "publisher_loss": 300.0, "publisher_benefit": 120.0}
+    for levels in ({"zip": 0, "age": 0, "sex": 0}, {"zip": 1, "age": 1, "sex": 0}, {"zip": 2, "age": 2, "sex": 1},
+                   {"zip": 3, "age": 1, "sex": 1}, {"zip": 3, "age": 3, "sex": 1}):
+        for model, population_ in zip(attack_models(terms), (None, population)):
+            expected = paying(sample, population_, levels, terms)
+            report = anon.check("people", policy([model], suppression_limit=1.0, suppression="replace-unchecked"),
+                                levels)
+            assert report.violating_records == int(expected["records"][~expected["pays"]].sum()), (model, levels)
+            assert report.violating_classes == int((~expected["pays"]).sum()), (model, levels)
+
+
+@pytest.mark.parametrize("kind", ["sql", "memory"])
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**32 - 1), people_=st.integers(40, 400), share=st.floats(0.05, 0.9), terms=TERMS)
+def test_every_node_of_the_search_prices_as_pandas(kind, seed, people_, share, terms):
+    """Each evaluator's suppressed records at every node equal the pandas recount, and so does, under ``replace``,
+    whether the suppressed records' own class of '*' (IL 1; its population: everyone) pays."""
+    rng = np.random.default_rng(seed)
+    population = people(rng, people_)
+    sample = population.sample(frac=share, random_state=seed % 1000)
+    if sample.empty:
+        return
+    anon = connection(population, sample)
+    for model, population_ in zip(attack_models(terms), (None, population)):
+        for suppression in ("replace-unchecked", "replace"):
+            chosen = policy([model], suppression_limit=1.0, suppression=suppression)
+            with bind(anon.workspace, "people", chosen) as bound, \
+                    search_run.evaluator(anon.workspace, bound, [Discernibility()], None, kind=kind) as evaluator:
+                results = evaluator.evaluate_many(range(evaluator.lattice.size))
+                for index, result in enumerate(results):
+                    levels = dict(zip(evaluator.lattice.attributes, result.node))
+                    expected = paying(sample, population_, levels, terms)
+                    records = int(expected["records"][~expected["pays"]].sum())
+                    assert result.suppressed == records, (model, levels)
+                    if suppression == "replace" and records:
+                        success = 1 / (len(population) if population_ is not None else records)
+                        attacked = terms["adversary_gain"] * success - terms["adversary_cost"] > 0
+                        starred_pays = -(terms["publisher_loss"] * success if attacked else 0.0) > 0
+                        assert evaluator.satisfies(index) == starred_pays, (model, levels)
+
+
+@pytest.mark.parametrize("suppression", ["replace-unchecked", "drop"])
+def test_a_release_keeps_only_classes_that_pay(tmp_path, suppression):
+    """The search's release: every class it shows pays by pandas, the suppressed ones did not, its own verification
+    passes, and a recipient's says the model is not recomputed (the domain shares need the hierarchies)."""
+    rng = np.random.default_rng(5)
+    population = people(rng, 2000)
+    sample = population.sample(400, random_state=6)
+    anon = connection(population[["zip", "age", "sex"]], sample)
+    terms = {"adversary_gain": 120.0, "adversary_cost": 20.0, "publisher_loss": 3000.0, "publisher_benefit": 1200.0}
+    for model, population_ in zip(attack_models(terms), (None, population)):
+        target = tmp_path / f"{model.name}-{suppression}.duckdb"
+        result, release = anon.anonymize("people", policy([model], suppression_limit=0.1, suppression=suppression),
+                                         target, metric="dm")
+        expected = paying(sample, population_, result.levels, terms)
+        assert release.suppressed == int(expected["records"][~expected["pays"]].sum())
+        released = duckdb.connect(str(target), read_only=True).sql("SELECT zip, age, sex FROM release").df()
+        shown = released[released["zip"] != "*"].groupby(list(HIERARCHIES)).size()
+        paid = expected[expected["pays"]]["records"]
+        assert shown.sort_index().to_dict() == paid.sort_index().to_dict()
+        verification = duckanon.verify(target)
+        assert verification.holds, verification.summary()
+        [unchecked] = [c for c in verification.checks if c.holds is None]
+        assert unchecked.guarantee.startswith(model.name) and "hierarchies" in unchecked.recomputed
+
+
+def test_attack_models_refuse_what_cannot_price_them(tmp_path):
+    """Partitioning forms classes no hierarchy level describes: refused before anything is written; bad terms are
+    named; the stored parameters rebuild the models."""
+    anon = connection(people(np.random.default_rng(1), 300)[["zip", "age", "sex"]],
+                      people(np.random.default_rng(1), 300))
+    model = ProsecutorProfitability(120, 20, 3000, 1200)
+    with pytest.raises(PolicyError, match="prices each class by the domain shares"):
+        anon.mondrian("people", policy([KAnonymity(2), model]), tmp_path / "m.duckdb")
+    assert not list(tmp_path.iterdir())
+    with pytest.raises(PolicyError, match="publisher_benefit"):
+        ProsecutorProfitability(120, 20, 3000, -1)
+    for built in (model, JournalistProfitability(120, 20, 3000, 1200, "voters")):
+        assert model_from_params(built.name, built.params()) == built
+
+
+def test_cli_profitability(tmp_path, capsys):
+    """--profitability COST:GAIN:LOSS:BENEFIT on the bundled data with ARX's suppression: the release verifies and
+    names the model; the journalist's needs --population; a malformed one is refused by name."""
+    out = tmp_path / "release.duckdb"
+    assert main(["-o", str(out), "--profitability", "20:120:3000:1200", "--suppression", "replace-unchecked"]) == 0
+    verification = duckanon.verify(out)
+    assert verification.holds, verification.summary()
+    assert verification.frame()["guarantee"].str.startswith("profitability-prosecutor").any()
+    capsys.readouterr()
+    assert main(["-o", str(tmp_path / "j.duckdb"), "--profitability", "20:120:3000:1200:journalist"]) == 2
+    assert "--profitability COST:GAIN:LOSS:BENEFIT:journalist needs --population" in capsys.readouterr().err
+    assert main(["-o", str(tmp_path / "p.duckdb"), "--profitability", "1:2:3"]) == 2
+    assert "COST:GAIN:LOSS:BENEFIT[:journalist]" in capsys.readouterr().err
+    assert not (tmp_path / "j.duckdb").exists() and not (tmp_path / "p.duckdb").exists()

@@ -161,6 +161,13 @@ def _policy() -> Parser:
                         help="no attack pays an adversary who gains GAIN per success at COST per attempt: classes of "
                              "more than GAIN/COST records (prosecutor), or of --population records with :journalist "
                              "(as ARX's no-attack profitability)")
+    models.add_argument("--profitability", action="append", default=[], metavar="COST:GAIN:LOSS:BENEFIT[:journalist]",
+                        type=values.profitability,
+                        help="keep a class only where releasing it pays the publisher, as ARX's profitability with "
+                             "an attack: BENEFIT per record times one minus the class's entropy-based information "
+                             "loss, less LOSS per re-identification when an attack at COST for GAIN pays (success 1 / "
+                             "the class's records, or its --population records with :journalist); full-domain "
+                             "generalization only")
     models.add_argument("--population", metavar="TABLE|FILE",
                         help="the population the source is a sample of, for --delta-presence and --k-map K: a table "
                              "of the source's database, or a CSV, Parquet or JSON file")

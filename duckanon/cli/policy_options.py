@@ -25,7 +25,12 @@ from ..privacy.models import (
     RecursiveCLDiversity,
     TCloseness,
 )
-from ..privacy.profitability import JournalistNoAttackProfitability, ProsecutorNoAttackProfitability
+from ..privacy.profitability import (
+    JournalistNoAttackProfitability,
+    JournalistProfitability,
+    ProsecutorNoAttackProfitability,
+    ProsecutorProfitability,
+)
 from ..privacy.thresholds import AverageReidentificationRisk, PopulationUniqueness, SampleUniqueness
 from ..session import Anonymizer
 
@@ -82,6 +87,10 @@ def models(args: argparse.Namespace) -> list[PrivacyModel]:
         raise AnonymizationError("--no-attack GAIN:COST:journalist needs --population")
     chosen += [JournalistNoAttackProfitability(gain, cost, args.population) if journalist
                else ProsecutorNoAttackProfitability(gain, cost) for gain, cost, journalist in args.no_attack]
+    if any(journalist for _, journalist in args.profitability) and args.population is None:
+        raise AnonymizationError("--profitability COST:GAIN:LOSS:BENEFIT:journalist needs --population")
+    chosen += [JournalistProfitability(**terms, population=args.population) if journalist
+               else ProsecutorProfitability(**terms) for terms, journalist in args.profitability]
     chosen += [AverageReidentificationRisk(*given) for given in args.average_risk]
     chosen += [SampleUniqueness(share) for share in args.sample_uniqueness]
     chosen += [PopulationUniqueness(share, size, estimator) for share, size, estimator in args.population_uniqueness]

@@ -161,18 +161,31 @@ def population_uniqueness(text: str) -> tuple[float, int, str]:
         raise argparse.ArgumentTypeError(f"{error} in {text!r} (expected {form})") from None
 
 
-def payout(text: str) -> dict[str, float]:
-    """``COST:GAIN:LOSS:BENEFIT``, four numbers, into ARX's cost-benefit configuration (the metric checks them)."""
-    form = "COST:GAIN:LOSS:BENEFIT"
+def _cost_benefit(text: str, flag: str | None) -> tuple[dict[str, float], bool]:
+    """``COST:GAIN:LOSS:BENEFIT[:flag]``, four numbers (ARX's cost-benefit configuration, which the model or metric
+    checks), and whether ``flag`` follows them."""
+    form = "COST:GAIN:LOSS:BENEFIT" + (f"[:{flag}]" if flag else "")
     parts = text.split(":")
-    if len(parts) != 4:
+    flagged = flag is not None and len(parts) == 5 and parts[4] == flag
+    if len(parts) != 4 + flagged:
         raise argparse.ArgumentTypeError(f"expected {form}, got {text!r}")
     names = ("adversary_cost", "adversary_gain", "publisher_loss", "publisher_benefit")
     try:
-        figures = [number(part) for part in parts]
+        figures = [number(part) for part in parts[:4]]
     except argparse.ArgumentTypeError as error:
         raise argparse.ArgumentTypeError(f"{error} in {text!r} (expected {form})") from None
-    return dict(zip(names, figures))
+    return dict(zip(names, figures)), flagged
+
+
+def payout(text: str) -> dict[str, float]:
+    """``COST:GAIN:LOSS:BENEFIT`` into ARX's cost-benefit configuration."""
+    return _cost_benefit(text, None)[0]
+
+
+def profitability(text: str) -> tuple[dict[str, float], bool]:
+    """``COST:GAIN:LOSS:BENEFIT[:journalist]`` into ARX's cost-benefit configuration and whether the attacker is a
+    journalist (else a prosecutor)."""
+    return _cost_benefit(text, "journalist")
 
 
 t_closeness = column_number_variant("COLUMN:T[:ordered]", ("equal", "ordered"))

@@ -25,7 +25,7 @@ from ..errors import AnonymizationError, HierarchyError, PolicyError
 from ..hierarchy.bound import BoundHierarchy, require_coverage
 from ..hierarchy.hierarchy import level_column
 from ..privacy.checks import CheckReport, check
-from ..privacy.models import DataFacts
+from ..privacy.models import DataFacts, prices_classes
 from ..recode.generalization import FullDomainGeneralization
 from ..privacy.risk_report import RiskReport, risk
 from ..sqlgen import build as sb
@@ -126,6 +126,11 @@ def bind(workspace: Workspace, source, policy: Policy | str, *, partitioning: bo
         raise PolicyError(f"{', '.join(compared)} compares classes with a population table, which only a full-domain "
                           f"generalization recodes alike (the search, check and publish); partitioning and clustering "
                           f"form classes of the data's records alone")
+    priced = [m.describe() for m in policy.models if m.prices_classes]
+    if priced and partitioning:
+        raise PolicyError(f"{', '.join(priced)} prices each class by the domain shares of its generalized values, "
+                          f"which only a full-domain generalization over hierarchies gives (the search, check and "
+                          f"publish); partitioning and clustering recode otherwise")
     if without and not partitioning:
         raise PolicyError(f"quasi-identifiers {without} have no hierarchy: generalizing to levels needs one for "
                           f"each (only partitioning, such as Anonymizer.mondrian, accepts none)")
@@ -260,7 +265,7 @@ class EncodedSource:
 
     def check(self, levels: Mapping[str, int]) -> CheckReport:
         levels = self.bound.levels(levels)
-        classes = self.encoding.classes(levels)
+        classes = self.encoding.classes(levels, priced=prices_classes(self.bound.policy.models))
         report = check(self.engine, classes, self.bound.policy.models, key_names=self.bound.quasi_identifiers,
                        allowed_suppressed=self.bound.allowed_suppressed, drop=self.bound.policy.drops,
                        replaced_checked=self.bound.policy.checks_replaced)

@@ -18,7 +18,8 @@ from sqlglot import exp
 
 from ..engine import Engine
 from ..hierarchy.bound import BoundHierarchy, level_expressions
-from ..privacy.classes import Classes
+from ..hierarchy.shares import log_domain_shares, log_domain_size
+from ..privacy.classes import Classes, Pricing
 from ..sqlgen import build as sb
 
 COUNT = "__count"
@@ -28,6 +29,16 @@ _serial = itertools.count()
 
 def code_column(attribute_index: int, level: int) -> str:
     return f"__q{attribute_index}_l{level}"
+
+
+def price_column(attribute_index: int) -> str:
+    """In priced classes, a record's log10 domain share of one attribute's value."""
+    return f"__price_{attribute_index}"
+
+
+def level_price_column(level: int) -> str:
+    """In a price table (:meth:`Encoding.prices`), the log10 domain share of an original value's generalization."""
+    return f"__price_l{level}"
 
 
 def count_combinations(engine: Engine, source: exp.Expression, attributes: Sequence[str],
@@ -54,6 +65,7 @@ class Encoding:
         self.table = sb.table(f"__duckanon_frequencies_{next(_serial)}")
         self.population_table = None if population is None else sb.table(f"{self.table.name}_population")
         self._memo: dict[str, object] = {}
+        self._price_tables: list[exp.Table] = []
         self._build(counted, population)
 
     def _build(self, counted: exp.Table, population: exp.Table | None) -> None:
@@ -112,14 +124,54 @@ class Encoding:
                  .from_(self.code_tables[index]).distinct())
         return dict(self.engine.rows(query))
 
-    def classes(self, levels: Mapping[str, int]) -> Classes:
-        """The equivalence classes of the full-domain generalization to ``levels``."""
+    def classes(self, levels: Mapping[str, int], priced: bool = False) -> Classes:
+        """The equivalence classes of the full-domain generalization to ``levels``; ``priced``: with each record's
+        log10 domain shares (:class:`~duckanon.privacy.classes.Pricing`), for models that price classes."""
         keys = []
         for i, attribute in enumerate(self.attributes):
             self.bound[attribute].hierarchy.check_level(levels[attribute], attribute)
             keys.append(code_column(i, levels[attribute]))
         population = None if self.population_table is None else Classes.of(self.population_table, keys, weight=COUNT)
-        return Classes.of(self.table, keys, weight=COUNT, population=population)
+        if not priced:
+            return Classes.of(self.table, keys, weight=COUNT, population=population)
+        relation = exp.select(exp.Column(this=exp.Star(), table=sb.ident("f"))).from_(
+            exp.alias_(self.table, "f", quoted=True))
+        for i, (attribute, prices) in enumerate(zip(self.attributes, self.price_tables())):
+            relation = relation.join(exp.alias_(prices, f"p{i}", quoted=True), join_type="LEFT", on=sb.col(
+                code_column(i, 0), "f").eq(sb.col(code_column(i, 0), f"p{i}"))).select(
+                sb.col(level_price_column(levels[attribute]), f"p{i}").as_(price_column(i), quoted=True))
+        pricing = Pricing(tuple(price_column(i) for i in range(len(self.attributes))), self.most_information())
+        return Classes.of(relation.subquery("priced"), keys, weight=COUNT, population=population, pricing=pricing)
+
+    def prices(self, index: int) -> pd.DataFrame:
+        """One attribute's original values (``code_0``, the code column's name) with the log10 domain share of their
+        generalized value on every level (:func:`level_price_column`)."""
+        def compute() -> pd.DataFrame:
+            hierarchy = self.bound[self.attributes[index]].hierarchy
+            levels = self.level_frame(index)
+            frame = pd.DataFrame({code_column(index, 0): levels["code_0"].to_numpy()})
+            for j in range(hierarchy.levels):
+                frame[level_price_column(j)] = log_domain_shares(hierarchy, j, levels[f"label_{j}"].tolist())
+            return frame
+        return self.memo(f"prices {index}", compute)
+
+    def price_tables(self) -> list[exp.Table]:
+        """:meth:`prices` of every attribute as temporary tables, made once."""
+        def create() -> list[exp.Table]:
+            tables = []
+            for i in range(len(self.attributes)):
+                table = sb.table(f"{self.table.name}_prices_{i}")
+                with self.engine.registered(self.prices(i)) as frame:
+                    self.engine.run(sb.create_table_as(table, exp.select(exp.Star()).from_(frame), temporary=True,
+                                                       replace=True))
+                tables.append(table)
+            self._price_tables = tables
+            return tables
+        return self.memo("price tables", create)
+
+    def most_information(self) -> float:
+        """ARX's maxIL: log10 of the product of the quasi-identifiers' domain sizes."""
+        return sum(log_domain_size(self.bound[a].hierarchy) for a in self.attributes)
 
     def memo(self, key: str, compute: Callable[[], T]) -> T:
         """What ``compute`` derives from this encoding, computed once (under ``key``) and kept while it lives: the
@@ -130,6 +182,6 @@ class Encoding:
 
     def close(self) -> None:
         self._memo.clear()
-        for table in [self.table, *self.code_tables, self.population_table]:
+        for table in [self.table, *self.code_tables, self.population_table, *self._price_tables]:
             if table is not None:
                 self.engine.run(sb.drop("TABLE", table))

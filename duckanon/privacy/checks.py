@@ -22,7 +22,7 @@ from sqlglot import exp
 from ..engine import Engine
 from ..errors import PolicyError
 from ..sqlgen import build as sb
-from .classes import SIZE, VIOLATED, WEIGHT, Classes, every_key_is, key_name
+from .classes import SIZE, VIOLATED, WEIGHT, Classes, Pricing, every_key_is, key_name
 from .models import PrivacyModel, population_checked
 from .thresholds import Cut, cut, risk_thresholds, starred_fails
 
@@ -110,7 +110,8 @@ class DropFixedPoint:
         kept = (exp.select(exp.Column(this=exp.Star(), table=sb.ident("r"))).from_(classes.source("r"))
                 .where(exp.and_(dropped_where(exp.true(), pairs).not_(),
                                 dropped_where(sb.col(ROUND, "d").eq(last), pairs[:classes.table_keys]))))
-        remaining = Classes.of(kept, classes.keys, classes.weight, table_keys=classes.table_keys)
+        remaining = Classes.of(kept, classes.keys, classes.weight, classes.carry, table_keys=classes.table_keys,
+                               pricing=classes.pricing)
         now = class_verdicts(remaining, [models[i] for i in again]).subquery("now")
         self.start = (sb.create_table_as(dropped, exp.select(
             *[sb.col(c) for c in [*keys, *flags]], sb.lit(0).as_(ROUND, quoted=True)).from_(verdicts)
@@ -257,9 +258,14 @@ def suppressed_class_violates(engine: Engine, classes: Classes, models: Sequence
                 ).subquery("v")
     flag = sb.col(VIOLATED, "v")
     starred_keys = [f"__starred{i}" for i in range(len(classes.keys))]
+    # A '*' value's domain share is 1: its log 0.
+    pricing = None if classes.pricing is None else Pricing(
+        tuple(f"__starred_{c}" for c in classes.pricing.columns), classes.pricing.most)
     starred = (exp.select(exp.Column(this=exp.Star(), table=sb.ident("r")), *[
         exp.Case().when(flag, exp.Null()).else_(sb.col(key, "r")).as_(name, quoted=True)
-        for key, name in zip(classes.keys, starred_keys)], flag.as_("__starred", quoted=True))
+        for key, name in zip(classes.keys, starred_keys)], flag.as_("__starred", quoted=True), *[
+        exp.Case().when(flag, sb.lit(0.0)).else_(sb.col(column, "r")).as_(name, quoted=True)
+        for column, name in zip(classes.pricing.columns if pricing else (), pricing.columns if pricing else ())])
         .from_(classes.source("r"))
         .join(verdicts, on=sb.and_all(exp.NullSafeEQ(this=sb.col(key, "r"), expression=sb.col(k, "v"))
                                       for key, k in zip(classes.keys, classes.key_columns))))
@@ -270,7 +276,8 @@ def suppressed_class_violates(engine: Engine, classes: Classes, models: Sequence
         population = Classes.of(exp.select(*[exp.Null().as_(k, quoted=True) for k in starred_keys],
                                            exp.true().as_("__starred", quoted=True), weight.as_(WEIGHT, quoted=True))
                                 .from_(classes.population.source("p")), [*starred_keys, "__starred"], WEIGHT)
-    after = Classes.of(starred, [*starred_keys, "__starred"], classes.weight, classes.carry, population=population)
+    after = Classes.of(starred, [*starred_keys, "__starred"], classes.weight, classes.carry, population=population,
+                       pricing=pricing)
     star = class_verdicts(after, models).subquery("s")
     rows = engine.rows(exp.select(sb.col(VIOLATED)).from_(star).where(sb.col(key_name(len(starred_keys)))))
     return bool(rows and rows[0][0])

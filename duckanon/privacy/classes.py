@@ -8,9 +8,11 @@ columns are named by us (``__k0`` …, ``__value``, ``__n``) so a user's column 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 from sqlglot import exp
 
 from ..errors import PolicyError
@@ -21,6 +23,7 @@ VALUE = "__value"
 SIZE = "__size"
 VIOLATED = "__violated"
 POPULATION = "__population"
+LOG_SHARE = "__log_share"
 
 
 def key_name(i: int) -> str:
@@ -31,6 +34,31 @@ def every_key_is(columns: Sequence[str], value: str) -> exp.Expression:
     """True where every one of ``columns`` holds ``value`` (the '*' class); false, never NULL, where one is NULL:
     a NULL would turn a verdict NULL and hide a violation."""
     return exp.func("COALESCE", sb.and_all(sb.col(c).eq(sb.lit(value)) for c in columns), exp.false())
+
+
+@dataclass(frozen=True)
+class Pricing:
+    """What the classes' generalized values cost the publisher, for models that price each class by ARX's entropy-based
+    information loss: ``columns``, one carried column per key after the table keys, hold per record the log10 domain
+    share of that key's value (:func:`~duckanon.hierarchy.shares.log_domain_shares`; 0 for '*'), and ``most`` is
+    ARX's maxIL, log10 of the product of the domains' sizes."""
+
+    columns: tuple[str, ...]
+    most: float
+
+    def information_loss(self, log_share: exp.Expression) -> exp.Expression:
+        """A class's entropy-based information loss from the sum of its values' log10 shares: 1 + that / maxIL,
+        within [0, 1] as ARX clamps it (0 when there is no information to lose); :meth:`losses` over arrays."""
+        if self.most == 0 or not math.isfinite(self.most):
+            return sb.as_double(sb.lit(0.0))
+        loss = sb.as_double(sb.lit(1.0)) + log_share / sb.as_double(sb.lit(self.most))
+        return exp.func("GREATEST", exp.func("LEAST", loss, sb.as_double(sb.lit(1.0))), sb.as_double(sb.lit(0.0)))
+
+    def losses(self, log_shares: np.ndarray) -> np.ndarray:
+        """:meth:`information_loss` per class of ``log_shares``, to the last bit."""
+        if self.most == 0 or not math.isfinite(self.most):
+            return np.zeros(len(log_shares))
+        return np.minimum(np.maximum(1.0 + np.asarray(log_shares, dtype=np.float64) / self.most, 0.0), 1.0)
 
 
 @dataclass(frozen=True)
@@ -45,11 +73,15 @@ class Classes:
     # The same classes over a population table the data is a sample of (the population's records with the same key
     # columns, generalized alike), for models that compare a class with its population (δ-presence, k-map).
     population: Classes | None = None
+    # Each record's log10 domain shares, for models that price classes (profitability with an attack).
+    pricing: Pricing | None = None
 
     @classmethod
     def of(cls, relation: exp.Expression, keys: Sequence[str], weight: str | None = None,
-           carry: Sequence[str] = (), table_keys: int = 0, population: Classes | None = None) -> Classes:
-        return cls(relation, tuple(keys), weight, tuple(carry), table_keys, population)
+           carry: Sequence[str] = (), table_keys: int = 0, population: Classes | None = None,
+           pricing: Pricing | None = None) -> Classes:
+        carried = tuple(dict.fromkeys([*carry, *(pricing.columns if pricing else ())]))
+        return cls(relation, tuple(keys), weight, carried, table_keys, population, pricing)
 
     @property
     def key_columns(self) -> list[str]:
@@ -112,6 +144,28 @@ class Classes:
     def _same_class(self) -> exp.Expression:
         """The data's class ``s`` and the population's ``p`` are one class (keys NULL-safe, as GROUP BY groups)."""
         return sb.and_all(exp.NullSafeEQ(this=sb.col(k, "s"), expression=sb.col(k, "p")) for k in self.key_columns)
+
+    def priced(self) -> exp.Select:
+        """``__k… , __size, __log_share[, __population]``: per class, its records, the sum over its quasi-identifiers
+        of the log10 domain share of its values (alike for all its records; summed in key order, as the in-process
+        evaluator sums them) and, when the classes have a population, its population's records."""
+        if self.pricing is None:
+            raise PolicyError("a model that prices classes by their information loss needs each record's domain "
+                              "shares, which only a full-domain generalization over hierarchies gives")
+        shares = [exp.func("MIN", sb.col(c)) for c in self.pricing.columns]
+        total = shares[0] if shares else sb.lit(0.0)
+        for share in shares[1:]:
+            total = total + share
+        size = exp.cast(exp.func("SUM", sb.col(WEIGHT)), exp.DataType.build("BIGINT"))
+        priced = (exp.select(*self.keys_of(), size.as_(SIZE, quoted=True),
+                             exp.cast(total, exp.DataType.build("DOUBLE")).as_(LOG_SHARE, quoted=True))
+                  .from_(self.normalized().subquery("records")).group_by(*self.keys_of()))
+        if self.population is None:
+            return priced
+        return (exp.select(*self.keys_of("s"), sb.col(SIZE, "s"), sb.col(LOG_SHARE, "s"),
+                           exp.func("COALESCE", sb.col(SIZE, "p"), sb.lit(0)).as_(POPULATION, quoted=True))
+                .from_(priced.subquery("s")).join(self._sizes_in("p", population=True), on=self._same_class(),
+                                                  join_type="LEFT"))
 
     def cells(self, sensitive: str) -> exp.Select:
         """``__k… , __value, __n``: records per class and sensitive value."""

@@ -150,6 +150,18 @@ class PrivacyModel(ABC):
         without such a condition."""
         return None
 
+    # Whether a class's verdict depends on what its generalized values cost the publisher (ARX's entropy-based
+    # information loss of the class): its checks then need each record's domain shares (Classes.pricing), which only a
+    # full-domain generalization over hierarchies gives.
+    prices_classes: bool = False
+
+    def priced_verdicts(self, sizes: np.ndarray, information_loss: np.ndarray,
+                        population: np.ndarray | None) -> np.ndarray | None:
+        """Per class of ``sizes`` records, ``information_loss`` (ARX's entropy-based loss of one of its records, in
+        [0, 1]) and ``population`` population records (None without a population), whether it violates the model:
+        :meth:`class_violations`'s verdicts over arrays, exactly.  None for models that do not price classes."""
+        return None
+
     def cell_violations(self, cells: ClassCells) -> np.ndarray | None:
         """Per class of ``cells``, whether it violates the model's condition on the sensitive values: the verdicts
         :meth:`class_violations` gives over the same classes, exactly.  None for models without such a condition."""
@@ -237,7 +249,7 @@ class KMap(PrivacyModel):
         if (population_size is None) == (population is None):
             raise PolicyError(f"{self.name}: give either population (the population table, counted exactly) or "
                               f"population_size (its size, from which the class sizes are estimated)")
-        self.population = None if population is None else _population_source(population, self.name)
+        self.population = None if population is None else population_source(population, self.name)
         self.population_size = (None if population_size is None
                                 else _count(population_size, "population_size", self.name))
         self.significance = float(checked_number(significance, "significance", self.name, low=0, high=1,
@@ -323,7 +335,7 @@ def derived_k(k: int, sampling_fraction: float, significance: float, estimator: 
     return min(k, records, estimate)
 
 
-def _population_source(population: object, model: str) -> str:
+def population_source(population: object, model: str) -> str:
     """The population table's name or file path, as a stored policy and a release record it."""
     if isinstance(population, os.PathLike):
         population = os.fspath(population)
@@ -357,7 +369,7 @@ class DeltaPresence(PrivacyModel):
         self.delta_max = _share(delta_max, "delta_max", self.name, low_open=True)
         if self.delta_min > self.delta_max:
             raise PolicyError(f"{self.name}: delta_min={delta_min} exceeds delta_max={delta_max}")
-        self.population = _population_source(population, self.name)
+        self.population = population_source(population, self.name)
         if not isinstance(arx_size_first, bool):
             raise PolicyError(f"{self.name}: arx_size_first must be True or False, got {arx_size_first!r}")
         self.arx_size_first = arx_size_first
@@ -990,6 +1002,11 @@ def population_checked(models: Sequence[PrivacyModel]) -> list[PrivacyModel]:
     if not any(model.bounds_class_size for model in models):
         return list(models)
     return [model for model in models if not model.arx_size_first]
+
+
+def prices_classes(models: Sequence[PrivacyModel]) -> bool:
+    """Whether a model of ``models`` prices classes: their checks then need each record's domain shares."""
+    return any(model.prices_classes for model in models)
 
 
 def sensitive_attributes(models: Sequence[PrivacyModel]) -> list[str]:

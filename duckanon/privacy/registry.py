@@ -23,7 +23,12 @@ from .models import (
     RecursiveCLDiversity,
     TCloseness,
 )
-from .profitability import JournalistNoAttackProfitability, ProsecutorNoAttackProfitability
+from .profitability import (
+    JournalistNoAttackProfitability,
+    JournalistProfitability,
+    ProsecutorNoAttackProfitability,
+    ProsecutorProfitability,
+)
 from .thresholds import (
     AverageReidentificationRisk,
     PopulationUniqueness,
@@ -34,7 +39,8 @@ MODELS: dict[str, type[PrivacyModel]] = {m.name: m for m in (
     KAnonymity, KMap, DeltaPresence, DistinctLDiversity, EntropyLDiversity, RecursiveCLDiversity, AlphaKAnonymity,
     PSensitiveKAnonymity, TCloseness, AlphaLDiversityKAnonymity, BasicBetaLikeness, EnhancedBetaLikeness,
     DeltaDisclosurePrivacy, AverageReidentificationRisk, SampleUniqueness, PopulationUniqueness,
-    ProsecutorNoAttackProfitability, JournalistNoAttackProfitability)}
+    ProsecutorNoAttackProfitability, JournalistNoAttackProfitability, ProsecutorProfitability,
+    JournalistProfitability)}
 
 
 def model_from_params(name: str, params: Mapping) -> PrivacyModel:

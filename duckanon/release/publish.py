@@ -24,11 +24,13 @@ from sqlglot import exp
 
 from ..declare.policy import SUPPRESSED, Policy
 from ..encode.binding import BoundPolicy, Workspace, bind
-from ..encode.encoding import COUNT
+from ..encode.encoding import COUNT, price_column
 from ..engine import Engine
 from ..errors import AnonymizationError, PolicyNotSatisfied, ReleaseCheckFailed
+from ..hierarchy.shares import log_domain_shares, log_domain_size
 from ..privacy.checks import CheckReport, check, class_verdicts, verdict_report
-from ..privacy.classes import SIZE, VIOLATED, Classes
+from ..privacy.classes import SIZE, VIOLATED, Classes, Pricing
+from ..privacy.models import prices_classes
 from ..recode.generalization import FullDomainGeneralization, Transformation
 from ..recode.ranges import Ranges
 from ..recode.recoding import PartitionMap
@@ -103,8 +105,9 @@ def publish(workspace: Workspace, bound: BoundPolicy, transformation: Transforma
         workspace.announce("recoding the quasi-identifiers")
         generalized = temporaries.create(transformation.compile(bound.source, bound.columns, bound.hierarchies))
         population = _generalized_population(bound, transformation, temporaries)
+        prices = label_prices(engine, bound, transformation, generalized)
         workspace.announce("checking the policy and suppressing")
-        report, final, suppressed = suppress(engine, bound, generalized, temporaries, population)
+        report, final, suppressed = suppress(engine, bound, generalized, temporaries, population, prices)
         final = ranges.joined(final, bound.columns)  # numbers' bounds beside their labels, NULL for '*'
         quasi = bound.quasi_identifiers
         classes_view = (exp.select(*[sb.col(c) for c in ranges.columns(quasi)],
@@ -127,7 +130,7 @@ def publish(workspace: Workspace, bound: BoundPolicy, transformation: Transforma
             _population_classes(population, quasi, starred=suppressed > 0 and not bound.policy.drops))
         path = write_release(engine, path, content,
                              lambda reader: verify_release(reader, table, bound, transformation, expected, ranges,
-                                                           population_classes),
+                                                           population_classes, prices),
                              format=format, signer=workspace.signer)
         return Release(path, table, bound.facts.records, expected, suppressed, report,
                        origin=(workspace, bound.source, bound.policy))
@@ -149,7 +152,8 @@ def released_class_sizes(workspace: Workspace, bound: BoundPolicy, transformatio
     with _Temporaries(engine) as temporaries:
         generalized = temporaries.create(transformation.compile(bound.source, bound.columns, bound.hierarchies))
         population = _generalized_population(bound, transformation, temporaries)
-        _, final, suppressed = suppress(engine, bound, generalized, temporaries, population)
+        prices = label_prices(engine, bound, transformation, generalized)
+        _, final, suppressed = suppress(engine, bound, generalized, temporaries, population, prices)
         sizes, counts = class_size_histogram(engine, final, bound.quasi_identifiers)
     return sizes, counts, suppressed
 
@@ -172,10 +176,11 @@ def described_policy(bound: BoundPolicy) -> dict:
 
 
 def suppress(engine: Engine, bound: BoundPolicy, generalized: exp.Table, temporaries: _Temporaries,
-             generalized_population: exp.Table | None = None) -> tuple[CheckReport, exp.Select, int]:
+             generalized_population: exp.Table | None = None, prices: LabelPrices | None = None
+             ) -> tuple[CheckReport, exp.Select, int]:
     """The policy's check of the generalized records (against ``generalized_population``, the population's
-    quasi-identifier combinations recoded alike with their counts, when a model compares with it) and the final query
-    with violating classes suppressed.
+    quasi-identifier combinations recoded alike with their counts, when a model compares with it; priced by ``prices``
+    when a model prices classes) and the final query with violating classes suppressed.
 
     Dropped records leave the table: what is dropped is drop mode's fixed point
     (:func:`~duckanon.privacy.checks.settle_and_cut`), as checks and searches count it.  Replaced records form one class
@@ -183,17 +188,64 @@ def suppress(engine: Engine, bound: BoundPolicy, generalized: exp.Table, tempora
     """
     policy, quasi = bound.policy, bound.quasi_identifiers
     population = None if generalized_population is None else Classes.of(generalized_population, quasi, COUNT)
-    classes = Classes.of(generalized, quasi, population=population)
-    verdicts = temporaries.create(class_verdicts(classes, policy.models))
-    report = verdict_report(engine, verdicts, classes, policy.models, key_names=quasi,
-                            allowed_suppressed=bound.allowed_suppressed, drop=policy.drops,
-                            replaced_checked=policy.checks_replaced)
+    with contextlib.ExitStack() as registered:
+        classes = priced_classes(engine, registered, generalized, quasi, population, prices)
+        verdicts = temporaries.create(class_verdicts(classes, policy.models))
+        report = verdict_report(engine, verdicts, classes, policy.models, key_names=quasi,
+                                allowed_suppressed=bound.allowed_suppressed, drop=policy.drops,
+                                replaced_checked=policy.checks_replaced)
     if not report.within_limit:
         raise PolicyNotSatisfied(report.summary(), report)
     suppressed_keys = temporaries.create(
         exp.select(*classes.keys_of(), sb.col(SIZE)).from_(verdicts).where(sb.col(VIOLATED)))
     final = _suppressed_query(generalized, bound.columns, quasi, suppressed_keys, policy.drops)
     return report, final, report.violating_records
+
+
+@dataclass(frozen=True)
+class LabelPrices:
+    """Per quasi-identifier, each value a full-domain generalization released (as text; NULL as None) with its log10
+    domain share on its level, and ARX's maxIL: what models that price classes read (the numbers the encoding's price
+    tables give the search)."""
+
+    frames: list[pd.DataFrame]
+    most: float
+
+
+def label_prices(engine: Engine, bound: BoundPolicy, transformation: Transformation, generalized: exp.Table
+                 ) -> LabelPrices | None:
+    """The :class:`LabelPrices` of ``generalized`` (``transformation``'s records) when a model prices classes.  '*'
+    stands for the whole domain (share 1, log 0), as a suppressed value.  None for a transformation without levels,
+    whose classes a pricing model then refuses."""
+    levels = getattr(transformation, "levels", None)
+    if not prices_classes(bound.policy.models) or levels is None:
+        return None
+    frames = []
+    for attribute in bound.quasi_identifiers:
+        hierarchy = bound.hierarchies[attribute].hierarchy
+        shown = [row[0] for row in engine.rows(exp.select(sb.as_text(sb.col(attribute))).from_(generalized).distinct())]
+        labels = list(dict.fromkeys([*shown, SUPPRESSED]))
+        logs = log_domain_shares(hierarchy, levels[attribute], [None if label == SUPPRESSED else label
+                                                               for label in labels])
+        frames.append(pd.DataFrame({"label": pd.Series(labels, dtype=object),
+                                    "price": [0.0 if label == SUPPRESSED else log for label, log in zip(labels, logs)]}))
+    return LabelPrices(frames, sum(log_domain_size(bound.hierarchies[a].hierarchy) for a in bound.quasi_identifiers))
+
+
+def priced_classes(engine: Engine, registered: contextlib.ExitStack, relation: exp.Expression, quasi: Sequence[str],
+                   population: Classes | None, prices: LabelPrices | None) -> Classes:
+    """The classes of ``relation`` by ``quasi``, each record with its values' log10 domain shares when ``prices`` are
+    given (the price frames registered on ``engine`` while ``registered`` lasts)."""
+    if prices is None:
+        return Classes.of(relation, quasi, population=population)
+    priced = exp.select(exp.Column(this=exp.Star(), table=sb.ident("r"))).from_(sb.derived(relation, "r"))
+    for i, (attribute, frame) in enumerate(zip(quasi, prices.frames)):
+        table = registered.enter_context(engine.registered(frame))
+        priced = priced.join(exp.alias_(table, f"p{i}", quoted=True), join_type="LEFT", on=exp.NullSafeEQ(
+            this=sb.as_text(sb.col(attribute, "r")), expression=sb.col("label", f"p{i}"))).select(
+            sb.col("price", f"p{i}").as_(price_column(i), quoted=True))
+    pricing = Pricing(tuple(price_column(i) for i in range(len(quasi))), prices.most)
+    return Classes.of(priced.subquery("priced"), quasi, population=population, pricing=pricing)
 
 
 def _generalized_population(bound: BoundPolicy, transformation: Transformation, temporaries: _Temporaries
@@ -253,7 +305,8 @@ class _Temporaries(contextlib.AbstractContextManager):
 
 
 def verify_release(reader: Engine, table: str, bound: BoundPolicy, transformation: Transformation,
-                   expected_records: int, ranges: Ranges, population_classes: pd.DataFrame | None = None) -> None:
+                   expected_records: int, ranges: Ranges, population_classes: pd.DataFrame | None = None,
+                   prices: LabelPrices | None = None) -> None:
     """Re-check a written release on its own: columns, record count, the policy, that no raw value shows, and the
     numbers' bound columns.  ``population_classes`` (:func:`_population_classes`) are what models that compare with
     the population count the release's classes against; their classes without a record of the data were checked
@@ -269,9 +322,9 @@ def verify_release(reader: Engine, table: str, bound: BoundPolicy, transformatio
     with contextlib.ExitStack() as registered:
         population = None if population_classes is None else Classes.of(
             registered.enter_context(reader.registered(population_classes)), bound.quasi_identifiers, COUNT)
-        report = check(reader, Classes.of(released, bound.quasi_identifiers, population=population),
-                       bound.policy.models, key_names=bound.quasi_identifiers, exempt=bound.policy.exempt_class,
-                       unmendable_checked=False)
+        classes = priced_classes(reader, registered, released, bound.quasi_identifiers, population, prices)
+        report = check(reader, classes, bound.policy.models, key_names=bound.quasi_identifiers,
+                       exempt=bound.policy.exempt_class, unmendable_checked=False)
     if not report.satisfied:
         raise ReleaseCheckFailed(f"release check: the written table violates the policy: {report.summary()}")
     for attribute, hierarchy in bound.hierarchies.items():

@@ -191,8 +191,17 @@ def _suppression(reader, released, quasi: Sequence[str], info: dict, policy: dic
                  claimed <= allowed and starred >= claimed)
 
 
-# What a check of a model that compares classes with a population table says: the release does not hold it.
-NEEDS_POPULATION = "not recomputed: it needs the population table, which the release does not hold"
+# What a check says of a model the release alone cannot decide: it compares classes with a population table, or
+# prices them by the domain shares of their values (which need the hierarchies); the release holds neither.
+NEEDS_POPULATION = "the population table"
+NEEDS_HIERARCHIES = "the hierarchies' domain shares (it prices each class by them)"
+
+
+def not_recomputed(model: PrivacyModel) -> str | None:
+    """Why the release alone cannot recompute ``model``'s verdicts, or None where it can."""
+    needs = [what for what, needed in ((NEEDS_POPULATION, model.population is not None),
+                                       (NEEDS_HIERARCHIES, model.prices_classes)) if needed]
+    return f"not recomputed: it needs {' and '.join(needs)}, which the release does not hold" if needs else None
 # What the plain-SQL view says of a threshold on an estimate that solves equations.
 NEEDS_ESTIMATOR = "not recomputed in SQL: its estimator solves equations (duckanon.verify recomputes it)"
 
@@ -205,8 +214,8 @@ def _models(reader, released, quasi: Sequence[str], policy: dict, info: dict) ->
         except (PolicyError, KeyError, TypeError) as error:
             checks.append(Check(described.get("model", "a model"), "holds", f"not checked: {error}", None))
             continue
-        if model.population is not None:
-            checks.append(Check(plain_model(model.name, model.params()), "holds", NEEDS_POPULATION, None))
+        if (why := not_recomputed(model)) is not None:
+            checks.append(Check(plain_model(model.name, model.params()), "holds", why, None))
             continue
         models.append(model)
         sample = described["params"].get("sample_records")
@@ -278,7 +287,7 @@ def verification_view(table: str, columns: Sequence[str], quasi: Sequence[str], 
     '*' class left out of the models under ARX's ``replace-unchecked``)."""
     released = sb.table(table)
     drop, exempt = suppression == "drop", exempt_class(suppression)
-    checkable = [m for m in models if m.population is None and not m.risk_threshold]
+    checkable = [m for m in models if not_recomputed(m) is None and not m.risk_threshold]
 
     def claimed(column: str) -> exp.Expression:
         return exp.select(sb.col(column)).from_(sb.table(INFO_TABLE)).subquery()
@@ -329,12 +338,12 @@ def verification_view(table: str, columns: Sequence[str], quasi: Sequence[str], 
                 recomputed = value(exp.select(holds).from_(verdicts.copy()).where(counted_class.copy()))
                 rows.append(row(guarantee, sb.lit("holds"), exp.Case().when(recomputed, sb.lit("holds")).else_(
                     sb.lit("fails")), recomputed.copy()))
-            elif model.risk_threshold or model.population is not None:  # not recomputed here: holds stays NULL
+            elif model not in checkable:  # not recomputed here: holds stays NULL
+                why = NEEDS_ESTIMATOR if model.risk_threshold else not_recomputed(model)
                 rows.append(exp.select(
                     sb.lit(guarantee).as_("guarantee", quoted=True),
                     sb.lit("holds" if model.risk_threshold else "0 classes violate it").as_("claimed", quoted=True),
-                    sb.lit(NEEDS_ESTIMATOR if model.risk_threshold else NEEDS_POPULATION).as_("recomputed",
-                                                                                              quoted=True),
+                    sb.lit(why).as_("recomputed", quoted=True),
                     exp.cast(exp.Null(), exp.DataType.build("BOOLEAN")).as_("holds", quoted=True)))
     union = rows[0]
     for other in rows[1:]:

@@ -96,9 +96,10 @@ class NodeEvaluator(ABC):
         self.monotone = monotone and not (self.settles and allowed_suppressed > 0)
         # Whether generalizing never increases the suppressed records (then the top node suppresses least).
         self.suppressed_monotone = suppressed_monotone and not self.settles
-        # Whether the suppressed records' own class needs a look at the data (a model over sensitive values or the
-        # population), not just the totals' size.
-        self.data_models = any(m.sensitive is not None or m.population is not None for m in self.models)
+        # Whether the suppressed records' own class needs a look at the data (a model over sensitive values, the
+        # population or the class's price), not just the totals' size.
+        self.data_models = any(m.sensitive is not None or m.population is not None or m.prices_classes
+                               for m in self.models)
         # Risk thresholds suppress, after the other models, the smallest classes until the release's figure holds.
         self.thresholds = risk_thresholds(self.models)
         self.objective = metrics[0].name

@@ -30,11 +30,12 @@ import numpy as np
 import pandas as pd
 from sqlglot import exp
 
-from ..encode.encoding import COUNT, Encoding, code_column
+from ..encode.encoding import COUNT, Encoding, code_column, level_price_column
 from ..engine import Engine
 from ..hierarchy.hierarchy import Hierarchy
 from ..privacy.cells import ClassCells, SensitiveValues
-from ..privacy.models import PrivacyModel, population_checked
+from ..privacy.classes import Pricing
+from ..privacy.models import PrivacyModel, population_checked, prices_classes
 from ..privacy.thresholds import Cut, cut, starred_fails
 from ..sqlgen import build as sb
 from ..utility.metrics import COSTED_AT_BOTTOM, SUPPRESSED_COST, Metric, NodeTotals, cost_column
@@ -367,6 +368,7 @@ class MemoryNodeEvaluator(NodeEvaluator):
         # The entropy metrics' offsets are this evaluator's own.
         self.base = arrays.base.with_offsets({})
         self._read_costs()
+        self._read_prices()
         self.population = (None if encoding.population_table is None
                            else PopulationArrays.of(engine, encoding, hierarchies, self.cards))
         self.class_counts = _ClassCounts(len(hierarchies))
@@ -408,6 +410,32 @@ class MemoryNodeEvaluator(NodeEvaluator):
             self.cost_parts[cost_sum.name] = parts
             self.suppressed_part[cost_sum.name] = cost_sum.per_record(constant * sum(weights.values()))
 
+    def _read_prices(self) -> None:
+        """For models that price classes: per attribute and level, each code's log10 domain share (the numbers the
+        SQL evaluator carries per record)."""
+        self.pricing = (Pricing((), self.encoding.most_information()) if prices_classes(self.models) else None)
+        self.prices: list[list[np.ndarray]] = []
+        if self.pricing is None:
+            return
+        for i, hierarchy in enumerate(self.hierarchies):
+            levels, prices = self.encoding.level_frame(i), self.encoding.prices(i)
+            per_level = []
+            for j in range(hierarchy.levels):
+                part = np.zeros(self.cards[i][j])
+                part[levels[f"code_{j}"].to_numpy(dtype=np.int64) - 1] = prices[level_price_column(j)].to_numpy(
+                    dtype=np.float64)
+                per_level.append(part)
+            self.prices.append(per_level)
+
+    def _information_losses(self, node: np.ndarray, groups: _Groups) -> np.ndarray:
+        """Per class of ``groups`` (at ``node``), its entropy-based information loss: its values' log10 shares summed
+        in attribute order, as the SQL evaluator sums them."""
+        codes = groups.unpacker()()
+        total = self.prices[0][node[0]][codes[0]]
+        for i in range(1, len(codes)):
+            total = total + self.prices[i][node[i]][codes[i]]
+        return self.pricing.losses(total)
+
     # ------------------------------------------------------------------ evaluating
     def _source(self, node: np.ndarray) -> _Rows:
         """The snapshot with the fewest rows that can compute ``node`` (the frequency table when none can)."""
@@ -439,7 +467,7 @@ class MemoryNodeEvaluator(NodeEvaluator):
                 verdicts = model.cell_violations(cells[model.sensitive])
                 if verdicts is not None:
                     violated |= verdicts
-        unmendable = False
+        unmendable, population = False, None
         if self.population is not None:
             population, population_only = self.population.counted(node, codes, groups)
             for model in self.models:
@@ -447,6 +475,12 @@ class MemoryNodeEvaluator(NodeEvaluator):
                 if verdicts is not None:
                     violated |= verdicts
             unmendable = any(model.unmendable_with(population_only) for model in population_checked(self.models))
+        if self.pricing is not None:
+            losses = self._information_losses(node, groups)
+            for model in self.models:
+                verdicts = model.priced_verdicts(sizes, losses, population)
+                if verdicts is not None:
+                    violated |= verdicts
         if self.settles:
             self._settle(violated, cells)
         cut_made = self._cut(violated, groups) if self.thresholds else None
@@ -647,9 +681,16 @@ class MemoryNodeEvaluator(NodeEvaluator):
         size = int(classes.sizes[violated].sum())
         if any(size < bound for bound in self.size_bounds):
             return True
-        if self.population is not None:  # a starred record could be anyone: its class's population is everyone
+        everyone = None if self.population is None else np.array([self.population.records])
+        if everyone is not None:  # a starred record could be anyone: its class's population is everyone
             for model in self.models:
-                verdict = model.population_verdicts(np.array([size]), np.array([self.population.records]))
+                verdict = model.population_verdicts(np.array([size]), everyone)
+                if verdict is not None and bool(verdict[0]):
+                    return True
+        if self.pricing is not None:  # '*' values' shares are 1: their logs 0
+            loss = self.pricing.losses(np.zeros(1))
+            for model in self.models:
+                verdict = model.priced_verdicts(np.array([size]), loss, everyone)
                 if verdict is not None and bool(verdict[0]):
                     return True
         for model in self.models:

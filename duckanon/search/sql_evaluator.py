@@ -25,12 +25,12 @@ import numpy as np
 import pandas as pd
 from sqlglot import exp
 
-from ..encode.encoding import COUNT, Encoding, code_column
+from ..encode.encoding import COUNT, Encoding, code_column, level_price_column, price_column
 from ..engine import Engine, Prepared
 from ..hierarchy.hierarchy import Hierarchy
 from ..privacy.checks import DropFixedPoint, RiskCut, class_verdicts, settle_and_cut, suppressed_class_violates
-from ..privacy.classes import SIZE, VIOLATED, Classes, key_name
-from ..privacy.models import PrivacyModel, population_checked
+from ..privacy.classes import SIZE, VIOLATED, Classes, Pricing, key_name
+from ..privacy.models import PrivacyModel, population_checked, prices_classes
 from ..privacy.thresholds import Cut
 from ..sqlgen import build as sb
 from ..utility.metrics import CostSum, Metric, NodeTotals, cost_column
@@ -113,6 +113,9 @@ class SqlNodeEvaluator(NodeEvaluator):
         # Drop mode's fixed point and the risk thresholds' cut change verdicts in place: a batch's go to a table.
         self.materializes = self.settles or bool(self.thresholds)
         self.counting = [m for m in self.metrics if m.counts_classes]
+        # Models that price classes read each record's log10 domain shares, carried beside its codes.
+        self.pricing = (Pricing(tuple(price_column(i) for i in range(len(hierarchies))),
+                                encoding.most_information()) if prices_classes(models) else None)
         self.cost_kinds = self.costs.kinds
         self.nodes_view = f"__duckanon_nodes_{next(_serial)}"
         self.records_name = f"__duckanon_records_{next(_serial)}"
@@ -161,6 +164,12 @@ class SqlNodeEvaluator(NodeEvaluator):
                     total = total + sb.lit(weight) * sb.col(cost_column(cost_sum.kind, i, None), f"c{i}")
                 suppressed = sb.as_double(sb.col(COUNT, f) * _per_record(cost_sum, total))
                 query = query.select(suppressed.as_(_suppressed_cost(cost_sum), quoted=True))
+            if self.pricing is not None:
+                for i, (prices, hierarchy) in enumerate(zip(self.encoding.price_tables(), self.hierarchies)):
+                    query = query.join(exp.alias_(prices, f"p{i}", quoted=True), join_type="LEFT", on=sb.col(
+                        code_column(i, 0), f).eq(sb.col(code_column(i, 0), f"p{i}"))).select(
+                        *[sb.col(level_price_column(j), f"p{i}").as_(_level_price(i, j), quoted=True)
+                          for j in range(hierarchy.levels)])
             self.engine.run(sb.create_table_as(table, query, temporary=True))
         return table
 
@@ -187,6 +196,9 @@ class SqlNodeEvaluator(NodeEvaluator):
             projection.append(exp.cast(total, exp.DataType.build("DOUBLE")).as_(f"__all_{cost_sum.name}", quoted=True))
             projection.append(sb.col(_suppressed_cost(cost_sum), "t").as_(f"__suppressed_{cost_sum.name}",
                                                                           quoted=True))
+        if self.pricing is not None:
+            projection += [at_level(i, lambda j, i=i: _level_price(i, j)).as_(price_column(i), quoted=True)
+                           for i in range(len(self.hierarchies))]
         return (exp.select(*projection).from_(exp.alias_(table, "t", quoted=True))
                 .join(exp.alias_(sb.table(self.nodes_view), "n", quoted=True), join_type="CROSS")
                 .where(sb.col("__source", "n").eq(sb.lit(source_id))))
@@ -195,7 +207,7 @@ class SqlNodeEvaluator(NodeEvaluator):
         """The classes of every node in ``relation`` (rows of the nodes' records): the node id leads the class key
         and tells the nodes' tables apart; with the population's classes at the same nodes, when there is one."""
         return Classes.of(sb.table(relation), self._keys, weight=COUNT, carry=self.carried, table_keys=1,
-                          population=self._population_classes())
+                          population=self._population_classes(), pricing=self.pricing)
 
     @property
     def _keys(self) -> list[str]:
@@ -286,7 +298,9 @@ class SqlNodeEvaluator(NodeEvaluator):
         grouped = self._classes(f"__duckanon_grouped_{next(_serial)}")
         keys = [sb.col(k) for k in [*grouped.keys, *self.encoding.sensitive]]
         count = exp.cast(exp.func("SUM", sb.col(COUNT)), exp.DataType.build("BIGINT")).as_(COUNT, quoted=True)
-        grouping = (exp.select(*keys, count, *[exp.func("SUM", sb.col(c)).as_(c, quoted=True) for c in self.carried])
+        prices = self.pricing.columns if self.pricing is not None else ()
+        grouping = (exp.select(*keys, count, *[exp.func("SUM", sb.col(c)).as_(c, quoted=True) for c in self.carried],
+                               *[exp.func("MIN", sb.col(c)).as_(c, quoted=True) for c in prices])
                     .from_(sb.table(self.records_name)).group_by(*keys))
         verdicts = sb.table(f"__duckanon_settled_{next(_serial)}")
         prepare = self.engine.prepare
@@ -532,9 +546,13 @@ class SqlNodeEvaluator(NodeEvaluator):
         costs = [cost_column(kind, i, j) for kind in self.cost_kinds
                  for i, level in enumerate(node) for j in range(level, self.hierarchies[i].levels)]
         costs += [_suppressed_cost(s) for s in self.costs.sums]
+        # A value's share on a level at or above the snapshot's is alike for all the records grouped with it.
+        prices = ([_level_price(i, j) for i, level in enumerate(node) for j in range(level, self.hierarchies[i].levels)]
+                  if self.pricing is not None else [])
         count = exp.cast(exp.func("SUM", sb.col(COUNT)), exp.DataType.build("BIGINT")).as_(COUNT, quoted=True)
         query = (exp.select(*[sb.col(k) for k in keys], count,
-                            *[exp.func("SUM", sb.col(c)).as_(c, quoted=True) for c in costs])
+                            *[exp.func("SUM", sb.col(c)).as_(c, quoted=True) for c in costs],
+                            *[exp.func("MIN", sb.col(c)).as_(c, quoted=True) for c in prices])
                  .from_(source.table).group_by(*[sb.col(k) for k in keys]))
         table = sb.table(f"__duckanon_snapshot_{next(_serial)}")
         self.engine.run(sb.create_table_as(table, query, temporary=True))
@@ -552,7 +570,8 @@ class SqlNodeEvaluator(NodeEvaluator):
         return tuple(max(whole - v, 0.0) / math.log(2) for v in sums)
 
     def _suppressed_class_violates(self, node: Node) -> bool:
-        return suppressed_class_violates(self.engine, self.encoding.classes(self.lattice.levels_of(node)), self.models)
+        classes = self.encoding.classes(self.lattice.levels_of(node), priced=prices_classes(self.models))
+        return suppressed_class_violates(self.engine, classes, self.models)
 
     def close(self) -> None:
         for snapshot in self.snapshots:
@@ -579,6 +598,11 @@ def _suppressed_cost(cost_sum: CostSum) -> str:
 def _weighted(cost_sum: CostSum, attributes: Sequence[str]) -> list[tuple[int, float]]:
     """(position, weight) of the attributes ``cost_sum`` counts: those weighted 0 are left out of its SQL."""
     return [(i, cost_sum.weights[a]) for i, a in enumerate(attributes) if cost_sum.weights[a] != 0]
+
+
+def _level_price(attribute: int, level: int) -> str:
+    """The column of the evaluator's tables holding a record's log10 domain share of one attribute on one level."""
+    return f"__price_{attribute}_l{level}"
 
 
 def _code_type(largest: int | None) -> exp.DataType:

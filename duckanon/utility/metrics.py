@@ -40,6 +40,7 @@ from sqlglot import exp
 
 from ..errors import PolicyError
 from ..hierarchy.hierarchy import Hierarchy, IntervalHierarchy
+from ..hierarchy.shares import domain_share, log_domain_shares, row_share
 from ..parameters import checked_number
 from ..sqlgen import build as sb
 
@@ -738,29 +739,6 @@ def record_cost(hierarchy: Hierarchy, level: int, label: str | None, leaves: Map
     return lm, covered / total if covered > 1 else 0.0
 
 
-def domain_share(hierarchy: Hierarchy, level: int, label: str | None, leaves: Mapping[str | None, int]) -> float:
-    """ARX's domain share of a generalized value (``DomainShareMaterialized``, ``DomainShareInterval``): the hierarchy
-    rows it covers over all rows, or its interval's width over the domain's; an original value (or NULL, which stays
-    NULL) counts as one row, or 1 over the domain's width; ``*`` is 1."""
-    if isinstance(hierarchy, IntervalHierarchy):
-        low, high = hierarchy.cuts[0][0], hierarchy.cuts[0][-1]
-        if level == hierarchy.height:
-            return 1.0
-        if level == 0 or pd.isna(label):
-            return 1.0 / (high - low)
-        lo, hi = hierarchy.interval(level, label)
-        return (hi - lo) / (high - low)
-    return row_share(hierarchy, level, label, leaves)
-
-
-def row_share(hierarchy: Hierarchy, level: int, label: str | None, leaves: Mapping[str | None, int]) -> float:
-    """ARX's ``DomainShareMaterialized`` of a generalized value: the hierarchy rows it covers over all rows; an
-    original value (or NULL, which stays NULL) counts as one row."""
-    if level == 0 or pd.isna(label):
-        return 1.0 / len(hierarchy.rows)
-    return leaves.get(label, 1) / len(hierarchy.rows)
-
-
 def cost_table(codes: pd.DataFrame, counts: pd.Series, hierarchy: Hierarchy, index: int, kinds: Sequence[str],
                records: int) -> pd.DataFrame:
     """Per original value (its level-0 code) of one attribute: each cost kind at each level and when suppressed.
@@ -778,13 +756,12 @@ def cost_table(codes: pd.DataFrame, counts: pd.Series, hierarchy: Hierarchy, ind
                 out[cost_column("lm", index, level)] = [p[0] for p in pairs]
             if "ncp" in kinds:
                 out[cost_column("ncp", index, level)] = [p[1] for p in pairs]
-        if "share" in kinds or "log-share" in kinds:
+        if "share" in kinds:
             leaves = hierarchy.leaves_under(level)
-            shares = np.array([domain_share(hierarchy, level, label, leaves) for label in labels], dtype=np.float64)
-            if "share" in kinds:
-                out[cost_column("share", index, level)] = shares
-            if "log-share" in kinds:
-                out[cost_column("log-share", index, level)] = np.log10(shares)
+            out[cost_column("share", index, level)] = [domain_share(hierarchy, level, label, leaves)
+                                                       for label in labels]
+        if "log-share" in kinds:
+            out[cost_column("log-share", index, level)] = log_domain_shares(hierarchy, level, labels)
         if "log-row-share" in kinds:
             leaves = hierarchy.leaves_under(level)
             out[cost_column("log-row-share", index, level)] = np.log10(
