@@ -82,10 +82,12 @@ from duckanon import (  # noqa: E402
     EnhancedBetaLikeness,
     EntropyLDiversity,
     Hierarchy,
+    JournalistProfitability,
     KAnonymity,
     KMap,
     Policy,
     PopulationUniqueness,
+    ProsecutorProfitability,
     SampleUniqueness,
     TCloseness,
     datasets,
@@ -197,7 +199,14 @@ MODEL_CASES = [
          models=("population-uniqueness:0.0001:dankar:15",), calls=1),
     Case("adult-population-uniqueness-zayatz-4", "warm", "adult", "arx-loss", 0.04,
          models=("population-uniqueness:0.0001:zayatz:15",), calls=1),
+    # Profitability with an attack, as ARX's TestAnonymizationProfitability #2 (its getConfig1, the prosecutor, at
+    # 4 % here) and #5 (the journalist on ARX's research subset, getConfig4)
+    Case("adult-profitability-4", "warm", "adult", "arx-ebil", 0.04, models=("profitability:20:120:3000:1200",),
+         calls=3),
+    Case("adult-profitability-journalist-4", "warm", "adult", "arx-ebil", 0.04,
+         models=("profitability-journalist:20:1000:3000:120",), sample="arx", calls=3),
     Case("ihis-average-risk-5", "warm", "ihis", "dm-star", 0.05, models=("average-risk:0.02",)),
+    Case("ihis-profitability-5", "warm", "ihis", "dm-star", 0.05, models=("profitability:20:120:3000:1200",)),
     Case("ihis-t-equal-5", "warm", "ihis", "dm-star", 0.05, models=("t-equal:0.2", "k:5"), sensitive="EDUC"),
     Case("ihis-beta-basic-5", "warm", "ihis", "dm-star", 0.05, models=("basic-beta:1", "k:5"), sensitive="EDUC"),
     Case("ihis-delta-presence-5", "warm", "ihis", "dm-star", 0.05, models=("delta-presence:0.0:0.2",),
@@ -459,10 +468,17 @@ def duckanon_models(case: Case, population: str | None = None) -> list:
             "k-map": lambda: KMap(int(numbers[0]), population=population),
             "average-risk": lambda: AverageReidentificationRisk(numbers[0]),
             "sample-uniqueness": lambda: SampleUniqueness(numbers[0]),
+            "profitability": lambda: ProsecutorProfitability(**cost_benefit(numbers)),
+            "profitability-journalist": lambda: JournalistProfitability(**cost_benefit(numbers), population=population),
             "population-uniqueness": lambda: PopulationUniqueness(numbers[0], common.USA_POPULATION, values[1],
                                                                   solver_steps=int(values[2])),
         }[name]())
     return models
+
+
+def cost_benefit(numbers: list[float]) -> dict[str, float]:
+    """ArxModels.java's COST:GAIN:LOSS:BENEFIT, as duckanon's CLI orders them, by name."""
+    return dict(zip(("adversary_cost", "adversary_gain", "publisher_loss", "publisher_benefit"), numbers))
 
 
 def optimum_of(result, metric: str) -> dict | None:

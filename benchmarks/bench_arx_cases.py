@@ -59,10 +59,12 @@ from duckanon import (  # noqa: E402
     Hierarchy,
     KAnonymity,
     JournalistNoAttackProfitability,
+    JournalistProfitability,
     KMap,
     Policy,
     PopulationUniqueness,
     ProsecutorNoAttackProfitability,
+    ProsecutorProfitability,
     RecursiveCLDiversity,
     SampleUniqueness,
     TCloseness,
@@ -243,6 +245,13 @@ def _model(spec: dict, hierarchies_dir: Path, costs: dict | None = None):
             return ProsecutorNoAttackProfitability(gain, cost)
         if args[0] == RESEARCH_SUBSET:
             return JournalistNoAttackProfitability(gain, cost, population="adult")
+    if name in ("ProfitabilityProsecutor", "ProfitabilityJournalist"):
+        if costs is None:
+            raise Unsupported("ARX's default cost-benefit configuration")
+        if name == "ProfitabilityProsecutor":
+            return ProsecutorProfitability(**costs)
+        if args[0] == RESEARCH_SUBSET:
+            return JournalistProfitability(**costs, population="adult")
     if name == "AverageReidentificationRisk":
         return AverageReidentificationRisk(*args)
     if name == "SampleUniqueness":
@@ -253,8 +262,6 @@ def _model(spec: dict, hierarchies_dir: Path, costs: dict | None = None):
              "AverageReidentificationRisk": "average re-identification risk as a model",
              "SampleUniqueness": "sample uniqueness as a model",
              "getPopulationUniqueness": "population uniqueness as a model",
-             "ProfitabilityJournalist": "game-theoretic models with an attack",
-             "ProfitabilityProsecutor": "game-theoretic models with an attack",
              "EDDifferentialPrivacy": "differential privacy (issue 29)"}
     raise Unsupported(needs.get(name, f"the model {name}"))
 

@@ -37,6 +37,7 @@ from duckanon import (
     Policy,
     PolicyError,
     PopulationUniqueness,
+    ProsecutorProfitability,
     PSensitiveKAnonymity,
     RecursiveCLDiversity,
     SampleUniqueness,
@@ -124,7 +125,7 @@ def mixed_tables(draw):
 
 MODEL_KINDS = ["k", "distinct-l", "entropy-l", "recursive-cl", "alpha-k", "alpha-k highly sensitive", "p-sensitive",
                "t equal", "t ordered", "t hierarchical", "seed 003", "average risk", "sample uniqueness",
-               "population uniqueness"]
+               "population uniqueness", "profitability"]
 LIMITS = [(0.0, None), (0.04, None), (0.15, None), (0.5, None), (1.0, 0), (1.0, 3)]
 
 
@@ -159,6 +160,10 @@ def mixed_policies(draw, frame, hierarchies, first=None):
         elif kind == "population uniqueness":
             models.append(PopulationUniqueness(draw(st.sampled_from([0.001, 0.01])), len(frame) * 20,
                                                draw(st.sampled_from(["dankar", "pitman", "zayatz", "snb"]))))
+        elif kind == "profitability":
+            models.append(ProsecutorProfitability(
+                adversary_gain=draw(st.sampled_from([0.0, 6.0, 50.0])), adversary_cost=draw(st.sampled_from([2.0, 3.0])),
+                publisher_loss=draw(st.sampled_from([0.0, 300.0])), publisher_benefit=draw(st.sampled_from([0.0, 120.0]))))
         elif kind == "distinct-l":
             models.append(DistinctLDiversity(column, draw(st.integers(2, min(3, distinct)))))
         elif kind == "entropy-l":
@@ -285,6 +290,16 @@ def test_risk_thresholds_agree_and_prune_exactly(data):
     """A risk threshold in every policy: both evaluators cut the same classes, and the optimal search, pruning by
     the thresholds' monotonicity flags, finds what evaluating every node finds."""
     agree_on_every_node_and_search(data, RISK_THRESHOLDS)
+
+
+@settings(max_examples=EXAMPLES or 12, deadline=None, suppress_health_check=list(HealthCheck),
+          derandomize=not EXAMPLES, print_blob=True, phases=[Phase.explicit, Phase.reuse, Phase.generate])
+@given(data=st.data())
+def test_profitability_agrees_and_prunes_exactly(data):
+    """A model that prices classes in every policy: both evaluators price them alike to the bit (intervals, NULL rows
+    and labels included), and the optimal search, which may prune by bounds alone, finds what evaluating every node
+    finds."""
+    agree_on_every_node_and_search(data, ["profitability"])
 
 
 def agree_on_every_node_and_search(data, first=None):

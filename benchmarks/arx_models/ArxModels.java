@@ -8,6 +8,7 @@ import java.util.regex.Pattern;
 
 import org.deidentifier.arx.ARXAnonymizer;
 import org.deidentifier.arx.ARXConfiguration;
+import org.deidentifier.arx.ARXCostBenefitConfiguration;
 import org.deidentifier.arx.ARXPopulationModel;
 import org.deidentifier.arx.ARXSolverConfiguration;
 import org.deidentifier.arx.ARXLattice.ARXNode;
@@ -28,6 +29,8 @@ import org.deidentifier.arx.criteria.EqualDistanceTCloseness;
 import org.deidentifier.arx.criteria.KAnonymity;
 import org.deidentifier.arx.criteria.KMap;
 import org.deidentifier.arx.criteria.PopulationUniqueness;
+import org.deidentifier.arx.criteria.ProfitabilityJournalist;
+import org.deidentifier.arx.criteria.ProfitabilityProsecutor;
 import org.deidentifier.arx.criteria.PrivacyCriterion;
 import org.deidentifier.arx.criteria.RecursiveCLDiversity;
 import org.deidentifier.arx.criteria.SampleUniqueness;
@@ -116,6 +119,12 @@ public class ArxModels {
             ARXConfiguration config = ARXConfiguration.create();
             for (String model : models) {
                 config.addPrivacyModel(criterion(model, sensitive, subset));
+                if (model.startsWith("profitability")) {  // its terms: COST:GAIN:LOSS:BENEFIT, as duckanon's CLI
+                    String[] term = model.split(":");
+                    config.setCostBenefitConfiguration(ARXCostBenefitConfiguration.create()
+                        .setAdversaryCost(Double.parseDouble(term[1])).setAdversaryGain(Double.parseDouble(term[2]))
+                        .setPublisherLoss(Double.parseDouble(term[3])).setPublisherBenefit(Double.parseDouble(term[4])));
+                }
             }
             config.setSuppressionLimit(suppression);
             config.setQualityModel(metric(args[6]));
@@ -172,6 +181,8 @@ public class ArxModels {
         case "k-map": return new KMap(Integer.parseInt(part[1]), subset);
         case "average-risk": return new AverageReidentificationRisk(Double.parseDouble(part[1]));
         case "sample-uniqueness": return new SampleUniqueness(Double.parseDouble(part[1]));
+        case "profitability": return new ProfitabilityProsecutor();
+        case "profitability-journalist": return new ProfitabilityJournalist(subset);
         case "population-uniqueness":  // as ARX's TestAnonymizationRiskBased: the USA, deterministic starts
             return new PopulationUniqueness(Double.parseDouble(part[1]),
                                             PopulationUniquenessModel.valueOf(part[2].toUpperCase()),

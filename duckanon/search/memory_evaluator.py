@@ -117,6 +117,11 @@ class _Groups:
         """Per group, the sum of ``weights`` (float64, per row)."""
         return _sums(self.ids, weights, self.count)
 
+    @functools.cached_property
+    def codes(self) -> list[np.ndarray]:
+        """Each group's value per column (its class's codes)."""
+        return self.unpacker()()
+
     def unpacker(self) -> Callable[[], list[np.ndarray]]:
         """What gives each group's value per column later, holding on to nothing the size of the rows: the values are
         unpacked from the keys, or, where the keys were made dense, read now at each group's first row."""
@@ -430,7 +435,7 @@ class MemoryNodeEvaluator(NodeEvaluator):
     def _information_losses(self, node: np.ndarray, groups: _Groups) -> np.ndarray:
         """Per class of ``groups`` (at ``node``), its entropy-based information loss: its values' log10 shares summed
         in attribute order, as the SQL evaluator sums them."""
-        codes = groups.unpacker()()
+        codes = groups.codes
         total = self.prices[0][node[0]][codes[0]]
         for i in range(1, len(codes)):
             total = total + self.prices[i][node[i]][codes[i]]
@@ -537,10 +542,11 @@ class MemoryNodeEvaluator(NodeEvaluator):
     def _totals(self, classes: _NodeClasses) -> NodeTotals:
         sizes, violated, groups, rows = classes.sizes, classes.violated, classes.classes, classes.rows
         kept = ~violated
-        # Sums of squares of whole numbers: exact in float64 below 2**53 records squared.
+        # Sums of squares of whole numbers, in int64 (exact below 2**63; summed without BLAS, whose threads cost more
+        # than such a sum once other threads load the machine).
         weighed = sizes.astype(np.float64)
-        violating = weighed[violated]
-        squares = float(weighed @ weighed)
+        violating = sizes[violated]
+        squares = float(np.dot(sizes, sizes))
         costs = {}
         for cost_sum in self.costs.sums:
             parts, name = self.cost_parts[cost_sum.name], cost_sum.name
@@ -548,22 +554,28 @@ class MemoryNodeEvaluator(NodeEvaluator):
             # exactly 0.  A domain share is never 0: the original values' shares count too.
             raised = [i for i, level in enumerate(classes.node)
                       if i in parts and (level > 0 or cost_sum.kind in COSTED_AT_BOTTOM)]
-            per_record = np.zeros(rows.rows)
-            for i in raised:
-                per_record += parts[i][classes.node[i]][classes.codes[i]]
-            per_row = cost_sum.per_record(per_record) * rows.count
             offsets = [i for i in range(len(classes.node)) if (name, i) in rows.offsets]
-            for i in raised:
-                if (name, i) in rows.offsets:
-                    per_row += rows.offsets[name, i]
-            per_class = groups.sums(per_row)
+            if offsets:  # a record's cost depends on its original values too: summed row by row
+                per_record = np.zeros(rows.rows)
+                for i in raised:
+                    per_record += parts[i][classes.node[i]][classes.codes[i]]
+                per_row = cost_sum.per_record(per_record) * rows.count
+                for i in raised:
+                    if (name, i) in rows.offsets:
+                        per_row += rows.offsets[name, i]
+                per_class = groups.sums(per_row)
+            else:  # alike for every record of a class: priced once per class, by its codes
+                per_record = np.zeros(groups.count)
+                for i in raised:
+                    per_record += parts[i][classes.node[i]][groups.codes[i]]
+                per_class = cost_sum.per_record(per_record) * weighed
             suppressed = float(violating.sum()) * self.suppressed_part[name]
             for i in offsets:
                 suppressed += float(groups.sums(rows.offsets[name, i])[violated].sum())
             costs[name] = (float(per_class.sum()), float(per_class[kept].sum()), suppressed)
         return NodeTotals(records=self.records, suppressed=int(violating.sum()), classes=len(sizes),
                           kept_classes=len(sizes) - len(violating), squares=squares,
-                          kept_squares=squares - float(violating @ violating), costs=costs,
+                          kept_squares=squares - float(np.dot(violating, violating)), costs=costs,
                           bottom=self.costs.bottom, levels=tuple(int(level) for level in classes.node),
                           heights=self.heights,
                           suppressed_entropy=self._suppressed_entropy(classes) if self.spread else (),
