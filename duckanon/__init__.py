@@ -70,6 +70,7 @@ from .release.verify import Verification, verify
 from .search.strategies import SearchResult
 from .session import Anonymizer, connect
 from .utility.metrics import (
+    ArxKLDivergence,
     ArxLoss,
     ArxNonMonotoneEntropy,
     ArxNonUniformEntropy,
@@ -84,7 +85,7 @@ from .utility.metrics import (
 )
 
 __all__ = [
-    "AdditiveNoise", "AlphaKAnonymity", "AlphaLDiversityKAnonymity", "AnonymizationError", "Anonymizer", "ArxLoss",
+    "AdditiveNoise", "AlphaKAnonymity", "AlphaLDiversityKAnonymity", "AnonymizationError", "Anonymizer", "ArxKLDivergence", "ArxLoss",
     "ArxNonMonotoneEntropy", "ArxNonUniformEntropy", "ArxPublisherPayout", "Assignment", "AverageClassSize",
     "AverageReidentificationRisk", "BasicBetaLikeness", "CheckReport", "Clusters", "connect",
     "DeltaDisclosurePrivacy", "DeltaPresence", "DigestMismatch", "Discernibility", "DiscernibilityStar",

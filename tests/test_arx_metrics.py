@@ -30,6 +30,7 @@ from duckanon.utility.metrics import (
     ArxAmbiguity,
     ArxAverageClassSize,
     ArxEntropyBasedInformationLoss,
+    ArxKLDivergence,
     ArxLoss,
     ArxNonMonotoneEntropy,
     ArxNonUniformEntropy,
@@ -294,6 +295,55 @@ def test_arx_metrics_follow_arx_definitions_on_every_node(kind, data, k, gs_fact
     con.close()
 
 
+def arx_kl_divergence(frame, hierarchies, levels, k):
+    """ARX's ``MetricSDNMKLDivergence`` written out as its loop runs: over every input record r, f · log2(f / q), f the
+    share of records with r's original values, q the share of its class's records over the class's area (the rows
+    its values cover, multiplied), or, suppressed, of all suppressed records over the product of the domains' rows."""
+    qis = list(levels)
+    records = len(frame)
+    originals = list(zip(*(map(str, frame[q]) for q in qis)))
+    columns = {q: generalized(hierarchies[q], frame[q], levels[q]) for q in qis}
+    keys = list(zip(*columns.values()))
+    tuples, classes = Counter(originals), Counter(keys)
+    suppressed = [classes[key] < k for key in keys]
+    outliers = sum(suppressed)
+    area, everything = np.ones(records), 1.0
+    for q in qis:
+        rows = hierarchies[q].rows
+        under = Counter(row[levels[q]] for row in rows)
+        area *= np.array([under[value] for value in columns[q]], dtype=float)
+        everything *= len(rows)
+    total = 0.0
+    for r in range(records):
+        f = tuples[originals[r]] / records
+        q = outliers / records / everything if suppressed[r] else classes[keys[r]] / records / area[r]
+        total += f * math.log2(f / q)
+    return total
+
+
+@on_every_evaluator
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=tables(), k=st.integers(1, 6))
+def test_kl_divergence_follows_arx_loop_on_every_node(kind, data, k):
+    """ARX's KL divergence at every node of random tables against its loop over records, the classes below k
+    suppressed; never below 0, the bound the optimal search prunes by; and the search's optimum is the least."""
+    frame, hierarchies = data
+    metric = ArxKLDivergence()
+    con, anon = setup_table(frame)
+    policy = Policy(quasi_identifiers=hierarchies, models=[KAnonymity(k)], suppression_limit=1.0,
+                    suppression="replace-unchecked", others="insensitive")
+    with bind(anon.workspace, "t", policy) as bound, \
+            search_run.evaluator(anon.workspace, bound, [metric], None, kind=kind) as evaluator:
+        results = evaluator.evaluate_many(list(range(evaluator.lattice.size)))
+    for result in results:
+        expected = arx_kl_divergence(frame, hierarchies, dict(zip(hierarchies, result.node)), k)
+        assert result.values["arx-kl"] == pytest.approx(expected, rel=1e-9, abs=1e-9), result.node
+        assert result.values["arx-kl"] >= -1e-9 and result.bounds["arx-kl"] == 0.0
+    found = anon.search("t", policy, metric=metric, evaluator=kind)
+    assert found.best.values["arx-kl"] == pytest.approx(min(r.values["arx-kl"] for r in results), rel=1e-9, abs=1e-9)
+    con.close()
+
+
 @settings(max_examples=25, deadline=None)
 @given(data=tables(), gs_factor=st.sampled_from([0.0, 0.5, 1.0]))
 def test_entropy_based_losses_are_exactly_zero_at_the_bottom(data, gs_factor):
@@ -378,6 +428,6 @@ def test_arx_metrics_are_selectable_by_name(adult):
                     suppression_limit=0.0, others="insensitive")
     anon = duckanon.connect(con)
     for name in ("arx-loss", "dm-star", "arx-entropy", "arx-nm-entropy", "arx-precision", "arx-precision-monotone",
-                 "arx-height", "arx-ebil", "arx-ambiguity", "arx-aecs"):
+                 "arx-height", "arx-ebil", "arx-ambiguity", "arx-aecs", "arx-kl"):
         result = anon.search("adult", policy, metric=name)
         assert result.proven and result.metric == name

@@ -477,7 +477,7 @@ def test_metric_formulas_on_totals():
 
 def test_metric_names_and_weights():
     arx = {"arx-loss", "arx-loss-rank", "dm-star", "arx-entropy", "arx-nm-entropy", "arx-precision",
-           "arx-precision-monotone", "arx-height", "arx-ebil", "arx-ambiguity", "arx-aecs"}
+           "arx-precision-monotone", "arx-height", "arx-ebil", "arx-ambiguity", "arx-aecs", "arx-kl"}
     assert set(metric_names()) == {*ALL_METRICS, *arx}
     assert set(METRICS) == {*ALL_METRICS[:5], *arx}
     assert Loss().weights(["a", "b"]) == {"a": 1.0, "b": 1.0}

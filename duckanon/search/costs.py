@@ -37,6 +37,10 @@ class RecordCosts:
     def __init__(self, encoding: Encoding, hierarchies: Sequence[Hierarchy], metrics: Sequence[Metric]):
         self.names = list(encoding.attributes)
         self.sums: list[CostSum] = [s for m in metrics for s in m.cost_sums(self.names)]
+        # Σ C_t² and Σ C_t² log2 C_t over the tuples (C_t: the records with one set of original quasi-identifier
+        # values), for metrics that weigh tuples.
+        self.tuples = (encoding.memo("tuple weights", lambda: _tuple_weights(encoding))
+                       if any(m.weighs_tuples for m in metrics) else None)
         self.kinds = sorted({s.kind for s in self.sums})
         self.level_costs: dict[str, list[np.ndarray]] = {kind: [] for kind in self.kinds}
         self.records, self.attributes = 0, []
@@ -79,6 +83,19 @@ class RecordCosts:
         if bounds is None:
             return None
         return bounds - 1e-9 * np.abs(bounds) - 1e-12
+
+
+def tuple_counts(encoding: Encoding) -> exp.Select:
+    """The records of each tuple (set of original quasi-identifier values) of ``encoding``, as ``__tuple``."""
+    codes = [sb.col(code_column(i, 0)) for i in range(len(encoding.attributes))]
+    return (exp.select(exp.func("SUM", sb.col(COUNT)).as_("__tuple", quoted=True)).from_(encoding.table)
+            .group_by(*codes))
+
+
+def _tuple_weights(encoding: Encoding) -> tuple[float, float]:
+    counts = np.asarray(encoding.engine.arrays(tuple_counts(encoding))["__tuple"], dtype=np.float64)
+    squares = counts * counts
+    return float(squares.sum()), float((squares * np.log2(counts)).sum())
 
 
 def _read(encoding: Encoding, hierarchies: Sequence[Hierarchy], kinds: Sequence[str]

@@ -38,7 +38,7 @@ from ..privacy.classes import Pricing
 from ..privacy.models import PrivacyModel, population_checked, prices_classes
 from ..privacy.thresholds import Cut, cut, starred_fails
 from ..sqlgen import build as sb
-from ..utility.metrics import COSTED_AT_BOTTOM, SUPPRESSED_COST, Metric, NodeTotals, cost_column
+from ..utility.metrics import COSTED_AT_BOTTOM, SUPPRESSED_COST, Metric, NodeTotals, TupleWeights, cost_column
 from .evaluator import NodeEvaluator, NodeResult
 from .lattice import Node
 
@@ -182,6 +182,11 @@ def _counted(space: int, rows: int) -> bool:
 
 def _sums(ids: np.ndarray, weights: np.ndarray, groups: int) -> np.ndarray:
     return np.bincount(ids, weights=weights, minlength=groups)
+
+
+# Under this key of a rows' offsets: each row's records × its tuple's records (those with its original quasi-identifier
+# values), for metrics that weigh tuples.
+TUPLE_WEIGHT = ("__tuple", -1)
 
 
 class _Rows:
@@ -374,6 +379,11 @@ class MemoryNodeEvaluator(NodeEvaluator):
         self.base = arrays.base.with_offsets({})
         self._read_costs()
         self._read_prices()
+        if self.costs.tuples is not None:
+            # Each row's records × its tuple's records, summed into its snapshots' rows as the cost offsets are.
+            tuples = _group([codes[0] for codes in self.base.codes], [cards[0] for cards in self.cards],
+                            self.base.weights)
+            self.base.offsets[TUPLE_WEIGHT] = self.base.weights * tuples.sizes[tuples.ids]
         self.population = (None if encoding.population_table is None
                            else PopulationArrays.of(engine, encoding, hierarchies, self.cards))
         self.class_counts = _ClassCounts(len(hierarchies))
@@ -547,7 +557,7 @@ class MemoryNodeEvaluator(NodeEvaluator):
         weighed = sizes.astype(np.float64)
         violating = sizes[violated]
         squares = float(np.dot(sizes, sizes))
-        costs = {}
+        costs, per_record_costs = {}, {}
         for cost_sum in self.costs.sums:
             parts, name = self.cost_parts[cost_sum.name], cost_sum.name
             # Costs of lm, ncp and entropy are 0 on level 0: those attributes are left out, so that their costs stay
@@ -573,6 +583,7 @@ class MemoryNodeEvaluator(NodeEvaluator):
             for i in offsets:
                 suppressed += float(groups.sums(rows.offsets[name, i])[violated].sum())
             costs[name] = (float(per_class.sum()), float(per_class[kept].sum()), suppressed)
+            per_record_costs[name] = per_class
         return NodeTotals(records=self.records, suppressed=int(violating.sum()), classes=len(sizes),
                           kept_classes=len(sizes) - len(violating), squares=squares,
                           kept_squares=squares - float(np.dot(violating, violating)), costs=costs,
@@ -580,7 +591,20 @@ class MemoryNodeEvaluator(NodeEvaluator):
                           heights=self.heights,
                           suppressed_entropy=self._suppressed_entropy(classes) if self.spread else (),
                           counted_classes={m.name: int(np.count_nonzero(m.counted(sizes[kept])))
-                                           for m in self.metrics if m.counts_classes})
+                                           for m in self.metrics if m.counts_classes},
+                          tuples=self._tuple_weights(classes, per_record_costs))
+
+    def _tuple_weights(self, classes: _NodeClasses, class_costs: dict[str, np.ndarray]) -> TupleWeights | None:
+        """The node's :class:`TupleWeights` (``class_costs``: per cost sum, each class's records' cost)."""
+        if self.costs.tuples is None:
+            return None
+        weights = classes.classes.sums(classes.rows.offsets[TUPLE_WEIGHT])
+        kept = ~classes.violated
+        sizes = classes.sizes[kept].astype(np.float64)
+        kept_weights = weights[kept]
+        return TupleWeights(*self.costs.tuples, float(weights[classes.violated].sum()),
+                            float((kept_weights * np.log2(sizes)).sum()),
+                            {name: float((kept_weights * cost[kept] / sizes).sum()) for name, cost in class_costs.items()})
 
     def _suppressed_entropy(self, classes: _NodeClasses) -> tuple[float, ...]:
         """Per attribute, Σ c·log2(n / c) over its codes at the node's level among the n suppressed records."""

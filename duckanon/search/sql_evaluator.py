@@ -33,7 +33,7 @@ from ..privacy.classes import SIZE, VIOLATED, Classes, Pricing, key_name
 from ..privacy.models import PrivacyModel, population_checked, prices_classes
 from ..privacy.thresholds import Cut
 from ..sqlgen import build as sb
-from ..utility.metrics import CostSum, Metric, NodeTotals, cost_column
+from ..utility.metrics import CostSum, Metric, NodeTotals, TupleWeights, cost_column
 from .evaluator import NodeEvaluator, NodeResult
 from .lattice import Node
 
@@ -120,6 +120,8 @@ class SqlNodeEvaluator(NodeEvaluator):
         self.nodes_view = f"__duckanon_nodes_{next(_serial)}"
         self.records_name = f"__duckanon_records_{next(_serial)}"
         self.carried = [f"__{prefix}_{s.name}" for s in self.costs.sums for prefix in ("all", "suppressed")]
+        if self.costs.tuples is not None:  # each row's records × its tuple's, summed per class as Q_c
+            self.carried.append(TUPLE_WEIGHT)
         base = self._base_table()
         # The class verdicts of a batch's records, built once and copied into each batch's statement.
         self._batch_verdicts = self._verdicts(self._classes(self.records_name)).subquery("v")
@@ -146,6 +148,11 @@ class SqlNodeEvaluator(NodeEvaluator):
         self.distinct = [np.array([next(largest) for _ in range(h.levels)], dtype=np.float64)
                          for h in self.hierarchies]
         columns += [sb.col(c, f) for c in [*self.encoding.sensitive, COUNT]]
+        if self.costs.tuples is not None:
+            tuple_records = exp.Window(this=exp.func("SUM", sb.col(COUNT, f)), partition_by=[
+                sb.col(code_column(i, 0), f) for i in range(len(self.hierarchies))])
+            columns.append((sb.as_double(sb.col(COUNT, f)) * sb.as_double(tuple_records)).as_(TUPLE_WEIGHT,
+                                                                                              quoted=True))
         query = exp.select(*columns).from_(exp.alias_(self.encoding.table, f, quoted=True))
         table = sb.table(f"__duckanon_costed_{next(_serial)}")
         with contextlib.ExitStack() as registered:  # the attributes' cost tables, read until the table is built
@@ -199,6 +206,8 @@ class SqlNodeEvaluator(NodeEvaluator):
         if self.pricing is not None:
             projection += [at_level(i, lambda j, i=i: _level_price(i, j)).as_(price_column(i), quoted=True)
                            for i in range(len(self.hierarchies))]
+        if self.costs.tuples is not None:
+            projection.append(sb.col(TUPLE_WEIGHT, "t"))
         return (exp.select(*projection).from_(exp.alias_(table, "t", quoted=True))
                 .join(exp.alias_(sb.table(self.nodes_view), "n", quoted=True), join_type="CROSS")
                 .where(sb.col("__source", "n").eq(sb.lit(source_id))))
@@ -273,6 +282,12 @@ class SqlNodeEvaluator(NodeEvaluator):
             columns += [exp.func("SUM", every), where(violated.not_(), every), where(violated, dropped)]
         columns += [exp.func("COUNT", exp.Case().when(exp.and_(violated.not_(), m.counted_sql(size.copy())),
                                                        sb.lit(1))) for m in self.counting]
+        if self.costs.tuples is not None:
+            weight = sb.col(TUPLE_WEIGHT)
+            columns += [where(violated.copy(), weight.copy()),
+                        where(violated.not_(), weight.copy() * exp.func("LOG2", size.copy()))]
+            columns += [where(violated.not_(), weight.copy() * sb.col(f"__all_{s.name}") / size.copy())
+                        for s in self.costs.sums]
         if not self.spread:
             return _with(exp.select(*columns).from_(verdicts).group_by(node), ctes)
         # Per attribute, Σ c·ln c over its codes among the suppressed records (c records each), by node: the verdicts
@@ -405,12 +420,17 @@ class SqlNodeEvaluator(NodeEvaluator):
                 position += 3
             counted = {m.name: int(v) for m, v in zip(self.counting, row[position:position + len(self.counting)])}
             position += len(self.counting)
+            tuples = None
+            if self.costs.tuples is not None:
+                kept_costs = {s.name: float(v) for s, v in zip(self.costs.sums, row[position + 2:])}
+                tuples = TupleWeights(*self.costs.tuples, float(row[position]), float(row[position + 1]), kept_costs)
+                position += 2 + len(self.costs.sums)
             totals = NodeTotals(records=int(row[0]), suppressed=int(row[1]), classes=int(row[2]),
                                 kept_classes=int(row[3]), squares=float(row[4]), kept_squares=float(row[5]),
                                 costs=costs, bottom=self.costs.bottom, levels=self.lattice.node(index),
                                 heights=self.heights,
                                 suppressed_entropy=self._spread(int(row[1]), row[position:]) if self.spread else (),
-                                counted_classes=counted)
+                                counted_classes=counted, tuples=tuples)
             cut = cuts.get((place,))
             starred_fails = bool(self.thresholds) and self._settling.risk_cut.starred_fails(cuts, (place,),
                                                                                             totals.suppressed)
@@ -546,6 +566,7 @@ class SqlNodeEvaluator(NodeEvaluator):
         costs = [cost_column(kind, i, j) for kind in self.cost_kinds
                  for i, level in enumerate(node) for j in range(level, self.hierarchies[i].levels)]
         costs += [_suppressed_cost(s) for s in self.costs.sums]
+        costs += [TUPLE_WEIGHT] if self.costs.tuples is not None else []
         # A value's share on a level at or above the snapshot's is alike for all the records grouped with it.
         prices = ([_level_price(i, j) for i, level in enumerate(node) for j in range(level, self.hierarchies[i].levels)]
                   if self.pricing is not None else [])
@@ -598,6 +619,10 @@ def _suppressed_cost(cost_sum: CostSum) -> str:
 def _weighted(cost_sum: CostSum, attributes: Sequence[str]) -> list[tuple[int, float]]:
     """(position, weight) of the attributes ``cost_sum`` counts: those weighted 0 are left out of its SQL."""
     return [(i, cost_sum.weights[a]) for i, a in enumerate(attributes) if cost_sum.weights[a] != 0]
+
+
+# A row's records times its tuple's records (those with its original quasi-identifier values).
+TUPLE_WEIGHT = "__tuple_weight"
 
 
 def _level_price(attribute: int, level: int) -> str:

@@ -72,6 +72,21 @@ class CostSum:
 
 
 @dataclass(frozen=True)
+class TupleWeights:
+    """For metrics that weigh tuples (:attr:`Metric.weighs_tuples`): each record weighs its tuple's records C_t (the
+    records with its original quasi-identifier values), so a class c weighs Q_c = Σ over its tuples of C_t².
+    ``total`` is Σ over tuples of C_t², ``total_logs`` Σ of C_t² · log2 C_t (both alike for every node);
+    ``suppressed`` is Σ over suppressed classes of Q_c, ``kept_log_sizes`` Σ over kept classes of Q_c · log2 (their
+    size), and ``kept_costs`` per cost sum Σ over kept classes of Q_c · one of their records' cost."""
+
+    total: float
+    total_logs: float
+    suppressed: float = 0.0
+    kept_log_sizes: float = 0.0
+    kept_costs: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class NodeTotals:
     """What one node's evaluation query returns."""
 
@@ -96,6 +111,8 @@ class NodeTotals:
     # per metric that counts classes (:attr:`Metric.counts_classes`), by name: its kept classes that meet its
     # condition on their size (Metric.counted)
     counted_classes: Mapping[str, int] = field(default_factory=dict)
+    # when a metric weighs tuples
+    tuples: TupleWeights | None = None
 
 
 def gs_factors(gs_factor: float, name: str) -> tuple[float, float, float]:
@@ -117,6 +134,9 @@ class Metric(ABC):
     # Whether the value counts the kept classes whose size meets a condition (NodeTotals.counted_classes): the
     # evaluators count them with :meth:`counted` over arrays and :meth:`counted_sql` in SQL, the same formula.
     counts_classes: bool = False
+    # Whether the value weighs each record by its tuple's records (NodeTotals.tuples, :class:`TupleWeights`), which
+    # evaluators compute only then; a record's cost in such a metric's cost sums must be alike across its class.
+    weighs_tuples: bool = False
 
     def counted(self, sizes: np.ndarray) -> np.ndarray:
         """Per class of ``sizes`` records, whether the value counts it."""
@@ -704,6 +724,37 @@ class ArxAmbiguity(Metric):
         return records * 10.0 ** ((at_levels(nodes, costs) - bottom) / records)
 
 
+class ArxKLDivergence(Metric):
+    """ARX's KL divergence (``Metric.createKLDivergenceMetric()``; ARX 3.9.2 ``metric/v2/MetricSDNMKLDivergence``):
+    Σ over the input's records r of f_r · log2(f_r / q_r), f_r = C_t / N the share of the records holding r's original
+    quasi-identifier values (its tuple t), q_r = (the records of r's class / N) / the class's area, the product over
+    quasi-identifiers of the hierarchy rows its value covers (``DomainShareMaterialized`` × the domain's rows, for
+    interval hierarchies too); a suppressed record's class is every suppressed record, its area the product of the
+    domains' rows.  ARX sums over records, not tuples, so a tuple counts C_t times: the value is
+    (Σ_t C_t² log2 C_t + Σ_t C_t² log2 (area / class records)) / N, computed from :class:`TupleWeights`.
+
+    ARX gives no lower bound.  The value is never negative (by the log-sum inequality, as a class holds at most as
+    many tuples as its area), so 0 bounds it."""
+
+    name = "arx-kl"
+    cost_kind = "log-row-share"
+    weighs_tuples = True
+
+    def value(self, totals):
+        tuples, records = totals.tuples, totals.records
+        # log2 of the domains' product of rows: a record's log10 row shares at the bottom sum to minus its log10
+        most = -math.log2(10.0) * totals.bottom[self.name] / records
+        kept_area = math.log2(10.0) * tuples.kept_costs[self.name] + (tuples.total - tuples.suppressed) * most
+        suppressed = (tuples.suppressed * (most - math.log2(totals.suppressed)) if totals.suppressed else 0.0)
+        return float((tuples.total_logs + kept_area - tuples.kept_log_sizes + suppressed) / records)
+
+    def lower_bound(self, totals):
+        return 0.0
+
+    def prior_bounds(self, nodes, level_costs, records):
+        return np.zeros(len(nodes))
+
+
 METRICS: dict[str, Callable[[], Metric]] = {"loss": Loss, "dm": Discernibility, "non-uniform-entropy": NonUniformEntropy,
                                     "ncp": NormalizedCertaintyPenalty, "average-class-size": AverageClassSize,
                                     "arx-loss": ArxLoss, "arx-loss-rank": lambda: ArxLoss(aggregation="rank",
@@ -713,7 +764,8 @@ METRICS: dict[str, Callable[[], Metric]] = {"loss": Loss, "dm": Discernibility, 
                                     "arx-precision": ArxPrecision,
                                     "arx-precision-monotone": lambda: ArxPrecision(monotone=True),
                                     "arx-height": ArxHeight, "arx-ebil": ArxEntropyBasedInformationLoss,
-                                    "arx-ambiguity": ArxAmbiguity, "arx-aecs": ArxAverageClassSize}
+                                    "arx-ambiguity": ArxAmbiguity, "arx-aecs": ArxAverageClassSize,
+                                    "arx-kl": ArxKLDivergence}
 WEIGHTED = {"entropy-loss": "entropy", "mi-loss": "mutual-information"}
 
 
