@@ -50,6 +50,14 @@ def connection(population: pd.DataFrame, sample: pd.DataFrame) -> duckanon.Anony
     return duckanon.connect(con)
 
 
+def sampled(seed: int, people_: int, share: float) -> tuple[duckanon.Anonymizer, pd.DataFrame, pd.DataFrame] | None:
+    """A population of ``people_`` drawn by ``seed`` and a sample of ``share`` of it, in tables ``population`` and
+    ``people``; None when the sample is empty."""
+    population = people(np.random.default_rng(seed), people_)
+    sample = population.sample(frac=share, random_state=seed % 1000)
+    return None if sample.empty else (connection(population, sample), population, sample)
+
+
 def policy(models, **settings_) -> Policy:
     return Policy(quasi_identifiers={q: Hierarchy.from_lists(rows, name=q) for q, rows in HIERARCHIES.items()},
                   models=models, others="insensitive", **settings_)
@@ -109,12 +117,10 @@ def test_delta_presence_and_k_map_by_hand():
 def test_every_node_of_the_search_counts_as_pandas(kind, seed, people_, share, low, width, k):
     """Each evaluator's verdict and suppressed records at every node of the lattice equal a pandas recount; so does
     whether the suppressed records, starred, satisfy the model (their population: everyone)."""
-    rng = np.random.default_rng(seed)
-    population = people(rng, people_)
-    sample = population.sample(frac=share, random_state=seed % 1000)
-    if sample.empty:
+    drawn = sampled(seed, people_, share)
+    if drawn is None:
         return
-    anon = connection(population, sample)
+    anon, population, sample = drawn
     models = [DeltaPresence(low, min(low + width, 1.0), "population"), KMap(k, population="population")]
     for model in models:
         chosen = policy([model], suppression_limit=1.0, suppression="replace-unchecked")

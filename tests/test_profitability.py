@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_population_models import HIERARCHIES, connection, generalized, people, policy
+from test_population_models import HIERARCHIES, connection, generalized, people, policy, sampled
 
 import duckanon
 from duckanon import (
@@ -83,17 +83,21 @@ def test_no_attack_models_suppress_what_pandas_counts(seed):
         assert journalist.violating_records == int(s[p < 16].sum())  # 60/4 = 15, whole: 16 people or more
 
 
+def six_over_sex() -> tuple[duckanon.Anonymizer, Hierarchy]:
+    """Table ``t``: six records over sex, 'f' ×4 and 'm' ×2, and an insensitive ``x``; and sex's hierarchy."""
+    frame = pd.DataFrame({"sex": ["f", "f", "f", "f", "m", "m"], "x": range(6)})
+    con = duckdb.connect()
+    con.register("frame", frame)
+    con.execute("CREATE TABLE t AS SELECT * FROM frame")
+    return duckanon.connect(con), Hierarchy.from_lists([["f", "*"], ["m", "*"]], name="sex")
+
+
 def test_payout_by_hand():
     """Six records over sex ('f' ×4, 'm' ×2) at the bottom: the hierarchy has two values, so IL = 1 + log10(1/2) /
     log10(2) = 0 and every record pays B.  With G = 6, C = 2 an attack pays on classes below 3: the class of 'm'.
     Value: g × (B × 0 + L × 1 class) = 300.  At the top, '*' (share 1, IL 1), one class of 6: no attack pays,
     value 6 × B = 720."""
-    frame = pd.DataFrame({"sex": ["f", "f", "f", "f", "m", "m"], "x": range(6)})
-    con = duckdb.connect()
-    con.register("frame", frame)
-    con.execute("CREATE TABLE t AS SELECT * FROM frame")
-    anon = duckanon.connect(con)
-    sex = Hierarchy.from_lists([["f", "*"], ["m", "*"]], name="sex")
+    anon, sex = six_over_sex()
     metric = ArxPublisherPayout(adversary_cost=2, adversary_gain=6, publisher_loss=300, publisher_benefit=120)
     pol = Policy(quasi_identifiers={"sex": sex}, models=[KAnonymity(1)], insensitive=["x"])
     with bind(anon.workspace, "t", pol) as bound:
@@ -172,12 +176,7 @@ def test_attack_by_hand():
     log10(2) = 0.  With G = 6, C = 2, L = 300, B = 120, an attack pays on 'm' (6/2 − 2 > 0): 120 − 300/2 = −30, so
     'm' violates; 'f' pays 120.  At the top, '*' has IL = 1 and pays 0: it violates, and under ``replace`` the
     suppressed records' own class of '*' violates too, so only ``replace-unchecked`` and ``drop`` suppress."""
-    frame = pd.DataFrame({"sex": ["f", "f", "f", "f", "m", "m"], "x": range(6)})
-    con = duckdb.connect()
-    con.register("frame", frame)
-    con.execute("CREATE TABLE t AS SELECT * FROM frame")
-    anon = duckanon.connect(con)
-    sex = Hierarchy.from_lists([["f", "*"], ["m", "*"]], name="sex")
+    anon, sex = six_over_sex()
     model = ProsecutorProfitability(adversary_gain=6, adversary_cost=2, publisher_loss=300, publisher_benefit=120)
 
     def pol(suppression: str) -> Policy:
@@ -216,12 +215,10 @@ def test_attack_models_suppress_what_pandas_prices(seed):
 def test_every_node_of_the_search_prices_as_pandas(kind, seed, people_, share, terms):
     """Each evaluator's suppressed records at every node equal the pandas recount, and so does, under ``replace``,
     whether the suppressed records' own class of '*' (IL 1; its population: everyone) pays."""
-    rng = np.random.default_rng(seed)
-    population = people(rng, people_)
-    sample = population.sample(frac=share, random_state=seed % 1000)
-    if sample.empty:
+    drawn = sampled(seed, people_, share)
+    if drawn is None:
         return
-    anon = connection(population, sample)
+    anon, population, sample = drawn
     for model, population_ in zip(attack_models(terms), (None, population)):
         for suppression in ("replace-unchecked", "replace"):
             chosen = policy([model], suppression_limit=1.0, suppression=suppression)
