@@ -335,3 +335,21 @@ def test_risk_thresholds_are_refused_on_spark_by_name(on_spark, people):
     to do, not Spark's parse error."""
     with pytest.raises(duckanon.PolicyError, match="average-reidentification-risk.*run it on DuckDB"):
         on_spark.check(people, policy_of([duckanon.AverageReidentificationRisk(0.05)]), LEVELS)
+
+
+@pytest.mark.parametrize("evaluator", ["memory", "sql"])
+def test_profitability_prices_classes_as_on_duckdb(adult, on_spark, people, evaluator):
+    """ARX's profitability with an attack prices each class by its values' domain shares, read from tables made on
+    the engine: the same check and the same optimum as on DuckDB."""
+    con, _ = adult
+    quasi = QUASI[:3] if evaluator == "sql" else QUASI
+    model = duckanon.ProsecutorProfitability(adversary_gain=120, adversary_cost=20, publisher_loss=3000,
+                                             publisher_benefit=1200)
+    policy = policy_of([model], hierarchies={q: HIERARCHIES[q] for q in quasi}, suppression="replace-unchecked")
+    levels = {q: LEVELS[q] for q in quasi}
+    spark_report, duck_report = on_spark.check(people, policy, levels), duckanon.connect(con).check("adult", policy,
+                                                                                                    levels)
+    assert spark_report.summary() == duck_report.summary() and spark_report.violating_records > 0
+    found, on_duckdb = on_spark.search(people, policy, evaluator=evaluator), duckanon.connect(con).search(
+        "adult", policy, evaluator=evaluator)
+    assert found.best.node == on_duckdb.best.node and found.best.suppressed == on_duckdb.best.suppressed
