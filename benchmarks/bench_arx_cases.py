@@ -268,8 +268,8 @@ def _model(spec: dict, hierarchies_dir: Path, costs: dict | None = None):
 
 def _metric(spec: dict, costs: dict | None = None) -> tuple[Metric, str]:
     call, args = spec["call"].removeprefix("Metric."), spec["args"]
-    if call == "createPublisherPayoutMetric" and args == [False] and costs is not None:
-        return ArxPublisherPayout(**costs), ""
+    if call == "createPublisherPayoutMetric" and costs is not None:
+        return ArxPublisherPayout(**costs, journalist=args == [True]), ""
     if call == "createEntropyBasedInformationLossMetric":
         return ArxEntropyBasedInformationLoss(*args), ""
     if call in ("createLossMetric", "createPrecomputedLossMetric"):
@@ -285,7 +285,7 @@ def _metric(spec: dict, costs: dict | None = None) -> tuple[Metric, str]:
     if call in ("createPrecomputedEntropyMetric", "createEntropyMetric"):
         monotone = next((a for a in args if isinstance(a, bool)), False)
         return (ArxNonUniformEntropy() if monotone else ArxNonMonotoneEntropy()), ""
-    names = {"createPublisherPayoutMetric": "the publisher-payout metric (journalist)",
+    names = {"createPublisherPayoutMetric": "ARX's default cost-benefit configuration",
              "createClassificationMetric": "the classification metric", "createPrecisionMetric": "precision",
              "createHeightMetric": "height"}
     raise Unsupported(names.get(call, call))

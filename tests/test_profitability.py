@@ -291,3 +291,33 @@ def test_cli_profitability(tmp_path, capsys):
     assert main(["-o", str(tmp_path / "p.duckdb"), "--profitability", "1:2:3"]) == 2
     assert "COST:GAIN:LOSS:BENEFIT[:journalist]" in capsys.readouterr().err
     assert not (tmp_path / "j.duckdb").exists() and not (tmp_path / "p.duckdb").exists()
+
+
+@pytest.mark.parametrize("kind", ["sql", "memory"])
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**32 - 1), people_=st.integers(60, 400), share=st.floats(0.1, 0.9), terms=TERMS,
+       k=st.integers(1, 4))
+def test_journalist_payout_as_arx_at_every_node(kind, seed, people_, share, terms, k):
+    """ARX's publisher payout with a journalist (``createPublisherPayoutMetric(true)``) at every node against pandas:
+    g × Σ over kept classes of n × (B − their payout, the adversary succeeding with 1 / their population records)
+    + s × B × the suppressed records (g = s = 1 at the default gs-factor); without a population it is refused."""
+    drawn = sampled(seed, people_, share)
+    if drawn is None:
+        return
+    anon, population, sample = drawn
+    metric = ArxPublisherPayout(**terms, journalist=True)
+    chosen = policy([KAnonymity(k), duckanon.KMap(1, population="population")], suppression_limit=1.0,
+                    suppression="replace-unchecked")
+    with bind(anon.workspace, "people", chosen) as bound, \
+            search_run.evaluator(anon.workspace, bound, [metric], None, kind=kind) as evaluator:
+        results = evaluator.evaluate_many(range(evaluator.lattice.size))
+    for result in results:
+        classes = paying(sample, population, dict(zip(HIERARCHIES, result.node)), terms)
+        kept = classes["records"] >= k
+        expected = float((classes["records"] * (terms["publisher_benefit"] - classes["payout"]))[kept].sum()
+                         + terms["publisher_benefit"] * classes["records"][~kept].sum())
+        assert result.values[metric.name] == pytest.approx(expected, rel=1e-9, abs=1e-6), result.node
+    with pytest.raises(PolicyError, match="arx-payout-journalist counts each class's records in a population"), \
+            bind(anon.workspace, "people", policy([KAnonymity(k)])) as bound, \
+            search_run.evaluator(anon.workspace, bound, [metric], None, kind=kind):
+        pass

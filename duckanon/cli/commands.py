@@ -69,7 +69,7 @@ def _generalize(args: argparse.Namespace, console: Console, anon: Anonymizer, so
     if args.levels:
         levels = args.levels
     else:
-        metric = args.metric if args.payout is None else ArxPublisherPayout(**args.payout)
+        metric = args.metric if args.payout is None else ArxPublisherPayout(**args.payout[0], journalist=args.payout[1])
         result = anon.search(source.relation, policy, metric=metric, strategy=args.strategy, label=args.label,
                              evaluator=args.evaluator, memory_budget=args.memory_budget,
                              time_limit=args.time_limit, check_limit=args.check_limit)

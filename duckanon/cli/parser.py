@@ -162,7 +162,7 @@ def _policy() -> Parser:
                              "more than GAIN/COST records (prosecutor), or of --population records with :journalist "
                              "(as ARX's no-attack profitability)")
     models.add_argument("--profitability", action="append", default=[], metavar="COST:GAIN:LOSS:BENEFIT[:journalist]",
-                        type=values.profitability,
+                        type=values.cost_benefit,
                         help="keep a class only where releasing it pays the publisher, as ARX's profitability with "
                              "an attack: BENEFIT per record times one minus the class's entropy-based information "
                              "loss, less LOSS per re-identification when an attack at COST for GAIN pays (success 1 / "
@@ -192,10 +192,11 @@ def _search() -> Parser:
                              "for the best")
     search.add_argument("--metric", default="loss", choices=metric_names(),
                         help="what the search minimizes (default %(default)s)")
-    search.add_argument("--payout", type=values.payout, metavar="COST:GAIN:LOSS:BENEFIT",
+    search.add_argument("--payout", type=values.cost_benefit, metavar="COST:GAIN:LOSS:BENEFIT[:journalist]",
                         help="minimize ARX's publisher payout loss instead of --metric: an adversary's COST per "
                              "attack and GAIN per success, the publisher's LOSS per re-identified record and BENEFIT "
-                             "per record released")
+                             "per record released; with :journalist the adversary succeeds with 1 / a class's records "
+                             "in the policy's --population")
     search.add_argument("--strategy", default="optimal", choices=list(STRATEGIES),
                         help="search strategy (default %(default)s): optimal, samarati and exhaustive list the "
                              "lattice; lightning, top-down and genetic (ARX's heuristics, for lattices too wide to "

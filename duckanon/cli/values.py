@@ -161,12 +161,12 @@ def population_uniqueness(text: str) -> tuple[float, int, str]:
         raise argparse.ArgumentTypeError(f"{error} in {text!r} (expected {form})") from None
 
 
-def _cost_benefit(text: str, flag: str | None) -> tuple[dict[str, float], bool]:
+def _cost_benefit(text: str, flag: str) -> tuple[dict[str, float], bool]:
     """``COST:GAIN:LOSS:BENEFIT[:flag]``, four numbers (ARX's cost-benefit configuration, which the model or metric
     checks), and whether ``flag`` follows them."""
-    form = "COST:GAIN:LOSS:BENEFIT" + (f"[:{flag}]" if flag else "")
+    form = f"COST:GAIN:LOSS:BENEFIT[:{flag}]"
     parts = text.split(":")
-    flagged = flag is not None and len(parts) == 5 and parts[4] == flag
+    flagged = len(parts) == 5 and parts[4] == flag
     if len(parts) != 4 + flagged:
         raise argparse.ArgumentTypeError(f"expected {form}, got {text!r}")
     names = ("adversary_cost", "adversary_gain", "publisher_loss", "publisher_benefit")
@@ -177,12 +177,7 @@ def _cost_benefit(text: str, flag: str | None) -> tuple[dict[str, float], bool]:
     return dict(zip(names, figures)), flagged
 
 
-def payout(text: str) -> dict[str, float]:
-    """``COST:GAIN:LOSS:BENEFIT`` into ARX's cost-benefit configuration."""
-    return _cost_benefit(text, None)[0]
-
-
-def profitability(text: str) -> tuple[dict[str, float], bool]:
+def cost_benefit(text: str) -> tuple[dict[str, float], bool]:
     """``COST:GAIN:LOSS:BENEFIT[:journalist]`` into ARX's cost-benefit configuration and whether the attacker is a
     journalist (else a prosecutor)."""
     return _cost_benefit(text, "journalist")

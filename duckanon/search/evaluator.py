@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..encode.encoding import Encoding
+from ..errors import PolicyError
 from ..hierarchy.hierarchy import Hierarchy
 from ..privacy.models import PrivacyModel
 from ..privacy.thresholds import risk_thresholds
@@ -105,6 +106,10 @@ class NodeEvaluator(ABC):
         self.objective = metrics[0].name
         self.lattice = lattice_of(encoding.attributes, [h.levels for h in hierarchies])
         self.masks = LatticeMasks(self.lattice) if self.lattice.listed else None
+        counting = [m.name for m in metrics if m.counts_population]
+        if counting and encoding.population_table is None:
+            raise PolicyError(f"metric {', '.join(counting)} counts each class's records in a population table: give "
+                              f"the policy a model that names one (e.g. JournalistProfitability)")
         self.costs = RecordCosts(encoding, hierarchies, metrics)
         # Whether totals carry each attribute's spread over the suppressed records (a metric needs it).
         self.spread = any(m.suppressed_spread for m in metrics)

@@ -245,6 +245,7 @@ class _NodeClasses:
     violated: np.ndarray
     unmendable: bool = False  # a model is violated in a way no suppression mends
     cut: Cut | None = None  # what the risk thresholds suppressed, and the classes they left
+    population: np.ndarray | None = None  # per class, its population's records (given a population)
 
 
 class FrequencyArrays:
@@ -508,7 +509,7 @@ class MemoryNodeEvaluator(NodeEvaluator):
                 break
             cut_made = self._cut(violated, groups)
         unmendable = unmendable or (cut_made is not None and not cut_made.holds)
-        return _NodeClasses(node, rows, codes, groups, sizes, cells, violated, unmendable, cut_made)
+        return _NodeClasses(node, rows, codes, groups, sizes, cells, violated, unmendable, cut_made, population)
 
     def _cut(self, violated: np.ndarray, groups: _Groups) -> Cut:
         """The risk thresholds' cut of the kept classes, marked in place on ``violated``: the first classes by size,
@@ -590,7 +591,8 @@ class MemoryNodeEvaluator(NodeEvaluator):
                           bottom=self.costs.bottom, levels=tuple(int(level) for level in classes.node),
                           heights=self.heights,
                           suppressed_entropy=self._suppressed_entropy(classes) if self.spread else (),
-                          counted_classes={m.name: int(np.count_nonzero(m.counted(sizes[kept])))
+                          counted_classes={m.name: float(m.counted(sizes[kept], None if classes.population is None
+                                                                   else classes.population[kept]).sum())
                                            for m in self.metrics if m.counts_classes},
                           tuples=self._tuple_weights(classes, per_record_costs))
 

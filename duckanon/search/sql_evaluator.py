@@ -29,7 +29,7 @@ from ..encode.encoding import COUNT, Encoding, code_column, level_price_column, 
 from ..engine import Engine, Prepared
 from ..hierarchy.hierarchy import Hierarchy
 from ..privacy.checks import DropFixedPoint, RiskCut, class_verdicts, settle_and_cut, suppressed_class_violates
-from ..privacy.classes import SIZE, VIOLATED, Classes, Pricing, key_name
+from ..privacy.classes import POPULATION, SIZE, VIOLATED, Classes, Pricing, key_name
 from ..privacy.models import PrivacyModel, population_checked, prices_classes
 from ..privacy.thresholds import Cut
 from ..sqlgen import build as sb
@@ -253,7 +253,14 @@ class SqlNodeEvaluator(NodeEvaluator):
         return flagged
 
     def _verdicts(self, classes: Classes) -> exp.Select:
-        return class_verdicts(classes, self.models, {name: sb.col(name) for name in self.carried})
+        verdicts = class_verdicts(classes, self.models, {name: sb.col(name) for name in self.carried})
+        if not any(m.counts_population for m in self.counting):
+            return verdicts
+        # Each class's population records, for metrics that weigh classes by them.
+        counted = classes.with_population().subquery("p")
+        on = sb.and_all(exp.NullSafeEQ(this=sb.col(k, "v"), expression=sb.col(k, "p")) for k in classes.key_columns)
+        return (exp.select(exp.Column(this=exp.Star(), table=sb.ident("v")), sb.col(POPULATION, "p"))
+                .from_(verdicts.subquery("v")).join(counted, on=on, join_type="LEFT"))
 
     def _totals_query(self, records: exp.Expression) -> exp.Select:
         """Per node of ``records`` (the union of the batch's snapshots' records, named ``records_name``): the models'
@@ -280,8 +287,9 @@ class SqlNodeEvaluator(NodeEvaluator):
         for cost_sum in self.costs.sums:
             every, dropped = sb.col(f"__all_{cost_sum.name}"), sb.col(f"__suppressed_{cost_sum.name}")
             columns += [exp.func("SUM", every), where(violated.not_(), every), where(violated, dropped)]
-        columns += [exp.func("COUNT", exp.Case().when(exp.and_(violated.not_(), m.counted_sql(size.copy())),
-                                                       sb.lit(1))) for m in self.counting]
+        population = sb.col(POPULATION)
+        columns += [where(violated.not_(), m.counted_sql(size.copy(), population.copy() if m.counts_population
+                                                         else None)) for m in self.counting]
         if self.costs.tuples is not None:
             weight = sb.col(TUPLE_WEIGHT)
             columns += [where(violated.copy(), weight.copy()),
@@ -418,7 +426,7 @@ class SqlNodeEvaluator(NodeEvaluator):
             for cost_sum in self.costs.sums:
                 costs[cost_sum.name] = tuple(float(v) for v in row[position:position + 3])
                 position += 3
-            counted = {m.name: int(v) for m, v in zip(self.counting, row[position:position + len(self.counting)])}
+            counted = {m.name: float(v) for m, v in zip(self.counting, row[position:position + len(self.counting)])}
             position += len(self.counting)
             tuples = None
             if self.costs.tuples is not None:

@@ -108,9 +108,9 @@ class NodeTotals:
     # level of c_v · log2(n / c_v), c_v of the n suppressed records holding v -- n times the entropy of the attribute
     # among the suppressed records
     suppressed_entropy: Sequence[float] = ()
-    # per metric that counts classes (:attr:`Metric.counts_classes`), by name: its kept classes that meet its
-    # condition on their size (Metric.counted)
-    counted_classes: Mapping[str, int] = field(default_factory=dict)
+    # per metric that counts classes (:attr:`Metric.counts_classes`), by name: the sum of its weights of the kept
+    # classes (Metric.counted)
+    counted_classes: Mapping[str, float] = field(default_factory=dict)
     # when a metric weighs tuples
     tuples: TupleWeights | None = None
 
@@ -131,19 +131,22 @@ class Metric(ABC):
     # Whether the value needs how the suppressed records spread over each attribute's values
     # (NodeTotals.suppressed_entropy), which evaluators compute only then.
     suppressed_spread: bool = False
-    # Whether the value counts the kept classes whose size meets a condition (NodeTotals.counted_classes): the
-    # evaluators count them with :meth:`counted` over arrays and :meth:`counted_sql` in SQL, the same formula.
+    # Whether the value sums a weight of each kept class, from its size and, for a metric that also
+    # `counts_population`, its records in the policy's population table (NodeTotals.counted_classes): the evaluators
+    # sum :meth:`counted` over arrays and :meth:`counted_sql` in SQL, the same formula.
     counts_classes: bool = False
+    counts_population: bool = False
     # Whether the value weighs each record by its tuple's records (NodeTotals.tuples, :class:`TupleWeights`), which
     # evaluators compute only then; a record's cost in such a metric's cost sums must be alike across its class.
     weighs_tuples: bool = False
 
-    def counted(self, sizes: np.ndarray) -> np.ndarray:
-        """Per class of ``sizes`` records, whether the value counts it."""
+    def counted(self, sizes: np.ndarray, population: np.ndarray | None) -> np.ndarray:
+        """Per class of ``sizes`` records (and ``population`` population records, given where the metric
+        :attr:`counts_population`), its weight in the sum (float64)."""
         raise NotImplementedError
 
-    def counted_sql(self, size: exp.Expression) -> exp.Expression:
-        """:meth:`counted` over a class's size in SQL (a DOUBLE)."""
+    def counted_sql(self, size: exp.Expression, population: exp.Expression | None) -> exp.Expression:
+        """:meth:`counted` over a class's size (a DOUBLE) and population records in SQL."""
         raise NotImplementedError
 
     def weights(self, attributes: Sequence[str]) -> dict[str, float]:
@@ -639,35 +642,49 @@ class ArxEntropyBasedInformationLoss(Metric):
 
 
 class ArxPublisherPayout(ArxEntropyBasedInformationLoss):
-    """ARX's publisher payout under a prosecutor attacker (``Metric.createPublisherPayoutMetric(false)``; ARX 3.9.2
+    """ARX's publisher payout (``Metric.createPublisherPayoutMetric(journalist)``; ARX 3.9.2
     ``metric/v2/MetricSDNMPublisherPayout`` with ``risk/RiskModelCostBenefit``, after Wan et al.'s re-identification
     game): a kept record in a class of n records pays the publisher B × (1 − IL) minus, when an attack pays the
-    adversary (G / n − C > 0: gain G times the success probability 1/n, less the cost C), L / n; IL is the class's
-    entropy-based information loss (:class:`ArxEntropyBasedInformationLoss`).  The value is what is lost against
-    the most a record pays, B: g × Σ over kept records of (B − payout) + s × B × the suppressed records, that is
-    g × (B × the kept records' entropy-based loss + L × the kept classes an attack pays on) + s × B × suppressed.
+    adversary (G × p − C > 0: gain G times the success probability p, less the cost C), L × p; IL is the class's
+    entropy-based information loss (:class:`ArxEntropyBasedInformationLoss`).  A prosecutor succeeds with p = 1/n; a
+    journalist (``journalist=True``) with 1 over the class's records in the policy's population table (1/n where it has
+    none), so the policy must name one (as ARX's journalist models take a research subset).  The value is what is lost
+    against the most a record pays, B: g × Σ over kept records of (B − payout) + s × B × the suppressed records, that
+    is g × (B × the kept records' entropy-based loss + L × Σ over the kept classes an attack pays on of n × p)
+    + s × B × suppressed.
 
     Lower bound (ARX's, with min(g, s) as for the entropy-based loss): B × the entropy-based loss's bound; an attack
-    only adds.  The journalist variant (``createPublisherPayoutMetric(true)``, success 1 / the class's population
-    records) is not implemented."""
+    only adds."""
 
     counts_classes = True
 
     def __init__(self, adversary_cost: float, adversary_gain: float, publisher_loss: float,
-                 publisher_benefit: float, gs_factor: float = 0.5, name: str = "arx-payout"):
+                 publisher_benefit: float, gs_factor: float = 0.5, journalist: bool = False,
+                 name: str | None = None):
+        name = name or ("arx-payout-journalist" if journalist else "arx-payout")
         super().__init__(gs_factor, name)
+        self.journalist = self.counts_population = bool(journalist)
         owner = f"metric {name}"
         self.adversary_cost = float(checked_number(adversary_cost, "adversary_cost", owner, low=0))
         self.adversary_gain = float(checked_number(adversary_gain, "adversary_gain", owner, low=0))
         self.publisher_loss = float(checked_number(publisher_loss, "publisher_loss", owner, low=0))
         self.publisher_benefit = float(checked_number(publisher_benefit, "publisher_benefit", owner, low=0))
 
-    def counted(self, sizes):
-        return self.adversary_gain / np.asarray(sizes, dtype=np.float64) - self.adversary_cost > 0
+    def counted(self, sizes, population):
+        sizes = np.asarray(sizes, dtype=np.float64)
+        people = np.where(population == 0, sizes, population) if self.journalist else sizes
+        success = 1.0 / people
+        attacked = self.adversary_gain * success - self.adversary_cost > 0.0
+        return np.where(attacked, sizes * success if self.journalist else 1.0, 0.0)
 
-    def counted_sql(self, size):
-        gain, cost = sb.as_double(sb.lit(self.adversary_gain)), sb.as_double(sb.lit(self.adversary_cost))
-        return exp.paren(gain / size) - cost > sb.lit(0)
+    def counted_sql(self, size, population):
+        double = lambda value: sb.as_double(sb.lit(value))  # noqa: E731 - DOUBLE, never DECIMAL, arithmetic
+        people = (exp.Case().when(population.eq(sb.lit(0)), size.copy()).else_(sb.as_double(population.copy()))
+                  if self.journalist else size.copy())
+        success = double(1.0) / exp.paren(people)
+        attacked = exp.paren(double(self.adversary_gain) * success - double(self.adversary_cost)) > double(0.0)
+        return exp.Case().when(attacked, size.copy() * success.copy() if self.journalist else double(1.0)).else_(
+            double(0.0))
 
     def value(self, totals):
         _, kept, _ = totals.costs[self.name]
@@ -685,7 +702,7 @@ class ArxPublisherPayout(ArxEntropyBasedInformationLoss):
     def __repr__(self) -> str:
         return (f"{self.name}(adversary_cost={self.adversary_cost}, adversary_gain={self.adversary_gain}, "
                 f"publisher_loss={self.publisher_loss}, publisher_benefit={self.publisher_benefit}, "
-                f"gs_factor={self.gs_factor})")
+                f"gs_factor={self.gs_factor}, journalist={self.journalist})")
 
 
 class ArxAmbiguity(Metric):
