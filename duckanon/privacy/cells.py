@@ -9,6 +9,7 @@ sizes and, per class, its records per value of one sensitive attribute.  A model
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -46,8 +47,14 @@ class ClassCells:
         return len(self.sizes)
 
     def class_starts(self) -> np.ndarray:
-        """Per class, the position of its first cell (cells are sorted by class)."""
-        return np.searchsorted(self.cell_class, np.arange(self.classes))
+        """Per class, the position of its first cell (cells are sorted by class, and every class has one)."""
+        return self._starts
+
+    @functools.cached_property
+    def _starts(self) -> np.ndarray:
+        starts = np.zeros(self.classes, dtype=np.int64)
+        np.cumsum(self.distinct()[:-1], out=starts[1:])
+        return starts
 
     def distinct(self) -> np.ndarray:
         """Per class, how many distinct values it holds."""
