@@ -322,3 +322,24 @@ def test_journalist_payout_as_arx_at_every_node(kind, seed, people_, share, term
             bind(anon.workspace, "people", policy([KAnonymity(k)])) as bound, \
             search_run.evaluator(anon.workspace, bound, [metric], None, kind=kind):
         pass
+
+
+@pytest.mark.parametrize("suppression", ["replace-unchecked", "drop"])
+def test_a_star_label_below_the_top_is_priced_as_a_label_not_as_suppression(tmp_path, suppression):
+    """A hierarchy may generalize a rare value to '*' before the top: there it covers one of three rows (share 1/3,
+    IL 0 on one attribute), not the whole domain a suppressed '*' stands for (IL 1).  The check and the publish price
+    it alike: 30 'c' records pay B and are released; 'a' and 'b' (share 2/3 under 'ab') pay too."""
+    frame = pd.DataFrame({"zip": ["a"] * 40 + ["b"] * 30 + ["c"] * 30, "x": range(100)})
+    con = duckdb.connect()
+    con.register("frame", frame)
+    con.execute("CREATE TABLE t AS SELECT * FROM frame")
+    anon = duckanon.connect(con)
+    zips = Hierarchy.from_lists([["a", "ab", "*"], ["b", "ab", "*"], ["c", "*", "*"]], name="zip")
+    model = ProsecutorProfitability(adversary_gain=6, adversary_cost=2, publisher_loss=300, publisher_benefit=120)
+    pol = Policy(quasi_identifiers={"zip": zips}, models=[model], insensitive=["x"], suppression_limit=1.0,
+                 suppression=suppression)
+    assert anon.check("t", pol, {"zip": 1}).violating_records == 0
+    release = anon.publish("t", pol, {"zip": 1}, tmp_path / "release.duckdb")
+    assert release.suppressed == 0 and release.records_out == 100
+    with duckdb.connect(str(tmp_path / "release.duckdb"), read_only=True) as reader:
+        assert reader.execute("SELECT COUNT(*) FROM release WHERE zip = '*'").fetchone() == (30,)

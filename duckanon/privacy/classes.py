@@ -56,9 +56,15 @@ class Pricing:
 
     def losses(self, log_shares: np.ndarray) -> np.ndarray:
         """:meth:`information_loss` per class of ``log_shares``, to the last bit."""
-        if self.most == 0 or not math.isfinite(self.most):
-            return np.zeros(len(log_shares))
-        return np.minimum(np.maximum(1.0 + np.asarray(log_shares, dtype=np.float64) / self.most, 0.0), 1.0)
+        return information_losses(log_shares, self.most)
+
+
+def information_losses(log_shares: np.ndarray, most: float) -> np.ndarray:
+    """Per class, ARX's entropy-based information loss from the sum of its values' log10 shares and maxIL ``most``:
+    :meth:`Pricing.information_loss` over arrays, to the last bit."""
+    if most == 0 or not math.isfinite(most):
+        return np.zeros(len(log_shares))
+    return np.minimum(np.maximum(1.0 + np.asarray(log_shares, dtype=np.float64) / most, 0.0), 1.0)
 
 
 @dataclass(frozen=True)

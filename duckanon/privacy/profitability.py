@@ -9,15 +9,16 @@ otherwise, 1 when G = 0 (``ProfitabilityProsecutorNoAttack.initialize``).
 
 With an attack (``ProfitabilityProsecutor``, ``ProfitabilityJournalist``), the publisher instead keeps a class when
 keeping it pays: a record of a class brings the publisher B × (1 − IL), IL the class's entropy-based information loss,
-less L × 1/n when the attack pays the adversary; a class whose expected payout is not positive violates the model.
-The prosecutor's payout metric is :class:`~duckanon.utility.metrics.ArxPublisherPayout`; the journalist's is not
-implemented.
+less L × p when the attack pays the adversary; a class whose expected payout is not positive violates the model.
+:class:`CostBenefit` is ARX's ``RiskModelCostBenefit``, which these models and the publisher-payout metric
+(:class:`~duckanon.utility.metrics.ArxPublisherPayout`) share.
 """
 
 from __future__ import annotations
 
 import math
 import os
+from dataclasses import dataclass
 
 import numpy as np
 from sqlglot import exp
@@ -27,6 +28,53 @@ from ..parameters import checked_number
 from ..sqlgen import build as sb
 from .classes import LOG_SHARE, POPULATION, SIZE, VIOLATED
 from .models import KAnonymity, KMap, PrivacyModel, population_source
+
+
+def _double(value: float) -> exp.Expression:
+    """A literal as DOUBLE: DuckDB would otherwise compute with DECIMAL, and round otherwise than NumPy."""
+    return sb.as_double(sb.lit(value))
+
+
+@dataclass(frozen=True)
+class CostBenefit:
+    """ARX's cost-benefit configuration and what its ``RiskModelCostBenefit`` derives from it: an adversary gains G
+    per successful attack at cost C; the publisher gains B per record released and loses L per record re-identified.
+    A prosecutor succeeds in a class of n records with p = 1/n; a journalist with 1 over the class's records in the
+    population (1/n where it has none: ``getSuccessProbability``).  The attack pays when G × p − C > 0, and then costs
+    the publisher L × p per record (``getExpectedPublisherPayout``).  Each formula over arrays and in SQL, alike."""
+
+    adversary_gain: float
+    adversary_cost: float
+    publisher_loss: float
+    publisher_benefit: float
+
+    @classmethod
+    def checked(cls, owner: str, adversary_gain: float, adversary_cost: float, publisher_loss: float,
+                publisher_benefit: float) -> CostBenefit:
+        """The terms, each checked (a finite number ≥ 0) and named in the error for ``owner``."""
+        given = {"adversary_gain": adversary_gain, "adversary_cost": adversary_cost,
+                 "publisher_loss": publisher_loss, "publisher_benefit": publisher_benefit}
+        return cls(**{name: float(checked_number(value, name, owner, low=0)) for name, value in given.items()})
+
+    def success(self, sizes: np.ndarray, population: np.ndarray | None) -> np.ndarray:
+        """Per class of ``sizes`` records (and, for a journalist, ``population`` records), the adversary's p."""
+        sizes = np.asarray(sizes, dtype=np.float64)
+        people = sizes if population is None else np.where(population == 0, sizes, population)
+        return 1.0 / np.asarray(people, dtype=np.float64)
+
+    def success_sql(self, size: exp.Expression, population: exp.Expression | None) -> exp.Expression:
+        """:meth:`success` of a class of ``size`` records (and ``population`` records)."""
+        people = size if population is None else exp.Case().when(population.eq(sb.lit(0)), size).else_(population)
+        return _double(1.0) / sb.as_double(people)
+
+    def penalty(self, success: np.ndarray) -> np.ndarray:
+        """What the publisher expects to lose per record where the adversary succeeds with ``success``."""
+        return np.where(self.adversary_gain * success - self.adversary_cost > 0.0, self.publisher_loss * success, 0.0)
+
+    def penalty_sql(self, success: exp.Expression) -> exp.Expression:
+        """:meth:`penalty` in SQL."""
+        attacked = exp.paren(_double(self.adversary_gain) * success - _double(self.adversary_cost)) > _double(0.0)
+        return exp.Case().when(attacked, _double(self.publisher_loss) * success.copy()).else_(_double(0.0))
 
 
 def no_attack_k(adversary_gain: float, adversary_cost: float, owner: str) -> int:
@@ -98,34 +146,22 @@ class ProsecutorProfitability(PrivacyModel):
 
     def __init__(self, adversary_gain: float, adversary_cost: float, publisher_loss: float,
                  publisher_benefit: float):
-        self.adversary_gain = float(checked_number(adversary_gain, "adversary_gain", self.name, low=0))
-        self.adversary_cost = float(checked_number(adversary_cost, "adversary_cost", self.name, low=0))
-        self.publisher_loss = float(checked_number(publisher_loss, "publisher_loss", self.name, low=0))
-        self.publisher_benefit = float(checked_number(publisher_benefit, "publisher_benefit", self.name, low=0))
-
-    def _success(self) -> exp.Expression:
-        """The adversary's success probability in a class (a row of :meth:`Classes.priced`)."""
-        return sb.as_double(sb.lit(1.0)) / sb.as_double(sb.col(SIZE))
+        self._terms = CostBenefit.checked(self.name, adversary_gain, adversary_cost, publisher_loss, publisher_benefit)
+        self.adversary_gain, self.adversary_cost = self._terms.adversary_gain, self._terms.adversary_cost
+        self.publisher_loss, self.publisher_benefit = self._terms.publisher_loss, self._terms.publisher_benefit
 
     def class_violations(self, classes):
         priced = classes.priced().subquery("priced")  # raises where the classes carry no domain shares
-        double = lambda value: sb.as_double(sb.lit(value))  # noqa: E731 - DOUBLE, never DECIMAL, arithmetic
-        success = self._success()
-        attack = exp.paren(double(self.adversary_gain) * success - double(self.adversary_cost)) > double(0.0)
-        penalty = exp.Case().when(attack, double(self.publisher_loss) * success.copy()).else_(double(0.0))
+        population = sb.col(POPULATION) if self.population is not None else None
+        penalty = self._terms.penalty_sql(self._terms.success_sql(sb.col(SIZE), population))
         loss = classes.pricing.information_loss(sb.col(LOG_SHARE))
-        payout = double(self.publisher_benefit) * exp.paren(double(1.0) - loss) - penalty
-        return exp.select(*classes.keys_of(), exp.not_(payout > double(0.0)).as_(VIOLATED, quoted=True)).from_(priced)
-
-    def _success_of(self, sizes: np.ndarray, population: np.ndarray | None) -> np.ndarray:
-        return 1.0 / np.asarray(sizes, dtype=np.float64)
+        payout = _double(self.publisher_benefit) * exp.paren(_double(1.0) - loss) - penalty
+        return exp.select(*classes.keys_of(), exp.not_(payout > _double(0.0)).as_(VIOLATED, quoted=True)).from_(
+            priced)
 
     def priced_verdicts(self, sizes, information_loss, population):
-        success = self._success_of(sizes, population)
-        attack = self.adversary_gain * success - self.adversary_cost > 0.0
-        penalty = np.where(attack, self.publisher_loss * success, 0.0)
-        payout = self.publisher_benefit * (1.0 - information_loss) - penalty
-        return ~(payout > 0.0)
+        penalty = self._terms.penalty(self._terms.success(sizes, population if self.population is not None else None))
+        return ~(self.publisher_benefit * (1.0 - information_loss) - penalty > 0.0)
 
 
 class JournalistProfitability(ProsecutorProfitability):
@@ -139,11 +175,3 @@ class JournalistProfitability(ProsecutorProfitability):
                  publisher_benefit: float, population: str | os.PathLike):
         super().__init__(adversary_gain, adversary_cost, publisher_loss, publisher_benefit)
         self.population = population_source(population, self.name)
-
-    def _success(self):
-        people = exp.Case().when(sb.col(POPULATION).eq(sb.lit(0)), sb.col(SIZE)).else_(sb.col(POPULATION))
-        return sb.as_double(sb.lit(1.0)) / sb.as_double(people)
-
-    def _success_of(self, sizes, population):
-        people = np.where(population == 0, sizes, population)
-        return 1.0 / np.asarray(people, dtype=np.float64)

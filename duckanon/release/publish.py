@@ -214,21 +214,21 @@ class LabelPrices:
 
 def label_prices(engine: Engine, bound: BoundPolicy, transformation: Transformation, generalized: exp.Table
                  ) -> LabelPrices | None:
-    """The :class:`LabelPrices` of ``generalized`` (``transformation``'s records) when a model prices classes.  '*'
-    stands for the whole domain (share 1, log 0), as a suppressed value.  None for a transformation without levels,
-    whose classes a pricing model then refuses."""
+    """The :class:`LabelPrices` of ``generalized`` (``transformation``'s records) when a model prices classes.  A '*'
+    that is not a label of its level marks a suppressed value, which stands for the whole domain (share 1, log 0), as
+    the searches price it.  None for a transformation without levels, whose classes a pricing model then refuses."""
     levels = getattr(transformation, "levels", None)
     if not prices_classes(bound.policy.models) or levels is None:
         return None
     frames = []
     for attribute in bound.quasi_identifiers:
-        hierarchy = bound.hierarchies[attribute].hierarchy
+        hierarchy, level = bound.hierarchies[attribute].hierarchy, levels[attribute]
         shown = [row[0] for row in engine.rows(exp.select(sb.as_text(sb.col(attribute))).from_(generalized).distinct())]
         labels = list(dict.fromkeys([*shown, SUPPRESSED]))
-        logs = log_domain_shares(hierarchy, levels[attribute], [None if label == SUPPRESSED else label
-                                                               for label in labels])
-        frames.append(pd.DataFrame({"label": pd.Series(labels, dtype=object),
-                                    "price": [0.0 if label == SUPPRESSED else log for label, log in zip(labels, logs)]}))
+        logs = log_domain_shares(hierarchy, level, labels)
+        marker = SUPPRESSED not in hierarchy.leaves_under(level)
+        frames.append(pd.DataFrame({"label": pd.Series(labels, dtype=object), "price": [
+            0.0 if label == SUPPRESSED and marker else log for label, log in zip(labels, logs)]}))
     return LabelPrices(frames, sum(log_domain_size(bound.hierarchies[a].hierarchy) for a in bound.quasi_identifiers))
 
 

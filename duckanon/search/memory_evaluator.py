@@ -34,7 +34,7 @@ from ..encode.encoding import COUNT, Encoding, code_column, level_price_column
 from ..engine import Engine
 from ..hierarchy.hierarchy import Hierarchy
 from ..privacy.cells import ClassCells, SensitiveValues
-from ..privacy.classes import Pricing
+from ..privacy.classes import information_losses
 from ..privacy.models import PrivacyModel, population_checked, prices_classes
 from ..privacy.thresholds import Cut, cut, starred_fails
 from ..sqlgen import build as sb
@@ -429,9 +429,10 @@ class MemoryNodeEvaluator(NodeEvaluator):
     def _read_prices(self) -> None:
         """For models that price classes: per attribute and level, each code's log10 domain share (the numbers the
         SQL evaluator carries per record)."""
-        self.pricing = (Pricing((), self.encoding.most_information()) if prices_classes(self.models) else None)
+        # ARX's maxIL, for models that price classes (None without one)
+        self.most_information = self.encoding.most_information() if prices_classes(self.models) else None
         self.prices: list[list[np.ndarray]] = []
-        if self.pricing is None:
+        if self.most_information is None:
             return
         for i, hierarchy in enumerate(self.hierarchies):
             levels, prices = self.encoding.level_frame(i), self.encoding.prices(i)
@@ -450,7 +451,7 @@ class MemoryNodeEvaluator(NodeEvaluator):
         total = self.prices[0][node[0]][codes[0]]
         for i in range(1, len(codes)):
             total = total + self.prices[i][node[i]][codes[i]]
-        return self.pricing.losses(total)
+        return information_losses(total, self.most_information)
 
     # ------------------------------------------------------------------ evaluating
     def _source(self, node: np.ndarray) -> _Rows:
@@ -491,7 +492,7 @@ class MemoryNodeEvaluator(NodeEvaluator):
                 if verdicts is not None:
                     violated |= verdicts
             unmendable = any(model.unmendable_with(population_only) for model in population_checked(self.models))
-        if self.pricing is not None:
+        if self.most_information is not None:
             losses = self._information_losses(node, groups)
             for model in self.models:
                 verdicts = model.priced_verdicts(sizes, losses, population)
@@ -731,8 +732,8 @@ class MemoryNodeEvaluator(NodeEvaluator):
                 verdict = model.population_verdicts(np.array([size]), everyone)
                 if verdict is not None and bool(verdict[0]):
                     return True
-        if self.pricing is not None:  # '*' values' shares are 1: their logs 0
-            loss = self.pricing.losses(np.zeros(1))
+        if self.most_information is not None:  # '*' values' shares are 1: their logs 0
+            loss = information_losses(np.zeros(1), self.most_information)
             for model in self.models:
                 verdict = model.priced_verdicts(np.array([size]), loss, everyone)
                 if verdict is not None and bool(verdict[0]):

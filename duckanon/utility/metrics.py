@@ -42,7 +42,7 @@ from ..errors import PolicyError
 from ..hierarchy.hierarchy import Hierarchy, IntervalHierarchy
 from ..hierarchy.shares import domain_share, log_domain_shares, row_share
 from ..parameters import checked_number
-from ..sqlgen import build as sb
+from ..privacy.profitability import CostBenefit
 
 # share: ARX's domain share (domain_share); log-share its log10; log-row-share the log10 of the hierarchy rows a value
 # covers over all rows, whatever the hierarchy (row_share).
@@ -664,33 +664,25 @@ class ArxPublisherPayout(ArxEntropyBasedInformationLoss):
         name = name or ("arx-payout-journalist" if journalist else "arx-payout")
         super().__init__(gs_factor, name)
         self.journalist = self.counts_population = bool(journalist)
-        owner = f"metric {name}"
-        self.adversary_cost = float(checked_number(adversary_cost, "adversary_cost", owner, low=0))
-        self.adversary_gain = float(checked_number(adversary_gain, "adversary_gain", owner, low=0))
-        self.publisher_loss = float(checked_number(publisher_loss, "publisher_loss", owner, low=0))
-        self.publisher_benefit = float(checked_number(publisher_benefit, "publisher_benefit", owner, low=0))
+        self._terms = CostBenefit.checked(f"metric {name}", adversary_gain, adversary_cost, publisher_loss,
+                                          publisher_benefit)
+        self.adversary_cost, self.adversary_gain = self._terms.adversary_cost, self._terms.adversary_gain
+        self.publisher_loss, self.publisher_benefit = self._terms.publisher_loss, self._terms.publisher_benefit
 
     def counted(self, sizes, population):
-        sizes = np.asarray(sizes, dtype=np.float64)
-        people = np.where(population == 0, sizes, population) if self.journalist else sizes
-        success = 1.0 / people
-        attacked = self.adversary_gain * success - self.adversary_cost > 0.0
-        return np.where(attacked, sizes * success if self.journalist else 1.0, 0.0)
+        """Per class, what an attack costs the publisher over its n records: n × the penalty per record."""
+        success = self._terms.success(sizes, population if self.journalist else None)
+        return np.asarray(sizes, dtype=np.float64) * self._terms.penalty(success)
 
     def counted_sql(self, size, population):
-        double = lambda value: sb.as_double(sb.lit(value))  # noqa: E731 - DOUBLE, never DECIMAL, arithmetic
-        people = (exp.Case().when(population.eq(sb.lit(0)), size.copy()).else_(sb.as_double(population.copy()))
-                  if self.journalist else size.copy())
-        success = double(1.0) / exp.paren(people)
-        attacked = exp.paren(double(self.adversary_gain) * success - double(self.adversary_cost)) > double(0.0)
-        return exp.Case().when(attacked, size.copy() * success.copy() if self.journalist else double(1.0)).else_(
-            double(0.0))
+        success = self._terms.success_sql(size.copy(), population if self.journalist else None)
+        return size.copy() * self._terms.penalty_sql(success)
 
     def value(self, totals):
         _, kept, _ = totals.costs[self.name]
         loss = self._loss(totals.records - totals.suppressed, kept, totals.bottom[self.name], totals.records)
         attacked = totals.counted_classes[self.name]
-        return float(self.generalization_factor * (self.publisher_benefit * loss + self.publisher_loss * attacked)
+        return float(self.generalization_factor * (self.publisher_benefit * loss + attacked)
                      + self.suppression_factor * self.publisher_benefit * totals.suppressed)
 
     def lower_bound(self, totals):
