@@ -218,6 +218,31 @@ def test_a_column_type_whose_name_holds_values_keeps_them(tmp_path, frame_anon, 
     assert dict(got) == PEOPLE.groupby("disease").size().to_dict()
 
 
+def test_a_duckdb_release_keeps_every_column_type_as_the_source_has_it(tmp_path, frame_anon):
+    # The rows reach the file's own connection as Parquet, which has no ENUM, HUGEINT, UUID or TIME WITH TIME ZONE:
+    # each column must be cast back to the type the query gave it.
+    frame_anon.con.execute("CREATE TYPE illness AS ENUM ('flu', 'cold', 'asthma')")
+    frame_anon.con.execute("""CREATE TABLE typed AS SELECT name, age, disease::illness AS disease,
+        age::HUGEINT * 1e30::HUGEINT + 7 AS huge, age::UTINYINT AS tiny, (age / 7)::DECIMAL(9, 3) AS money,
+        DATE '2020-01-01' + age::INTEGER AS day, TIMESTAMPTZ '2020-01-01 00:00:00+00' + to_hours(age) AS moment,
+        TIMETZ '10:00:00+02' AS clock, to_days(age::INTEGER) AS span, uuid() AS token, [age, age + 1] AS pair,
+        {'a': age, 'b': name} AS nested, name::BLOB AS raw, age % 2 = 0 AS even FROM frame""")
+    policy = Policy(identifiers=["name"], quasi_identifiers={"age": AGES}, sensitive=["disease"],
+                    insensitive=["huge", "tiny", "money", "day", "moment", "clock", "span", "token", "pair", "nested",
+                                 "raw", "even"], models=[KAnonymity(5)])
+    path = tmp_path / "r.duckdb"
+    frame_anon.publish("typed", policy, {"age": 1}, path, table="people")
+    source = dict(frame_anon.con.execute("SELECT column_name, column_type FROM (DESCRIBE typed)").fetchall())
+    kept = ", ".join(f"{c}::VARCHAR" for c in source if c not in ("name", "age"))  # as text: no pytz needed
+    expected = frame_anon.con.execute(f"SELECT {kept} FROM typed ORDER BY token").fetchall()
+    with duckdb.connect(str(path), read_only=True) as con:
+        released = dict(con.execute("SELECT column_name, column_type FROM (DESCRIBE people)").fetchall())
+        got = con.execute(f"SELECT {kept} FROM people ORDER BY token").fetchall()
+    assert {c: released[c] for c in source if c not in ("name", "age")} == {
+        c: t for c, t in source.items() if c not in ("name", "age")}
+    assert got == expected
+
+
 @pytest.mark.parametrize("name,format,message", [
     ("r.txt", None, "unknown extension '.txt'"), ("r", None, "unknown extension"),
     ("r.parquet", "duckdb", "extension of a parquet file"), ("r.duckdb", "xlsx", "unknown release format"),
@@ -506,6 +531,35 @@ def test_cursors_storing_the_same_inline_hierarchy_at_once_do_not_collide(tmp_pa
     in_two_threads(publish)
     assert errors == []
     assert all(len(rows(tmp_path / f"r{i}.duckdb")) == len(PEOPLE) for i in range(2))
+
+
+def test_a_transaction_listing_the_catalog_mid_publish_neither_blocks_nor_alters_the_release(
+        tmp_path, frame_anon, monkeypatch):
+    """Another cursor's open transaction that lists the catalog (as a BI tool's schema browser does) pinned a file the
+    publish had attached to the caller's connection: DuckDB >= 1.4 then refused to open it for verification, and
+    DuckDB 1.2 checkpointed it only when that transaction ended, after the release was verified and in place."""
+    from duckanon.engine import DuckDBEngine
+
+    other = frame_anon.con.cursor()
+    other.execute("BEGIN")
+    listed: list[str] = []
+    run = DuckDBEngine.run
+
+    def run_then_list(engine, statement, parameters=None):
+        run(engine, statement, parameters)
+        listed.extend(path for (path,) in other.execute("SELECT path FROM duckdb_databases() WHERE path IS NOT NULL"
+                                                         ).fetchall())
+
+    monkeypatch.setattr(DuckDBEngine, "run", run_then_list)
+    target = tmp_path / "r.duckdb"
+    frame_anon.publish("frame", POLICY, {"age": 1}, target, table="people")
+    published = hashlib.sha256(target.read_bytes()).hexdigest()
+    other.execute("COMMIT")
+    other.execute("SELECT 1").fetchall()
+    assert not [path for path in listed if ".partial-" in path]
+    assert hashlib.sha256(target.read_bytes()).hexdigest() == published
+    assert sorted(os.listdir(tmp_path)) == ["r.duckdb"]
+    assert len(rows(target)) == len(PEOPLE)
 
 
 def test_a_release_whose_table_is_gone_is_not_read_as_a_release(tmp_path, frame_anon):

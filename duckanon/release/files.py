@@ -50,9 +50,9 @@ INFO_TABLE = "release_info"
 INFO_SUFFIX = ".release_info.json"
 FOLDER_INFO = "_release_info.json"
 EXTENSIONS = {".duckdb": "duckdb", ".db": "duckdb", ".ddb": "duckdb", ".parquet": "parquet", ".csv": "csv"}
-# A publish's own files, named with its process id: partial files (and a CSV's bridge, a Spark release's new link)
-# and Spark release folders.
-_PARTIAL = re.compile(r"\.(?:partial|release)-(\d+)-[0-9a-f]{32}(?:\.bridge|\.link)?$")
+# A publish's own files, named with its process id: partial files (and a CSV's bridge, a DuckDB file's staged rows, a
+# Spark release's new link) and Spark release folders.
+_PARTIAL = re.compile(r"\.(?:partial|release)-(\d+)-[0-9a-f]{32}(?:\.bridge|\.link|\.rows)?$")
 
 # release_info's columns and types: one row per release.  ``created`` is in UTC (a plain TIMESTAMP: reading a
 # TIMESTAMPTZ into Python needs pytz, which BI tools' drivers may lack).
@@ -498,37 +498,62 @@ class _Writer(ABC):
 
 def _fresh_reader(path: Path | None = None, *, writable: bool = False) -> DuckDBEngine:
     """A connection of its own, over ``path`` or in memory.  No replacement scans: a missing table must fail
-    verification, not be read from a Python variable's name."""
+    verification, not be read from a Python variable's name.  ``writable`` creates the file, in the storage format
+    every DuckDB we support opens."""
     config = {"python_enable_replacements": False}
     if path is None:
         return DuckDBEngine(duckdb.connect(config=config))
+    if writable:
+        config["storage_compatibility_version"] = STORAGE_VERSION
     return DuckDBEngine(duckdb.connect(str(path), read_only=not writable, config=config))
 
 
+def _copy(engine: Engine, query: exp.Query, path: Path, *options: tuple[str, exp.Expression]) -> None:
+    engine.run(exp.Copy(this=query.subquery(), kind=False, files=[sb.lit(str(path))], params=[
+        exp.CopyParameter(this=exp.var(name), expression=value) for name, value in options]))
+
+
 class _DuckDBFile(_Writer):
+    """The file is written by a DuckDB of its own, never attached to the caller's connection: a file attached there
+    stays open after DETACH while another cursor's transaction has seen the catalog (``duckdb_tables()``, a BI tool's
+    schema browser), is checkpointed only when that transaction ends (after verification and the rename, altering a
+    verified release), and meanwhile no other connection of the process may open it (DuckDB >= 1.4).  The rows go
+    over as an uncompressed Parquet file beside the partial, each column cast back to its type; the digest of the
+    rows the policy made, taken from the query, is checked against the file's."""
+
+    # Parquet holds these only approximately (HUGEINT as DOUBLE, TIME WITH TIME ZONE moved to UTC); their text is exact.
+    _INEXACT_IN_PARQUET = ("HUGEINT", "TIME WITH TIME ZONE")
+
     def write(self, engine, partial, content, seal):
-        alias = f"__duckanon_release_{uuid.uuid4().hex}"  # one per publish: cursors of a connection share aliases
-        engine.run(exp.Attach(this=exp.alias_(sb.lit(str(partial)), alias, quoted=True), expressions=[
-            exp.AttachOption(this=exp.var("STORAGE_VERSION"), expression=sb.lit(STORAGE_VERSION))]))
+        types = engine.types(content.query.subquery())
+        as_text = {c for c, t in types.items() if any(inexact in t for inexact in self._INEXACT_IN_PARQUET)}
+        rows = self.staged(partial)
         try:
-            released = sb.table(content.table, "main", alias)
-            engine.run(sb.create_table_as(released, content.query))
-            info = seal(content_digest(engine, released))
-            engine.run(sb.create_table_as(sb.table(INFO_TABLE, "main", alias), _info_select(info)))
-        finally:
-            with contextlib.suppress(duckdb.Error):
-                engine.run(exp.Detach(this=sb.ident(alias)))
-        # Views name their tables without a catalog, so they resolve in whatever name the file is opened under; they
-        # are bound in a connection of their own, where no temporary table or registered frame of the caller's can
-        # stand in for the release's table.
-        if content.views:
+            _copy(engine, exp.select(*[exp.cast(sb.ident(c), exp.DataType.build("VARCHAR")).as_(c, quoted=True)
+                                       if c in as_text else sb.ident(c) for c in types]).from_(content.query.subquery()),
+                  rows, ("FORMAT", exp.var("parquet")), ("COMPRESSION", exp.var("uncompressed")))
+            info = seal(content_digest(engine, content.query.subquery()))
+            # Views name their tables without a catalog, so they resolve in whatever name the file is opened
+            # under; bound here, no temporary table or registered frame of the caller's can stand in for them.
             own = _fresh_reader(partial, writable=True)
             try:
+                staged = exp.Table(this=exp.Anonymous(this="read_parquet", expressions=[sb.lit(str(rows))]))
+                own.run(sb.create_table_as(sb.table(content.table), exp.select(*[
+                    exp.cast(sb.ident(c), exp.DataType.build(t, dialect="duckdb", udt=True)).as_(c, quoted=True)
+                    for c, t in types.items()]).from_(staged)))
+                own.run(sb.create_table_as(sb.table(INFO_TABLE), _info_select(info)))
                 for name, view in content.views.items():
                     own.run(sb.create_view_as(sb.table(name), view))
             finally:
                 own.close()
+        finally:
+            _remove_files(rows)
         return info
+
+    @staticmethod
+    def staged(partial: Path) -> Path:
+        """Where the rows wait, as Parquet, for the file's own connection to load them."""
+        return partial.with_name(partial.name + ".rows")
 
     def reader(self, path, table):
         return _fresh_reader(path)
@@ -539,7 +564,7 @@ class _DuckDBFile(_Writer):
         super().replace(partial, target)
 
     def remove(self, partial):
-        _remove_files(partial, _wal(partial))
+        _remove_files(partial, _wal(partial), self.staged(partial))
 
 
 class _ParquetFile(_Writer):
@@ -549,9 +574,7 @@ class _ParquetFile(_Writer):
         metadata_struct = exp.Struct(expressions=[
             exp.PropertyEQ(this=sb.ident(c), expression=sb.lit(_text(v) if v is not None else ""))
             for c, v in info.items()])
-        engine.run(exp.Copy(this=content.query.subquery(), kind=False, files=[sb.lit(str(partial))], params=[
-            exp.CopyParameter(this=exp.var("FORMAT"), expression=exp.var("parquet")),
-            exp.CopyParameter(this=exp.var("KV_METADATA"), expression=metadata_struct)]))
+        _copy(engine, content.query, partial, ("FORMAT", exp.var("parquet")), ("KV_METADATA", metadata_struct))
         return info
 
     def reader(self, path, table):
@@ -639,9 +662,7 @@ class _CsvFile(_Writer):
     whole, the earlier or the new one."""
 
     def write(self, engine, partial, content, seal):
-        engine.run(exp.Copy(this=content.query.subquery(), kind=False, files=[sb.lit(str(partial))], params=[
-            exp.CopyParameter(this=exp.var("FORMAT"), expression=exp.var("csv")),
-            exp.CopyParameter(this=exp.var("HEADER"), expression=exp.true())]))
+        _copy(engine, content.query, partial, ("FORMAT", exp.var("csv")), ("HEADER", exp.true()))
         types = engine.types(content.query.subquery())
         info = seal(content_digest(engine, content.query.subquery()))
         described = {"columns": types, "sha256": _sha256(partial),
