@@ -122,6 +122,12 @@ class _Groups:
         """Each group's value per column (its class's codes)."""
         return self.unpacker()()
 
+    def codes_of(self, chosen: np.ndarray) -> list[np.ndarray]:
+        """The values per column of the groups ``chosen`` (a mask), unpacking only their keys where none are yet."""
+        if "codes" in self.__dict__ or self.radices is None:
+            return [column[chosen] for column in self.codes]
+        return _unpacked(self.keys[chosen], self.radices, [column.dtype for column in self.columns])
+
     def unpacker(self) -> Callable[[], list[np.ndarray]]:
         """What gives each group's value per column later, holding on to nothing the size of the rows: the values are
         unpacked from the keys, or, where the keys were made dense, read now at each group's first row."""
@@ -130,16 +136,18 @@ class _Groups:
             values = [column[first] for column in self.columns]
             return lambda: values
         keys, radices, types = self.keys, list(self.radices), [column.dtype for column in self.columns]
+        return lambda: _unpacked(keys, radices, types)
 
-        def unpack() -> list[np.ndarray]:
-            key, values = keys, []
-            for radix, dtype in zip(reversed(radices), reversed(types)):
-                # A quotient and a product: NumPy divides by a scalar fast, but its remainder is several times slower.
-                quotient = key // radix
-                values.append((key - quotient * radix).astype(dtype))
-                key = quotient
-            return values[::-1]
-        return unpack
+
+def _unpacked(keys: np.ndarray, radices: Sequence[int], types: Sequence[np.dtype]) -> list[np.ndarray]:
+    """Each column's value from keys packed in the mixed radix ``radices``."""
+    key, values = keys, []
+    for radix, dtype in zip(reversed(radices), reversed(types)):
+        # A quotient and a product: NumPy divides by a scalar fast, but its remainder is several times slower.
+        quotient = key // radix
+        values.append((key - quotient * radix).astype(dtype))
+        key = quotient
+    return values[::-1]
 
 
 def _group(columns: Sequence[np.ndarray], cards: Sequence[int], weights: np.ndarray) -> _Groups:
@@ -199,6 +207,7 @@ class _Rows:
                  columns: Callable[[], tuple[list, dict[str, np.ndarray]]], column_bytes: int,
                  all_levels: bool = False):
         self.node, self.count, self.offsets, self.all_levels = node, count, offsets, all_levels
+        self._offset_sums: dict[tuple[str, tuple[int, ...]], np.ndarray] = {}
         self._columns, self._column_bytes = columns, column_bytes
 
     @functools.cached_property
@@ -213,6 +222,20 @@ class _Rows:
     @property
     def sensitive(self) -> dict[str, np.ndarray]:
         return self._unpacked[1]
+
+    def offset_sum(self, name: str, attributes: Sequence[int]) -> np.ndarray:
+        """Per row, the offsets of cost sum ``name`` summed over ``attributes``.  The last two sums are kept: a node
+        asks for those of the attributes it raises and of all of them, alike at most nodes and over many nodes."""
+        key = (name, tuple(attributes))
+        summed = self._offset_sums.pop(key, None)
+        if summed is None:
+            summed = self.offsets[name, attributes[0]].copy()
+            for i in attributes[1:]:
+                summed += self.offsets[name, i]
+        self._offset_sums[key] = summed
+        while len(self._offset_sums) > 2:
+            del self._offset_sums[next(iter(self._offset_sums))]
+        return summed
 
     def with_offsets(self, offsets: dict[tuple[str, int], np.ndarray]) -> _Rows:
         return _Rows(self.node, self.count, offsets, lambda: self._unpacked, self._column_bytes, self.all_levels)
@@ -572,24 +595,20 @@ class MemoryNodeEvaluator(NodeEvaluator):
             # exactly 0.  A domain share is never 0: the original values' shares count too.
             raised = [i for i, level in enumerate(classes.node)
                       if i in parts and (level > 0 or cost_sum.kind in COSTED_AT_BOTTOM)]
+            # The part of a record's cost its generalized values make is alike for every record of a class: priced
+            # once per class, by its codes.
+            per_record = np.zeros(groups.count)
+            for i in raised:
+                per_record += parts[i][classes.node[i]][groups.codes[i]]
+            per_class = cost_sum.per_record(per_record) * weighed
+            # The part its original values make (the offsets' B) is summed row by row, all attributes' at once.
             offsets = [i for i in range(len(classes.node)) if (name, i) in rows.offsets]
-            if offsets:  # a record's cost depends on its original values too: summed row by row
-                per_record = np.zeros(rows.rows)
-                for i in raised:
-                    per_record += parts[i][classes.node[i]][classes.codes[i]]
-                per_row = cost_sum.per_record(per_record) * rows.count
-                for i in raised:
-                    if (name, i) in rows.offsets:
-                        per_row += rows.offsets[name, i]
-                per_class = groups.sums(per_row)
-            else:  # alike for every record of a class: priced once per class, by its codes
-                per_record = np.zeros(groups.count)
-                for i in raised:
-                    per_record += parts[i][classes.node[i]][groups.codes[i]]
-                per_class = cost_sum.per_record(per_record) * weighed
+            offsets_raised = [i for i in raised if i in offsets]
+            if offsets_raised:
+                per_class += groups.sums(rows.offset_sum(name, offsets_raised))
             suppressed = float(violating.sum()) * self.suppressed_part[name]
-            for i in offsets:
-                suppressed += float(groups.sums(rows.offsets[name, i])[violated].sum())
+            if offsets and len(violating):
+                suppressed += float(groups.sums(rows.offset_sum(name, offsets))[violated].sum())
             costs[name] = (float(per_class.sum()), float(per_class[kept].sum()), suppressed)
             per_record_costs[name] = per_class
         return NodeTotals(records=self.records, suppressed=int(violating.sum()), classes=len(sizes),
@@ -616,15 +635,16 @@ class MemoryNodeEvaluator(NodeEvaluator):
                             {name: float((kept_weights * cost[kept] / sizes).sum()) for name, cost in class_costs.items()})
 
     def _suppressed_entropy(self, classes: _NodeClasses) -> tuple[float, ...]:
-        """Per attribute, Σ c·log2(n / c) over its codes at the node's level among the n suppressed records."""
-        dropped = classes.violated[classes.classes.ids]
-        if not dropped.any():
+        """Per attribute, Σ c·log2(n / c) over its codes at the node's level among the n suppressed records (a class's
+        records share its codes: counted by class, not by row)."""
+        violated = classes.violated
+        if not violated.any():
             return (0.0,) * len(classes.codes)
-        weights = classes.rows.count[dropped].astype(np.float64)
+        weights = classes.sizes[violated].astype(np.float64)
         total = float(weights.sum())
         spread = []
-        for codes in classes.codes:
-            counts = np.bincount(codes[dropped], weights=weights)
+        for codes in classes.classes.codes_of(violated):
+            counts = np.bincount(codes, weights=weights)
             counts = counts[counts > 0]
             spread.append(float((counts * np.log2(total / counts)).sum()))
         return tuple(spread)
