@@ -350,6 +350,8 @@ class ArxNonMonotoneEntropy(ArxNonUniformEntropy):
 
 AGGREGATIONS = ("geometric-mean", "arithmetic-mean", "sum", "maximum", "rank")
 _ARX_DIGITS = 1e10
+# Far above the rounding error of a share summed over records, far below ARX's last digit.
+_BOUND_SLACK = 1e-12
 
 
 @functools.total_ordering
@@ -504,13 +506,15 @@ class ArxLoss(_ArxMultiDimensional):
         prefix = f"{self.name}["
         return [key[len(prefix):-1] for key in keys if key.startswith(prefix)]
 
-    def _normalized(self, total, bottom, records):
-        """An attribute's summed cost between its floor (every value original) and the records, as ARX normalizes."""
+    def _normalized(self, total, bottom, records, slack: float = 0.0):
+        """An attribute's summed cost between its floor (every value original) and the records, as ARX normalizes;
+        a bound passes ``slack``, taken off before the floor to 10 decimals: summed in another order than a node's
+        value, the same share can land a rounding error above it, which that floor turns into a step of 1e-10."""
         floor = self.generalization_factor * np.asarray(bottom, dtype=float)
         span = records - floor
         with np.errstate(divide="ignore", invalid="ignore"):
             share = np.where(span > 0, (np.asarray(total, dtype=float) - floor) / np.where(span > 0, span, 1), 0.0)
-        return np.floor(np.maximum(share, 0.0) * _ARX_DIGITS) / _ARX_DIGITS
+        return np.floor(np.maximum(share - slack, 0.0) * _ARX_DIGITS) / _ARX_DIGITS
 
     def _sums(self, totals) -> tuple[list[str], np.ndarray, np.ndarray]:
         """The attributes, their (every, kept, suppressed) cost sums as rows, and their sums at the bottom: one
@@ -531,7 +535,7 @@ class ArxLoss(_ArxMultiDimensional):
 
     def lower_bound(self, totals):
         attributes, sums, bottom = self._sums(totals)
-        losses = self._normalized(self.generalization_factor * sums[:, 0], bottom, totals.records)
+        losses = self._normalized(self.generalization_factor * sums[:, 0], bottom, totals.records, _BOUND_SLACK)
         return _number(self._aggregate(losses, self._weight_vector(attributes)))
 
     def prior_bounds(self, nodes, level_costs, records):
@@ -540,7 +544,8 @@ class ArxLoss(_ArxMultiDimensional):
         for attribute in attributes:
             costs = level_costs[self._sum_name(attribute)]
             bottom = sum(float(per_level[0]) for per_level in costs)
-            losses.append(self._normalized(self.generalization_factor * at_levels(nodes, costs), bottom, records))
+            losses.append(self._normalized(self.generalization_factor * at_levels(nodes, costs), bottom, records,
+                                           _BOUND_SLACK))
         return self._aggregate(np.stack(losses, axis=-1), self._weight_vector(attributes))
 
 
