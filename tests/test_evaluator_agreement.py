@@ -392,3 +392,23 @@ def test_adult_optimum_agrees(adult, metric):
     assert memory.best.node == sql.best.node, (sql.summary(), memory.summary())
     assert same(memory.best.values[metric], sql.best.values[metric])
     assert memory.best.suppressed == sql.best.suppressed
+
+
+@pytest.mark.parametrize("cards", [[3, 5, 4], [2**21, 2**21, 2**21]])  # keys packed; keys made dense on the way
+def test_population_records_per_class_match_a_pandas_join(cards):
+    """Each class of the data finds its records in the population's classes, whether the classes' keys are packed
+    alike on both sides or were made dense (a key space past 2**62) and differ."""
+    rng = np.random.default_rng(7)
+    population = pd.DataFrame({f"a{i}": rng.integers(0, min(card, 6), 400) * (card // min(card, 6))
+                               for i, card in enumerate(cards)})
+    population["n"] = rng.integers(1, 4, len(population))
+    data = population.sample(150, random_state=1)
+    columns = [f"a{i}" for i in range(len(cards))]
+    grouped = [memory_evaluator._group([frame[c].to_numpy(np.int64) for c in columns], cards,
+                                       frame["n"].to_numpy(np.float64)) for frame in (population, data)]
+    assert (grouped[0].radices is None) == (cards[0] > 10)
+    found, population_only = memory_evaluator._population_counted(grouped[0], grouped[1], cards)
+    expected = population.groupby(columns)["n"].sum()
+    keys = list(zip(*grouped[1].codes))
+    assert found.tolist() == [expected[tuple(int(v) for v in key)] for key in keys]
+    assert population_only == len(expected) - len(data.groupby(columns))

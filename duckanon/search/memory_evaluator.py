@@ -347,39 +347,37 @@ class FrequencyArrays:
 
 
 class PopulationArrays:
-    """A population table's frequency table as arrays (every level's codes, 0-based, and counts), in the codes of
-    the data it holds (kept in the encoding's memo), and the counting of a node's classes there."""
+    """A population table's frequency table as rows at every level (codes 0-based, in the codes of the data it
+    holds), kept in the encoding's memo."""
 
-    def __init__(self, engine: Engine, encoding: Encoding, hierarchies: Sequence[Hierarchy],
-                 cards: Sequence[Sequence[int]]):
+    def __init__(self, engine: Engine, encoding: Encoding, hierarchies: Sequence[Hierarchy]):
         table = encoding.population_table
-        codes = [code_column(i, j) for i, h in enumerate(hierarchies) for j in range(h.levels)]
-        columns = [exp.cast(sb.col(c) - sb.lit(1), exp.DataType.build("INTEGER")).as_(c, quoted=True) for c in codes]
+        names = [code_column(i, j) for i, h in enumerate(hierarchies) for j in range(h.levels)]
+        columns = [exp.cast(sb.col(c) - sb.lit(1), exp.DataType.build("INTEGER")).as_(c, quoted=True) for c in names]
         columns.append(exp.cast(sb.col(COUNT), exp.DataType.build("BIGINT")).as_(COUNT, quoted=True))
         arrays = engine.arrays(exp.select(*columns).from_(table))
-        self.codes = [[np.asarray(arrays[code_column(i, j)]) for j in range(h.levels)]
-                      for i, h in enumerate(hierarchies)]
-        self.weights = np.asarray(arrays[COUNT], dtype=np.float64)
-        self.records = int(self.weights.sum())
-        self.cards = cards  # the data's and the population's codes alike
+        codes = [[np.asarray(arrays[code_column(i, j)]) for j in range(h.levels)] for i, h in enumerate(hierarchies)]
+        self.rows = _Rows(np.zeros(len(codes), dtype=np.int64), np.asarray(arrays[COUNT], dtype=np.int64), {},
+                          lambda: (codes, {}), sum(c.nbytes for levels in codes for c in levels), all_levels=True)
 
     @classmethod
-    def of(cls, engine: Engine, encoding: Encoding, hierarchies: Sequence[Hierarchy],
-           cards: Sequence[Sequence[int]]) -> PopulationArrays:
-        return encoding.memo(cls.__name__, lambda: cls(engine, encoding, hierarchies, cards))
+    def of(cls, engine: Engine, encoding: Encoding, hierarchies: Sequence[Hierarchy]) -> PopulationArrays:
+        return encoding.memo(cls.__name__, lambda: cls(engine, encoding, hierarchies))
 
-    def counted(self, node: np.ndarray, codes: Sequence[np.ndarray], groups: _Groups) -> tuple[np.ndarray, int]:
-        """Per class of ``groups`` (the data's rows with ``codes`` at ``node``), its population's records; and how
-        many of the population's classes hold no record of the data.  The data's rows and the population's are
-        grouped together, weighing the population's records only: every row of the data has population records
-        (the population holds the data), so its group is a class of the population."""
-        rows = len(codes[0])
-        columns = [np.concatenate([own, self.codes[i][level]]) for i, (own, level) in enumerate(zip(codes, node))]
-        together = _group(columns, [self.cards[i][level] for i, level in enumerate(node)],
-                          np.concatenate([np.zeros(rows), self.weights]))
-        group_of_class = np.zeros(groups.count, dtype=np.int64)
-        group_of_class[groups.ids] = together.ids[:rows]
-        return together.sizes[group_of_class], together.count - len(np.unique(group_of_class))
+
+def _population_counted(population: _Groups, groups: _Groups, cards: Sequence[int]) -> tuple[np.ndarray, int]:
+    """Per class of ``groups`` (the data's classes at a node), its records in ``population`` (the population's classes
+    at that node, grouped with the same ``cards``); and how many population classes hold no record of the data.  Every
+    class of the data is one of the population (the population holds the data)."""
+    if groups.radices is not None:  # keys packed alike on both sides: a class's key finds its population class
+        order = np.argsort(population.keys)
+        found = order[np.searchsorted(population.keys, groups.keys, sorter=order)]
+        return population.sizes[found], population.count - groups.count
+    # Keys made dense on the way differ between the two groupings: the classes are grouped together by their codes,
+    # weighing the population's records only.
+    columns = [np.concatenate([own, theirs]) for own, theirs in zip(groups.codes, population.codes)]
+    together = _group(columns, cards, np.concatenate([np.zeros(groups.count), population.sizes.astype(np.float64)]))
+    return together.sizes[together.ids[:groups.count]], together.count - groups.count
 
 
 class MemoryNodeEvaluator(NodeEvaluator):
@@ -402,6 +400,12 @@ class MemoryNodeEvaluator(NodeEvaluator):
         # The entropy metrics' offsets are this evaluator's own.
         self.base = arrays.base.with_offsets({})
         self._read_costs()
+        # Per cost sum: the attributes it prices, whether it prices them at level 0 too, and those whose rows carry
+        # offsets.
+        self.cost_attributes = {
+            cost_sum.name: (sorted(self.cost_parts[cost_sum.name]), cost_sum.kind in COSTED_AT_BOTTOM,
+                            [i for i in range(len(hierarchies)) if (cost_sum.name, i) in self.base.offsets])
+            for cost_sum in self.costs.sums}
         self._read_prices()
         if self.costs.tuples is not None:
             # Each row's records × its tuple's records, summed into its snapshots' rows as the cost offsets are.
@@ -409,11 +413,14 @@ class MemoryNodeEvaluator(NodeEvaluator):
                             self.base.weights)
             self.base.offsets[TUPLE_WEIGHT] = self.base.weights * tuples.sizes[tuples.ids]
         self.population = (None if encoding.population_table is None
-                           else PopulationArrays.of(engine, encoding, hierarchies, self.cards))
+                           else PopulationArrays.of(engine, encoding, hierarchies).rows)
         self.class_counts = _ClassCounts(len(hierarchies))
         self.failed_meets: list[tuple[np.ndarray, int]] = []  # with the rows they were grouped from
         self.snapshots = _Snapshots(len(hierarchies),
                                     max(int(self.base.nbytes * SNAPSHOT_BYTES_SHARE), SNAPSHOT_MIN_BYTES))
+        # The population's rows grouped at nodes already counted, kept as the data's snapshots are.
+        self.population_snapshots = None if self.population is None else _Snapshots(
+            len(hierarchies), max(int(self.population.nbytes * SNAPSHOT_BYTES_SHARE), SNAPSHOT_MIN_BYTES))
 
     def _read_costs(self) -> None:
         """Per cost sum: ``A`` per attribute, level and code (weighted), the constant of a suppressed record, and per
@@ -479,13 +486,22 @@ class MemoryNodeEvaluator(NodeEvaluator):
     # ------------------------------------------------------------------ evaluating
     def _source(self, node: np.ndarray) -> _Rows:
         """The snapshot with the fewest rows that can compute ``node`` (the frequency table when none can)."""
-        snapshots = self.snapshots
-        if not snapshots.count:
-            return self.base
-        below = np.flatnonzero((snapshots.nodes[:snapshots.count] <= node).all(axis=1))
-        if not len(below):
-            return self.base
-        return snapshots.use(int(below[np.argmin(snapshots.rows[below])]))
+        return self.snapshots.smallest_below(node) or self.base
+
+    def _population_classes(self, node: np.ndarray) -> _Groups:
+        """The population's classes at ``node``, from its smallest grouping below it; kept as a grouping in turn
+        where that is far smaller than the rows it came from."""
+        source = self.population_snapshots.smallest_below(node) or self.population
+        cards = [self.cards[i][level] for i, level in enumerate(node)]
+        classes = _group(self._codes(source, node), cards, source.weights)
+        index = self.lattice.index(node)
+        if (source.rows >= SNAPSHOT_MIN_ROWS and classes.count * SNAPSHOT_REDUCTION <= source.rows
+                and self.liftable_levels[np.arange(len(node)), node].all()
+                and not self.population_snapshots.holds(index)):
+            unpack = classes.unpacker()
+            self.population_snapshots.add(index, _Rows(node.copy(), classes.sizes, {}, lambda: (unpack(), {}),
+                                                       classes.count * sum(c.itemsize for c in classes.columns)))
+        return classes
 
     def _codes(self, rows: _Rows, node: np.ndarray) -> list[np.ndarray]:
         if rows.all_levels:
@@ -509,7 +525,8 @@ class MemoryNodeEvaluator(NodeEvaluator):
                     violated |= verdicts
         unmendable, population = False, None
         if self.population is not None:
-            population, population_only = self.population.counted(node, codes, groups)
+            population, population_only = _population_counted(
+                self._population_classes(node), groups, [self.cards[i][level] for i, level in enumerate(node)])
             for model in self.models:
                 verdicts = model.population_verdicts(sizes, population)
                 if verdicts is not None:
@@ -589,24 +606,26 @@ class MemoryNodeEvaluator(NodeEvaluator):
         violating = sizes[violated]
         squares = float(np.dot(sizes, sizes))
         costs, per_record_costs = {}, {}
+        suppressed_records = float(violating.sum())
+        levels = classes.node.tolist()
         for cost_sum in self.costs.sums:
             parts, name = self.cost_parts[cost_sum.name], cost_sum.name
+            attributes, at_bottom, offsets = self.cost_attributes[name]
             # Costs of lm, ncp and entropy are 0 on level 0: those attributes are left out, so that their costs stay
             # exactly 0.  A domain share is never 0: the original values' shares count too.
-            raised = [i for i, level in enumerate(classes.node)
-                      if i in parts and (level > 0 or cost_sum.kind in COSTED_AT_BOTTOM)]
+            raised = [i for i in attributes if at_bottom or levels[i] > 0]
             # The part of a record's cost its generalized values make is alike for every record of a class: priced
             # once per class, by its codes.
-            per_record = np.zeros(groups.count)
-            for i in raised:
-                per_record += parts[i][classes.node[i]][groups.codes[i]]
+            per_record = np.zeros(groups.count) if not raised else parts[raised[0]][levels[raised[0]]][
+                groups.codes[raised[0]]]
+            for i in raised[1:]:
+                per_record = per_record + parts[i][levels[i]][groups.codes[i]]
             per_class = cost_sum.per_record(per_record) * weighed
             # The part its original values make (the offsets' B) is summed row by row, all attributes' at once.
-            offsets = [i for i in range(len(classes.node)) if (name, i) in rows.offsets]
             offsets_raised = [i for i in raised if i in offsets]
             if offsets_raised:
                 per_class += groups.sums(rows.offset_sum(name, offsets_raised))
-            suppressed = float(violating.sum()) * self.suppressed_part[name]
+            suppressed = suppressed_records * self.suppressed_part[name]
             if offsets and len(violating):
                 suppressed += float(groups.sums(rows.offset_sum(name, offsets))[violated].sum())
             costs[name] = (float(per_class.sum()), float(per_class[kept].sum()), suppressed)
@@ -746,7 +765,7 @@ class MemoryNodeEvaluator(NodeEvaluator):
         size = int(classes.sizes[violated].sum())
         if any(size < bound for bound in self.size_bounds):
             return True
-        everyone = None if self.population is None else np.array([self.population.records])
+        everyone = None if self.population is None else np.array([int(self.population.count.sum())])
         if everyone is not None:  # a starred record could be anyone: its class's population is everyone
             for model in self.models:
                 verdict = model.population_verdicts(np.array([size]), everyone)
@@ -813,6 +832,13 @@ class _Snapshots:
 
     def holds(self, index: int) -> bool:
         return index in self.indices
+
+    def smallest_below(self, node: np.ndarray) -> _Rows | None:
+        """The snapshot with the fewest rows at or below ``node``, if one is."""
+        if not self.count:
+            return None
+        below = np.flatnonzero((self.nodes[:self.count] <= node).all(axis=1))
+        return self.use(int(below[np.argmin(self.rows[below])])) if len(below) else None
 
     def use(self, position: int) -> _Rows:
         self.clock += 1
