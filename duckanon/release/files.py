@@ -518,8 +518,8 @@ class _DuckDBFile(_Writer):
     stays open after DETACH while another cursor's transaction has seen the catalog (``duckdb_tables()``, a BI tool's
     schema browser), is checkpointed only when that transaction ends (after verification and the rename, altering a
     verified release), and meanwhile no other connection of the process may open it (DuckDB >= 1.4).  The rows go
-    over as an uncompressed Parquet file beside the partial, each column cast back to its type; the digest of the
-    rows the policy made, taken from the query, is checked against the file's."""
+    over as an uncompressed Parquet file beside the partial, each column cast back to its type (the types Parquet
+    holds only approximately go as text)."""
 
     # Parquet holds these only approximately (HUGEINT as DOUBLE, TIME WITH TIME ZONE moved to UTC); their text is exact.
     _INEXACT_IN_PARQUET = ("HUGEINT", "TIME WITH TIME ZONE")
@@ -532,15 +532,17 @@ class _DuckDBFile(_Writer):
             _copy(engine, exp.select(*[exp.cast(sb.ident(c), exp.DataType.build("VARCHAR")).as_(c, quoted=True)
                                        if c in as_text else sb.ident(c) for c in types]).from_(content.query.subquery()),
                   rows, ("FORMAT", exp.var("parquet")), ("COMPRESSION", exp.var("uncompressed")))
-            info = seal(content_digest(engine, content.query.subquery()))
             # Views name their tables without a catalog, so they resolve in whatever name the file is opened
             # under; bound here, no temporary table or registered frame of the caller's can stand in for them.
             own = _fresh_reader(partial, writable=True)
             try:
                 staged = exp.Table(this=exp.Anonymous(this="read_parquet", expressions=[sb.lit(str(rows))]))
-                own.run(sb.create_table_as(sb.table(content.table), exp.select(*[
+                released = sb.table(content.table)
+                own.run(sb.create_table_as(released, exp.select(*[
                     exp.cast(sb.ident(c), exp.DataType.build(t, dialect="duckdb", udt=True)).as_(c, quoted=True)
                     for c, t in types.items()]).from_(staged)))
+                # The digest of the rows as written: the query runs once (a perturbation draws anew on every run).
+                info = seal(content_digest(own, released))
                 own.run(sb.create_table_as(sb.table(INFO_TABLE), _info_select(info)))
                 for name, view in content.views.items():
                     own.run(sb.create_view_as(sb.table(name), view))
