@@ -359,7 +359,7 @@ def test_two_publishes_through_cursors_of_one_connection_do_not_collide(tmp_path
 def test_partials_of_killed_publishes_are_removed_and_live_ones_kept(tmp_path, frame_anon):
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     dead_pid = int(dead.stdout)
-    stale = [tmp_path / f".r.duckdb.partial-{dead_pid}-{'a' * 32}", tmp_path / f".r.duckdb.partial-{dead_pid}-{'a' * 32}.wal"]
+    stale = [tmp_path / f".r.duckdb.partial-{dead_pid}-{'a' * 32}{suffix}" for suffix in ("", ".wal", ".rows")]
     live = tmp_path / f".r.duckdb.partial-{os.getppid()}-{'b' * 32}"  # a process that is alive: the test's parent
     other = tmp_path / f".other.duckdb.partial-{dead_pid}-{'c' * 32}"
     for path in [*stale, live, other]:

@@ -616,10 +616,9 @@ class MemoryNodeEvaluator(NodeEvaluator):
             raised = [i for i in attributes if at_bottom or levels[i] > 0]
             # The part of a record's cost its generalized values make is alike for every record of a class: priced
             # once per class, by its codes.
-            per_record = np.zeros(groups.count) if not raised else parts[raised[0]][levels[raised[0]]][
-                groups.codes[raised[0]]]
-            for i in raised[1:]:
-                per_record = per_record + parts[i][levels[i]][groups.codes[i]]
+            per_record = np.zeros(groups.count)
+            for i in raised:
+                per_record += parts[i][levels[i]][groups.codes[i]]
             per_class = cost_sum.per_record(per_record) * weighed
             # The part its original values make (the offsets' B) is summed row by row, all attributes' at once.
             offsets_raised = [i for i in raised if i in offsets]
