@@ -508,6 +508,37 @@ def _fresh_reader(path: Path | None = None, *, writable: bool = False) -> DuckDB
     return DuckDBEngine(duckdb.connect(str(path), read_only=not writable, config=config))
 
 
+# Parquet holds these only approximately (HUGEINT as DOUBLE, TIME WITH TIME ZONE moved to UTC); their text is exact.
+_INEXACT_IN_PARQUET = ("HUGEINT", "TIME WITH TIME ZONE")
+# Parquet's widest exact number: every 128-bit integer of up to 38 digits.
+_WIDEST_DECIMAL = "DECIMAL(38, 0)"
+
+
+def _exact_in_parquet(column_type: str) -> str | None:
+    """The type a column of ``column_type`` is written as in a Parquet release; None where Parquet holds it exactly."""
+    if column_type in ("HUGEINT", "UHUGEINT"):
+        return _WIDEST_DECIMAL
+    # A UNION is stored as the STRUCT of its members, which is what a reader of the file then sees.
+    if _holds_union(column_type) or any(inexact in column_type for inexact in _INEXACT_IN_PARQUET):
+        return "VARCHAR"
+    return None
+
+
+def _holds_union(column_type: str) -> bool:
+    return "UNION(" in column_type
+
+
+def _refuse_beyond_decimal(engine: Engine, query: exp.Query, columns: Sequence[str]) -> None:
+    """Raise an error naming the first of ``columns`` holding an integer of more than 38 digits, if any does."""
+    for column in columns:
+        beyond = exp.and_(sb.ident(column).is_(exp.Null()).not_(),
+                          exp.TryCast(this=sb.ident(column), to=exp.DataType.build(_WIDEST_DECIMAL)).is_(exp.Null()))
+        if engine.rows(exp.select(sb.lit(1)).from_(query.subquery()).where(beyond).limit(1)):
+            raise AnonymizationError(
+                f"column {column!r} holds an integer of more than 38 digits, which a Parquet release cannot hold "
+                f"exactly (its widest number is {_WIDEST_DECIMAL}): publish it as a DuckDB file, or cast it to text")
+
+
 def _copy(engine: Engine, query: exp.Query, path: Path, *options: tuple[str, exp.Expression]) -> None:
     engine.run(exp.Copy(this=query.subquery(), kind=False, files=[sb.lit(str(path))], params=[
         exp.CopyParameter(this=exp.var(name), expression=value) for name, value in options]))
@@ -521,12 +552,9 @@ class _DuckDBFile(_Writer):
     over as an uncompressed Parquet file beside the partial, each column cast back to its type (the types Parquet
     holds only approximately go as text)."""
 
-    # Parquet holds these only approximately (HUGEINT as DOUBLE, TIME WITH TIME ZONE moved to UTC); their text is exact.
-    _INEXACT_IN_PARQUET = ("HUGEINT", "TIME WITH TIME ZONE")
-
     def write(self, engine, partial, content, seal):
         types = engine.types(content.query.subquery())
-        as_text = {c for c, t in types.items() if any(inexact in t for inexact in self._INEXACT_IN_PARQUET)}
+        as_text = {c for c, t in types.items() if any(inexact in t for inexact in _INEXACT_IN_PARQUET)}
         rows = self.staged(partial)
         try:
             _copy(engine, exp.select(*[exp.cast(sb.ident(c), exp.DataType.build("VARCHAR")).as_(c, quoted=True)
@@ -570,13 +598,26 @@ class _DuckDBFile(_Writer):
 
 
 class _ParquetFile(_Writer):
+    """A Parquet file; a column whose type Parquet holds only approximately is written as one it holds exactly, with
+    the same text (what the content digest hashes): a whole 128-bit integer as DECIMAL(38, 0), and a TIME WITH TIME
+    ZONE (Parquet moves it to UTC), a UNION or a nested value holding either as its text."""
+
     def write(self, engine, partial, content, seal):
-        # The metadata is written with the rows: the digest is computed from the query the rows come from.
-        info = seal(content_digest(engine, content.query.subquery()))
-        metadata_struct = exp.Struct(expressions=[
-            exp.PropertyEQ(this=sb.ident(c), expression=sb.lit(_text(v) if v is not None else ""))
-            for c, v in info.items()])
-        _copy(engine, content.query, partial, ("FORMAT", exp.var("parquet")), ("KV_METADATA", metadata_struct))
+        types = engine.types(content.query.subquery())
+        exact = {c: _exact_in_parquet(t) for c, t in types.items()}
+        query = content.query if not any(exact.values()) else exp.select(*[
+            exp.cast(sb.ident(c), exp.DataType.build(exact[c])).as_(c, quoted=True) if exact[c] else sb.ident(c)
+            for c in types]).from_(content.query.subquery())
+        try:
+            # The metadata is written with the rows: the digest is computed from the query the rows come from.
+            info = seal(content_digest(engine, query.subquery()))
+            metadata_struct = exp.Struct(expressions=[
+                exp.PropertyEQ(this=sb.ident(c), expression=sb.lit(_text(v) if v is not None else ""))
+                for c, v in info.items()])
+            _copy(engine, query, partial, ("FORMAT", exp.var("parquet")), ("KV_METADATA", metadata_struct))
+        except duckdb.ConversionException:
+            _refuse_beyond_decimal(engine, content.query, [c for c, t in exact.items() if t == _WIDEST_DECIMAL])
+            raise
         return info
 
     def reader(self, path, table):
@@ -665,7 +706,8 @@ class _CsvFile(_Writer):
 
     def write(self, engine, partial, content, seal):
         _copy(engine, content.query, partial, ("FORMAT", exp.var("csv")), ("HEADER", exp.true()))
-        types = engine.types(content.query.subquery())
+        # A UNION's text does not say which member it is, so DuckDB cannot read it back as one: its reader gets text.
+        types = {c: "VARCHAR" if _holds_union(t) else t for c, t in engine.types(content.query.subquery()).items()}
         info = seal(content_digest(engine, content.query.subquery()))
         described = {"columns": types, "sha256": _sha256(partial),
                      INFO_TABLE: {c: _text(v) for c, v in info.items()}}
