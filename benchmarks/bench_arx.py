@@ -13,6 +13,8 @@ Cases (k-anonymity, k = 5, nine quasi-identifiers, optimal full-domain search):
   ``prep_adult.py``.
 - ``ihis-dm-0``, ``ihis-loss-5``, ``ihis-dm-5``: 1,193,504 IHIS-shaped records (``ihis/generate.py``, ARX's IHIS
   hierarchies; 25,920 nodes), both tools reading the same generated CSV.
+- ``adult-…``/``ihis-…`` with a model's name: ARX's privacy models (``ArxModels.java``), ARX's suppression semantics
+  on both sides; ``ihis-tenth-…`` anonymize a tenth of IHIS drawn once (119,651 records), which both tools read.
 - ``scale``: Adult drawn with replacement to each of ``--scale-rows`` (default 10M and 100M) records, written once
   as Parquet; DM at 5 %, duckanon alone (ARX holds its data in the JVM's heap), searching the Parquet file itself:
   the call's time, its encoding (reading the file into the frequency table) and its search apart, and peak memory.
@@ -136,6 +138,9 @@ class Case:
     # anonymized are "arx" (ARX's research subset of Adult, data/adult_subset.csv) or "tenth" (a tenth drawn once,
     # seeded); both tools read the same sample file.
     sample: str | None = None
+    # The sample alone is the data (no population): a smaller instance of the same data, where the whole would take
+    # either tool longer than a run can wait.
+    sample_alone: bool = False
 
     @property
     def with_arx(self) -> bool:
@@ -212,6 +217,13 @@ MODEL_CASES = [
     Case("ihis-delta-presence-5", "warm", "ihis", "dm-star", 0.05, models=("delta-presence:0.0:0.2",),
          sample="tenth"),
     Case("ihis-k-map-5", "warm", "ihis", "dm-star", 0.05, models=("k-map:50",), sample="tenth"),
+    # The models over EDUC and profitability on a tenth of IHIS (the sample above, as the data): on all 1.19M records
+    # (1.17M distinct) duckanon's search under basic β-likeness ran past 30 minutes, ARX's under profitability past 23.
+    *(Case(f"ihis-tenth-{name}", "warm", "ihis", "dm-star", 0.05, models=models, sensitive=sensitive,
+           sample="tenth", sample_alone=True)
+      for name, models, sensitive in (("t-equal-5", ("t-equal:0.2", "k:5"), "EDUC"),
+                                      ("beta-basic-5", ("basic-beta:1", "k:5"), "EDUC"),
+                                      ("profitability-5", ("profitability:20:120:3000:1200",), None))),
 ]
 RISK_THRESHOLDS = ("average-risk", "sample-uniqueness", "population-uniqueness")
 COLD_CASE = Case("cold", "cold", "adult", "loss", 0.05, "duckanon 0.4–0.7× ARX (ARX 8.5–18 s, 9 QIs)",
@@ -361,7 +373,7 @@ def prepare(cases: list[Case], settings: Settings) -> None:
         cached(ihis_dir(settings.data_dir), ihis_file, "IHIS-shaped CSV")
     for case in cases:
         if case.sample is not None:
-            population = arx_input(case, settings)[0][0]
+            population = data_file(case, settings)
             cached(sample_path(settings.data_dir, case), lambda partial, c=case, f=population: write_sample(
                 c, Path(f), partial), f"the {case.sample} sample of {case.data}")
     for case in cases:
@@ -405,13 +417,14 @@ def child(case: Case, evaluator: str, warmups: int, timed: int, data_dir: Path) 
         source, hierarchies, load_s = parquet_path(data_dir, case.rows), adult_hierarchies(), 0.0
         rows = con.read_parquet(str(source)).shape[0]
     population = None
-    if case.sample is not None:  # the loaded table is the population; the sample's rows are anonymized
-        population, source = source, f"{source}_sample"
+    if case.sample is not None:  # the loaded table is the population (or not used); the sample's rows are anonymized
+        loaded, source = source, f"{source}_sample"
+        population = None if case.sample_alone else loaded
         positions = json.loads((sample_path(data_dir, case) / "positions.json").read_text())
         with con.cursor() as cursor:
             cursor.register("positions", pd.DataFrame({"position": positions}))
             cursor.execute(f'CREATE TABLE "{source}" AS SELECT * EXCLUDE (position) FROM (SELECT *, rowid AS '
-                           f'position FROM "{population}") WHERE position IN (SELECT position FROM positions)')
+                           f'position FROM "{loaded}") WHERE position IN (SELECT position FROM positions)')
         rows = con.table(source).shape[0]
     common.progress(f"{case.name}: {rows:,} records, loaded in {load_s:.1f} s")
     moments: list[tuple[float, str]] = []
@@ -508,13 +521,18 @@ def failure(measured: common.Measured, err, settings: Settings) -> str | None:
     return f"{why}: {tail}" if tail else why
 
 
+def data_file(case: Case, settings: Settings) -> str:
+    """The file of all of the case's data (the population, where the case anonymizes a sample of it)."""
+    return str(ihis_dir(settings.data_dir) / "ihis_synth.csv" if case.data == "ihis" else adult_csv(settings.data_dir))
+
+
 def arx_input(case: Case, settings: Settings) -> tuple[list[str], list[str], int, float, str]:
     """(the driver's data arguments: file, delimiter, hierarchy pattern), quasi-identifiers, k, suppression, metric."""
+    file = str(sample_path(settings.data_dir, case) / "sample.csv") if case.sample_alone else data_file(case, settings)
     if case.data == "ihis":
-        data = [str(ihis_dir(settings.data_dir) / "ihis_synth.csv"), ";",
-                str(IHIS_DIR / "hierarchies" / "ihis_hierarchy_%s.csv")]
+        data = [file, ";", str(IHIS_DIR / "hierarchies" / "ihis_hierarchy_%s.csv")]
         return data, IHIS_QIS, K, case.suppression, case.metric
-    data = [str(adult_csv(settings.data_dir)), ",", str(datasets.adult_hierarchy_dir() / "%s.csv")]
+    data = [file, ",", str(datasets.adult_hierarchy_dir() / "%s.csv")]
     if case.kind == "cold":
         job = main_job()
         return data, job.quasi_identifiers, job.k, job.suppression, job.metric
@@ -532,7 +550,8 @@ def arx_run(case: Case, settings: Settings, warmups: int, timed: int, label: str
     data, qis, k, suppression, metric = arx_input(case, settings)
     repeats = warmups + timed
     if case.models:
-        subset = [] if case.sample is None else [f"subset={sample_path(settings.data_dir, case) / 'sample.csv'}"]
+        subset = [] if case.sample is None or case.sample_alone else [
+            f"subset={sample_path(settings.data_dir, case) / 'sample.csv'}"]
         command = [*models_driver(settings), *data, ",".join(q for q in qis if q != case.sensitive),
                    case.sensitive or "-", repr(suppression), ARX_METRICS[metric], str(repeats), *subset, *case.models]
     else:
