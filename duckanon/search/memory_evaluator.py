@@ -370,8 +370,11 @@ def _population_counted(population: _Groups, groups: _Groups, cards: Sequence[in
     at that node, grouped with the same ``cards``); and how many population classes hold no record of the data.  Every
     class of the data is one of the population (the population holds the data)."""
     if groups.radices is not None:  # keys packed alike on both sides: a class's key finds its population class
-        order = np.argsort(population.keys)
-        found = order[np.searchsorted(population.keys, groups.keys, sorter=order)]
+        order, asked = np.argsort(population.keys), np.argsort(groups.keys)
+        # Searched in ascending order in a sorted copy: each search starts where the last ended and reads the keys in
+        # order (through ``sorter`` every step is a random read: 3x slower on a million population classes).
+        found = np.empty(groups.count, dtype=np.int64)
+        found[asked] = order[np.searchsorted(population.keys[order], groups.keys[asked])]
         return population.sizes[found], population.count - groups.count
     # Keys made dense on the way differ between the two groupings: the classes are grouped together by their codes,
     # weighing the population's records only.
