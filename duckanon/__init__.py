@@ -63,6 +63,7 @@ from .privacy.thresholds import (
     PopulationUniqueness,
     SampleUniqueness,
 )
+from .recode.protect import DateShift, Mask, Pseudonymize
 from .recode.recoding import Assignment, PartitionMap
 from .release.files import read_release_info
 from .release.publish import Release
@@ -88,13 +89,15 @@ __all__ = [
     "AdditiveNoise", "AlphaKAnonymity", "AlphaLDiversityKAnonymity", "AnonymizationError", "Anonymizer", "ArxKLDivergence", "ArxLoss",
     "ArxNonMonotoneEntropy", "ArxNonUniformEntropy", "ArxPublisherPayout", "Assignment", "AverageClassSize",
     "AverageReidentificationRisk", "BasicBetaLikeness", "CheckReport", "Clusters", "connect",
-    "DeltaDisclosurePrivacy", "DeltaPresence", "DigestMismatch", "Discernibility", "DiscernibilityStar",
+    "DateShift", "DeltaDisclosurePrivacy", "DeltaPresence", "DigestMismatch", "Discernibility", "DiscernibilityStar",
     "DisclosureReport", "DistinctLDiversity", "EmpiricalSynthesis", "EncodedSource", "EnhancedBetaLikeness",
     "EntropyLDiversity", "GuaranteeFails", "Hierarchy", "HierarchyError", "IntervalHierarchy",
-    "JournalistNoAttackProfitability", "JournalistProfitability", "KAnonymity", "KMap", "Loss", "MDAV", "Metric", "MondrianResult",
+    "JournalistNoAttackProfitability", "JournalistProfitability", "KAnonymity", "KMap", "Loss", "Mask", "MDAV", "Metric",
+    "MondrianResult",
     "NonUniformEntropy", "NormalizedCertaintyPenalty", "NotARelease", "PartitionMap", "Personalization",
     "PerturbedRelease", "Policy", "PolicyError", "PolicyNotSatisfied", "PopulationUniqueness", "PrivacyModel",
-    "ProsecutorNoAttackProfitability", "ProsecutorProfitability", "PSensitiveKAnonymity", "RandomizedResponse", "read_release_info",
+    "ProsecutorNoAttackProfitability", "ProsecutorProfitability", "Pseudonymize", "PSensitiveKAnonymity", "RandomizedResponse",
+    "read_release_info",
     "RecursiveCLDiversity", "Release", "ReleaseCheckFailed", "RiskReport", "SampleUniqueness", "SearchResult",
     "SemiSupervisedClustering", "SignatureMismatch", "SigningKeyError", "TCloseness", "TopDownPartitioning",
     "Verification", "VerificationFailed", "verify", "WrongKey", "__version__",

@@ -482,17 +482,21 @@ CREATE OR REPLACE TEMP MACRO anon_hierarchy_ordered_groups(ordered_values, sizes
 
 -- ---------------------------------------------------------------------------------------
 -- Declaring a policy: the rows duckanon's Anonymizer.save_policy writes, for a database
--- whose catalog exists (.read duckanon_catalog.sql). One policy is three INSERTs:
+-- whose catalog exists (.read duckanon_catalog.sql). One policy is three INSERTs (four with column methods):
 --   INSERT INTO anon.policies SELECT * FROM anon_policy('patients_k5', suppression_limit := 0.02);
 --   INSERT INTO anon.policy_columns SELECT * FROM anon_policy_columns('patients_k5',
 --       MAP {'age': 'age', 'zip': 'zip'}, identifiers := ['name'], sensitive := ['disease']);
 --   INSERT INTO anon.policy_models SELECT * FROM anon_policy_models('patients_k5', [
 --       anon_model('k-anonymity', {'k': 5}),
 --       anon_model('distinct-l-diversity', {'sensitive': 'disease', 'l': 3})]);
+-- A policy that releases columns transformed adds their methods (see anon_pseudonym):
+--   INSERT INTO anon.policy_methods SELECT * FROM anon_policy_methods('patients_k5',
+--       MAP {'email': anon_mask_email_domain()});
 -- Each refuses a policy that already has rows in its table; to declare one again, first
 --   DELETE FROM anon.policies WHERE name = 'patients_k5';
 --   DELETE FROM anon.policy_columns WHERE policy = 'patients_k5';
 --   DELETE FROM anon.policy_models WHERE policy = 'patients_k5';
+--   DELETE FROM anon.policy_methods WHERE policy = 'patients_k5';
 -- duckanon checks every value when it reads the policy (duckanon.connect(con).policy(name),
 -- duckanon run DB --policy NAME) and names the policy and the value at fault.
 -- ---------------------------------------------------------------------------------------
@@ -511,8 +515,8 @@ CREATE OR REPLACE TEMP MACRO anon__undeclared(policy, tbl) AS
                           AS __anon_rows(__anon_policy)
                      WHERE __anon_policy = policy)
             THEN error('duckanon: policy ' || policy || ' already has rows in anon.' || tbl
-                       || '; delete its rows from anon.policies, anon.policy_columns and '
-                       || 'anon.policy_models to declare it again')
+                       || '; delete its rows from anon.policies, anon.policy_columns, '
+                       || 'anon.policy_models and anon.policy_methods to declare it again')
         ELSE true
     END;
 
@@ -544,11 +548,17 @@ CREATE OR REPLACE TEMP MACRO anon_policy(policy, suppression := 'replace', suppr
 -- stored hierarchy (table anon.hierarchy_<name>), or to NULL for none (Mondrian and
 -- clustering only), e.g. MAP {'age': 'age', 'zip': 'zip'}. Named lists add the other
 -- roles: identifiers := [...] (dropped), sensitive := [...] (released as they are,
--- protected by the models naming them), insensitive := [...] (released as they are).
+-- protected by the models naming them), insensitive := [...] (released as they are),
+-- pseudonymize := [...], mask := [...], date_shift := [...] (released transformed by the
+-- method anon_policy_methods gives them; a pseudonymized column without one is hashed
+-- under a random key per release).
 CREATE OR REPLACE TEMP MACRO anon_policy_columns(policy, quasi_identifiers,
                                                  identifiers := CAST([] AS VARCHAR[]),
                                                  sensitive := CAST([] AS VARCHAR[]),
-                                                 insensitive := CAST([] AS VARCHAR[])) AS TABLE
+                                                 insensitive := CAST([] AS VARCHAR[]),
+                                                 pseudonymize := CAST([] AS VARCHAR[]),
+                                                 mask := CAST([] AS VARCHAR[]),
+                                                 date_shift := CAST([] AS VARCHAR[])) AS TABLE
     SELECT CAST(policy AS VARCHAR) AS policy, column_name, role, hierarchy_table
     FROM (
         SELECT 1 AS __anon_role, unnest(identifiers) AS column_name, 'identifier' AS role,
@@ -561,9 +571,54 @@ CREATE OR REPLACE TEMP MACRO anon_policy_columns(policy, quasi_identifiers,
         SELECT 3, unnest(sensitive), 'sensitive', NULL, generate_subscripts(sensitive, 1)
         UNION ALL
         SELECT 4, unnest(insensitive), 'insensitive', NULL, generate_subscripts(insensitive, 1)
+        UNION ALL
+        SELECT 5, unnest(pseudonymize), 'pseudonymize', NULL, generate_subscripts(pseudonymize, 1)
+        UNION ALL
+        SELECT 6, unnest(mask), 'mask', NULL, generate_subscripts(mask, 1)
+        UNION ALL
+        SELECT 7, unnest(date_shift), 'date-shift', NULL, generate_subscripts(date_shift, 1)
     )
     WHERE anon__undeclared(policy, 'policy_columns')
     ORDER BY __anon_role, __anon_i;
+
+-- Column methods, as anon_policy_methods takes them (duckanon.recode.protect); each is the
+-- method's parameters as JSON text.
+-- anon_pseudonym(key := NULL) -> keyed HMAC-SHA-256 of the value's text; key 'env:NAME' (an
+-- environment variable) or 'file:PATH', at least 32 bytes; NULL: a random key per release.
+-- The key itself never goes in the database.
+CREATE OR REPLACE TEMP MACRO anon_pseudonym(key := NULL) AS
+    CAST(to_json({'key': CAST(key AS VARCHAR)}) AS VARCHAR);
+-- anon_mask(pattern, keep, padding := '*') -> the value matched as a whole by `pattern`: the
+-- groups numbered in `keep` shown, the others as `padding`, text outside groups left out; a
+-- value the pattern does not match shows as `padding` alone.
+CREATE OR REPLACE TEMP MACRO anon_mask(pattern, keep, padding := '*') AS
+    CAST(to_json({'pattern': CAST(pattern AS VARCHAR), 'keep': CAST(keep AS INTEGER[]),
+                  'padding': CAST(padding AS VARCHAR)}) AS VARCHAR);
+-- anon_mask_email_domain(padding := '*') -> jane@example.org shown as *@example.org.
+CREATE OR REPLACE TEMP MACRO anon_mask_email_domain(padding := '*') AS
+    anon_mask('([^@]+)(@[^@]+)', [2], padding := padding);
+-- anon_mask_keep_last(characters, padding := '*') -> the last characters shown (a phone
+-- number's last digits); shorter values fully masked.
+CREATE OR REPLACE TEMP MACRO anon_mask_keep_last(characters, padding := '*') AS
+    anon_mask('(.+)(.{' || CAST(characters AS VARCHAR) || '})', [2], padding := padding);
+-- anon_mask_keep_first(characters, padding := '*') -> the first characters shown.
+CREATE OR REPLACE TEMP MACRO anon_mask_keep_first(characters, padding := '*') AS
+    anon_mask('(.{' || CAST(characters AS VARCHAR) || '})(.+)', [1], padding := padding);
+-- anon_date_shift(days, person, key := NULL) -> each person's dates (the person named by
+-- column `person`, the Python method's `by`) moved by one offset in [-days, days], drawn
+-- from the keyed hash of the person (key as anon_pseudonym's).
+CREATE OR REPLACE TEMP MACRO anon_date_shift(days, person, key := NULL) AS
+    CAST(to_json({'days': CAST(days AS INTEGER), 'by': CAST(person AS VARCHAR), 'key': CAST(key AS VARCHAR)})
+         AS VARCHAR);
+
+-- anon_policy_methods(policy, methods) -> the rows of anon.policy_methods: methods maps each
+-- column of role pseudonymize, mask or date-shift to its method, e.g.
+--   MAP {'email': anon_mask_email_domain(), 'visit': anon_date_shift(30, 'patient_id')}
+CREATE OR REPLACE TEMP MACRO anon_policy_methods(policy, methods) AS TABLE
+    SELECT CAST(policy AS VARCHAR) AS policy, __anon_e.key AS column_name, __anon_e.value AS params
+    FROM (SELECT unnest(map_entries(methods)) AS __anon_e, generate_subscripts(map_entries(methods), 1) AS __anon_i)
+    WHERE anon__undeclared(policy, 'policy_methods')
+    ORDER BY __anon_i;
 
 -- anon_model(name, params) -> one privacy model as anon_policy_models takes it: name is
 -- one of duckanon's models and params a struct of its Python constructor's arguments:

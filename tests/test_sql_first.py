@@ -24,20 +24,24 @@ import duckanon
 from duckanon import (
     AlphaKAnonymity,
     AlphaLDiversityKAnonymity,
+    DateShift,
     DeltaPresence,
     DistinctLDiversity,
     EntropyLDiversity,
     Hierarchy,
     KAnonymity,
     KMap,
+    Mask,
     Policy,
     PSensitiveKAnonymity,
+    Pseudonymize,
     RecursiveCLDiversity,
     TCloseness,
 )
 from duckanon.declare.catalog import POLICY_TABLES
 from duckanon.errors import PolicyError
 from duckanon.privacy.registry import MODELS, model_from_params
+from duckanon.recode.protect import method_from_params
 
 CATALOG = MACROS.with_name("duckanon_catalog.sql")
 
@@ -422,10 +426,26 @@ POLICY_CASES = [
       "SELECT * FROM anon_policy_models('alpha_l_partition', [anon_model('alpha-l-diversity-k-anonymity', "
       "{'sensitive': 'disease', 'alpha': 0.6, 'l': 2, 'k': 5, 'levels': MAP {'flu': 1, 'cold': 1, 'hiv': 3, "
       "'cancer': 3}})])"]),
+    ("transformed",
+     lambda h: Policy(quasi_identifiers={"age": h["age"]}, models=[KAnonymity(3)], identifiers=["zip"],
+                      insensitive=["visits"], pseudonymize={"name": Pseudonymize("env:DUCKANON_KEY"),
+                                                            "card": Pseudonymize()},
+                      mask={"email": Mask.email_domain(), "phone": Mask.keep_last(4), "iban": Mask.keep_first(4, "#"),
+                            "code": Mask(r"([A-Z]+)-(\d+)-(\d+)", (1, 3), "?")},
+                      date_shift={"visit": DateShift(30, "name", "file:/etc/duckanon.key")}),
+     ["SELECT * FROM anon_policy('transformed')",
+      ("SELECT * FROM anon_policy_columns('transformed', MAP {'age': 'age'}, identifiers := ['zip'], "
+       "insensitive := ['visits'], pseudonymize := ['name', 'card'], mask := ['email', 'phone', 'iban', 'code'], "
+       "date_shift := ['visit'])"),
+      "SELECT * FROM anon_policy_models('transformed', [anon_model('k-anonymity', {'k': 3})])",
+      ("SELECT * FROM anon_policy_methods('transformed', MAP {'name': anon_pseudonym(key := 'env:DUCKANON_KEY'), "
+       "'card': anon_pseudonym(), 'email': anon_mask_email_domain(), 'phone': anon_mask_keep_last(4), "
+       "'iban': anon_mask_keep_first(4, padding := '#'), 'code': anon_mask('([A-Z]+)-(\\d+)-(\\d+)', [1, 3], "
+       "padding := '?'), 'visit': anon_date_shift(30, 'name', key := 'file:/etc/duckanon.key')})")]),
 ]
 
 POLICY_TABLE_OF = {"anon_policy(": "policies", "anon_policy_columns(": "policy_columns",
-                   "anon_policy_models(": "policy_models"}
+                   "anon_policy_models(": "policy_models", "anon_policy_methods(": "policy_methods"}
 
 
 def declaration_script(queries: list[str]) -> str:
@@ -488,6 +508,10 @@ def _stored_rows(con, name: str) -> dict[str, list[tuple]]:
         created = dt.datetime.fromisoformat(row.pop("created"))
         assert created.utcoffset() == dt.timedelta(0)
         assert abs((dt.datetime.now(dt.timezone.utc) - created).total_seconds()) < 3600
+    roles = {row["column_name"]: row["role"] for row in out["policy_columns"]}
+    for row in out["policy_methods"]:
+        # The same method: Python writes the HMAC's name and a random key's description, SQL neither.
+        row["params"] = method_from_params(roles[row["column_name"]], json.loads(row["params"])).params()
     for row in out["policy_models"]:
         # The same model: Python spaces its JSON differently, writes unset arguments as null and sorts
         # highly_sensitive; the model's constructor reads both alike.

@@ -294,7 +294,8 @@ def _release_policy(anon: Anonymizer, info: dict, folder: Path | None) -> Policy
                 hierarchies[column["column"]] = anon.hierarchy(column["column"])
     columns = [(c["column"], c["role"], c.get("hierarchy")) for c in described["columns"]]
     models = [(i, m["model"], m["sensitive"], json.dumps(m["params"])) for i, m in enumerate(described["models"])]
-    return Policy.from_rows(columns, models, described, hierarchies)
+    methods = [(c["column"], json.dumps(c["method"])) for c in described["columns"] if "method" in c]
+    return Policy.from_rows(columns, models, described, hierarchies, methods)
 
 
 def example_data(args: argparse.Namespace, console: Console) -> int:

@@ -102,6 +102,18 @@ def _policy() -> Parser:
     roles.add_argument("--sensitive", action="append", default=[], metavar="COLUMN",
                        help="a sensitive column, released as it is")
     _other_roles(roles)
+    methods = parser.add_argument_group("columns released transformed")
+    methods.add_argument("--pseudonymize", action="append", default=[], metavar="COLUMN",
+                         help="a column whose values become keyed HMAC-SHA-256 pseudonyms (key: --pseudonym-key)")
+    methods.add_argument("--mask", action="append", default=[], type=values.mask, metavar="COLUMN=PATTERN",
+                         help="a column masked by PATTERN: email-domain, keep-last:N, keep-first:N, or "
+                              "regex:REGEX:GROUPS (the groups shown, comma-separated; the rest masked)")
+    methods.add_argument("--date-shift", action="append", default=[], type=values.date_shift,
+                         metavar="COLUMN=DAYS:BY", help="a date column, each person's (column BY) dates moved by one "
+                                                        "offset within ±DAYS days")
+    methods.add_argument("--pseudonym-key", type=values.key_source, metavar="env:NAME|file:PATH",
+                         help="where the secret key (>= 32 bytes) of --pseudonymize and --date-shift is; without it, "
+                              "a random key per release")
     models = parser.add_argument_group("privacy models")
     models.add_argument("-k", "--k", type=values.whole,
                         help="k-anonymity (on the bundled data 5 unless given, also beside other models)")

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from .. import datasets
 from ..declare.policy import Policy
+from ..recode.protect import DateShift, Pseudonymize
 from ..errors import AnonymizationError
 from ..hierarchy.hierarchy import Hierarchy
 from ..privacy.models import (
@@ -124,7 +125,10 @@ def policy(anon: Anonymizer, args: argparse.Namespace, *, hierarchies_required: 
     quasi = {column: hierarchy(anon, column, file, args.hierarchies, hierarchies_required) for column, file in args.qi}
     if not quasi:
         raise AnonymizationError("name the quasi-identifiers with --qi COLUMN[=HIERARCHY.csv]")
+    key = args.pseudonym_key
     return Policy(quasi_identifiers=quasi, models=models(args), identifiers=args.identifier,
                   sensitive=args.sensitive, insensitive=args.insensitive, others=args.others,
                   suppression=args.suppression, suppression_limit=args.suppression_limit,
-                  max_suppressed=args.max_suppressed)
+                  max_suppressed=args.max_suppressed,
+                  pseudonymize={column: Pseudonymize(key) for column in args.pseudonymize}, mask=dict(args.mask),
+                  date_shift={column: DateShift(days, by, key) for column, (days, by) in args.date_shift})

@@ -9,6 +9,10 @@ import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from ..errors import PolicyError
+from ..recode import protect
+from ..recode.protect import Mask
+
 
 def number(text: str) -> float:
     """A finite number (NaN and infinities are not parameters of anything)."""
@@ -233,3 +237,47 @@ def column_file(text: str) -> tuple[str, Path | None]:
     if not column or (sep and not file):
         raise argparse.ArgumentTypeError(f"expected COLUMN or COLUMN=FILE.csv, got {text!r}")
     return column, Path(file) if file else None
+
+
+def _method(text: str, form: str, build: Callable[[str], object]) -> tuple[str, object]:
+    column, sign, spec = text.partition("=")
+    if not column or not sign or not spec:
+        raise argparse.ArgumentTypeError(f"expected {form}, got {text!r}")
+    try:
+        return column, build(spec)
+    except (PolicyError, ValueError) as error:
+        raise argparse.ArgumentTypeError(f"{error} in {text!r} (expected {form})") from None
+
+
+def mask(text: str) -> tuple[str, Mask]:
+    """``COLUMN=email-domain``, ``COLUMN=keep-last:N``, ``COLUMN=keep-first:N`` or ``COLUMN=regex:REGEX:GROUPS``."""
+
+    def build(spec: str) -> Mask:
+        kind, _, rest = spec.partition(":")
+        if kind == "email-domain" and not rest:
+            return Mask.email_domain()
+        if kind in ("keep-last", "keep-first"):
+            return (Mask.keep_last if kind == "keep-last" else Mask.keep_first)(int(rest))
+        if kind == "regex":
+            pattern, _, groups = rest.rpartition(":")
+            return Mask(pattern, tuple(int(g) for g in groups.split(",")))
+        raise ValueError(f"unknown mask {spec!r}")
+
+    return _method(text, "COLUMN=email-domain|keep-last:N|keep-first:N|regex:REGEX:GROUPS", build)
+
+
+def date_shift(text: str) -> tuple[str, tuple[int, str]]:
+    """``COLUMN=DAYS:BY``: the window and the column naming each date's person (the key comes apart)."""
+
+    def build(spec: str) -> tuple[int, str]:
+        days, _, by = spec.partition(":")
+        return int(days), by
+
+    return _method(text, "COLUMN=DAYS:BY", build)
+
+
+def key_source(text: str) -> str:
+    try:
+        return protect.key_source(text, "--pseudonym-key")
+    except PolicyError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None

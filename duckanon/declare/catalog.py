@@ -1,7 +1,8 @@
 """The catalog: hierarchies and policies stored as tables of the database's ``anon`` schema.
 
 A hierarchy ``name`` is table ``anon.hierarchy_<name>`` (one row per leaf, :meth:`Hierarchy.store`); a policy is rows
-of ``anon.policies``, ``anon.policy_columns`` and ``anon.policy_models`` (:meth:`Policy.to_rows`), which SQL users
+of ``anon.policies``, ``anon.policy_columns``, ``anon.policy_models`` and ``anon.policy_methods``
+(:meth:`Policy.to_rows`, :meth:`Policy.method_rows`), which SQL users
 write too (``sql/duckanon_catalog.sql``).  A hierarchy given inline in a policy is stored under its column's name, or
 reused when an equal one is stored already.
 """
@@ -31,6 +32,8 @@ POLICY_TABLES = {
     "policies": ("name", "suppression", "suppression_limit", "max_suppressed", "others", "created"),
     "policy_columns": ("policy", "column_name", "role", "hierarchy_table"),
     "policy_models": ("policy", "position", "model", "sensitive", "params"),
+    # The parameters (JSON) of each column released transformed (pseudonymize, mask, date-shift): never a key.
+    "policy_methods": ("policy", "column_name", "params"),
 }
 
 
@@ -144,7 +147,7 @@ class Catalog:
 
     # --------------------------------------------------------------- policies
     def save_policy(self, name: str, policy: Policy) -> None:
-        """Store a policy as rows of anon.policies, anon.policy_columns and anon.policy_models."""
+        """Store a policy as rows of anon.policies, anon.policy_columns, anon.policy_models and anon.policy_methods."""
         tables = {c: self.stored({c: h})[c][1] for c, h in policy.quasi_identifiers.items() if h is not None}
         columns, models, settings = policy.to_rows({c: t.name for c, t in tables.items()})
         with self.engine.transaction():
@@ -156,6 +159,7 @@ class Catalog:
             self._insert("policy_columns", [(name, *row) for row in columns])
             self._insert("policy_models", [(name, str(i), model, sensitive, params)
                                            for i, model, sensitive, params in models])
+            self._insert("policy_methods", [(name, *row) for row in policy.method_rows()])
 
     def policy(self, name: str) -> Policy:
         """The policy stored as ``name``.  Rows written by hand or from SQL (sql/duckanon.sql) are checked as they are
@@ -173,7 +177,8 @@ class Catalog:
                            if role == "quasi-identifier" and table is not None}
             policy = Policy.from_rows(columns, models, {"suppression": suppression, "suppression_limit": limit,
                                                         "max_suppressed": None if maximum is None else int(maximum),
-                                                        "others": others}, hierarchies)
+                                                        "others": others}, hierarchies,
+                                      [row[1:] for row in self._rows("policy_methods", name)])
             unknown = [(c, role) for c, role, _table in columns if policy.role(c) != role]
             if unknown:  # Policy.from_rows skips a role it does not know: the column would lose its role
                 raise PolicyError(f"column {unknown[0][0]!r} has the unknown role {unknown[0][1]!r}")

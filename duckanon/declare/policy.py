@@ -3,12 +3,14 @@
 Roles: identifiers are dropped; quasi-identifiers are generalized along their hierarchy (or, given None instead of a
 hierarchy, only by partitioning algorithms such as Mondrian, which cut numbers on their value and categories along an
 order and need no hierarchy; full-domain generalization rejects them); sensitive attributes are
-protected by the models that name them and released as they are; insensitive attributes are released as they are.
+protected by the models that name them and released as they are; insensitive attributes are released as they are;
+``pseudonymize``, ``mask`` and ``date_shift`` columns are released transformed by their method
+(:mod:`duckanon.recode.protect`), and form no class.
 Every column of the source must have a role, unless ``others`` says what to do with the rest: a column nobody
 classified is the commonest way personal data leaks.
 
 Policies are data: :meth:`Policy.to_rows` and :meth:`Policy.from_rows` give the rows the anonymizer stores in
-``anon.policy_columns`` and ``anon.policy_models``.
+``anon.policy_columns``, ``anon.policy_models`` and ``anon.policy_methods``.
 """
 
 from __future__ import annotations
@@ -22,6 +24,13 @@ from ..errors import PolicyError
 from ..hierarchy.hierarchy import Hierarchy
 from ..privacy.models import PrivacyModel, sensitive_attributes
 from ..privacy.registry import model_from_params
+from ..recode.protect import (
+    ColumnMethod,
+    DateShift,
+    Mask,
+    Pseudonymize,
+    method_from_params,
+)
 from .roles import IDENTIFIER, assign_roles, check_others, released_columns
 
 # replace: violating records' quasi-identifiers become '*', and those records, one class, must satisfy the policy too;
@@ -50,6 +59,10 @@ class Policy:
     suppression_limit: float | None = None
     others: str = "error"
     max_suppressed: int | None = None
+    # Columns released transformed: pseudonyms (a list: each under the release's random key), masks, date shifts.
+    pseudonymize: Sequence[str] | Mapping[str, Pseudonymize] = ()
+    mask: Mapping[str, Mask] = field(default_factory=dict)
+    date_shift: Mapping[str, DateShift] = field(default_factory=dict)
     _roles: dict[str, str] = field(init=False, repr=False)
 
     @property
@@ -92,12 +105,33 @@ class Policy:
         if self.max_suppressed is not None and (isinstance(self.max_suppressed, bool) or not isinstance(
                 self.max_suppressed, int) or self.max_suppressed < 0):
             raise PolicyError(f"max_suppressed must be a whole number of records >= 0, got {self.max_suppressed!r}")
+        if isinstance(self.pseudonymize, str):
+            raise PolicyError(f"pseudonymize takes a list of column names or a mapping to Pseudonymize, not the single "
+                              f"string {self.pseudonymize!r}")
+        self.pseudonymize = (dict(self.pseudonymize) if isinstance(self.pseudonymize, Mapping)
+                             else {c: Pseudonymize() for c in self.pseudonymize})
+        self.mask, self.date_shift = dict(self.mask), dict(self.date_shift)
+        for role, methods, kind in (("pseudonymize", self.pseudonymize, Pseudonymize), ("mask", self.mask, Mask),
+                                    ("date_shift", self.date_shift, DateShift)):
+            wrong = {c: m for c, m in methods.items() if not isinstance(m, kind)}
+            if wrong:
+                raise PolicyError(f"{role} maps columns to {kind.__name__}, got {wrong!r}")
         self._roles = assign_roles((
             (IDENTIFIER, self.identifiers), ("quasi-identifier", self.quasi_identifiers),
-            ("sensitive", self.sensitive), ("insensitive", self.insensitive)), repeatable=["sensitive"])
+            ("sensitive", self.sensitive), ("insensitive", self.insensitive),
+            *((method.role, [column]) for column, method in self.methods.items())), repeatable=["sensitive"])
         for model in self.models:
             if model.sensitive is not None and self._roles.get(model.sensitive) != "sensitive":
                 raise PolicyError(f"{model.name} protects {model.sensitive!r}, which is a {self._roles[model.sensitive]}")
+        for column, shift in self.date_shift.items():
+            if shift.by in self.quasi_identifiers:
+                raise PolicyError(f"date_shift of {column!r} is by {shift.by!r}, a quasi-identifier: a person is "
+                                  f"named by an identifier or a pseudonymized column")
+
+    @property
+    def methods(self) -> dict[str, ColumnMethod]:
+        """Each column released transformed, with its method."""
+        return {**self.pseudonymize, **self.mask, **self.date_shift}
 
     def allowed_suppressed(self, records: int) -> int:
         """How many records may be suppressed: the share limit, capped by ``max_suppressed`` (seed 002's MaxSup)."""
@@ -113,10 +147,19 @@ class Policy:
 
     def bind(self, columns: Sequence[str]) -> list[str]:
         """Check the policy against the source's columns; return the columns the release keeps, in source order."""
+        missing = [(c, m.by) for c, m in self.date_shift.items() if m.by not in columns]
+        if missing:
+            raise PolicyError(f"date_shift of {missing[0][0]!r} is by {missing[0][1]!r}, which the source does not "
+                              f"have; it has {list(columns)}")
         return released_columns(self._roles, columns, self.others, owner="the policy",
-                                role_names="identifiers, quasi_identifiers, sensitive, insensitive")
+                                role_names="identifiers, quasi_identifiers, sensitive, insensitive, pseudonymize, "
+                                           "mask, date_shift")
 
     # ------------------------------------------------------------ stored as data
+    def method_rows(self) -> list[tuple[str, str]]:
+        """(column, parameters as JSON) of each column released transformed, as ``anon.policy_methods`` holds them."""
+        return [(c, json.dumps(m.params())) for c, m in self.methods.items()]
+
     def to_rows(self, hierarchy_tables: Mapping[str, str]) -> tuple[list[tuple], list[tuple], dict]:
         """(column rows, model rows, settings) with hierarchies referred to by their table names."""
         columns = [(c, self._roles[c], hierarchy_tables.get(c)) for c in self._roles]
@@ -127,7 +170,9 @@ class Policy:
 
     @classmethod
     def from_rows(cls, columns: Iterable[tuple], models: Iterable[tuple], settings: Mapping,
-                  hierarchies: Mapping[str, Hierarchy]) -> Policy:
+                  hierarchies: Mapping[str, Hierarchy], methods: Iterable[tuple[str, str]] = ()) -> Policy:
+        """The policy of stored rows; ``methods`` are (column, parameters as JSON) of columns released transformed
+        (a pseudonymized column without a row is hashed under the release's random key)."""
         by_role: dict[str, list[str]] = {}
         quasi: dict[str, Hierarchy | None] = {}
         for column, role, _table in columns:
@@ -135,11 +180,26 @@ class Policy:
                 quasi[column] = hierarchies.get(column)  # None: a quasi-identifier stored without a hierarchy
             else:
                 by_role.setdefault(role, []).append(column)
+        parameters = dict(methods)
+        stray = [c for c in parameters if c not in {c for role in ("pseudonymize", "mask", "date-shift")
+                                                     for c in by_role.get(role, [])}]
+        if stray:
+            raise PolicyError(f"column {stray[0]!r} has method parameters but not the role pseudonymize, mask or "
+                              f"date-shift")
+        transformed: dict[str, dict[str, ColumnMethod]] = {}
+        for role in ("pseudonymize", "mask", "date-shift"):
+            for column in by_role.get(role, []):
+                if column not in parameters and role != "pseudonymize":
+                    raise PolicyError(f"{role} column {column!r} has no parameters in anon.policy_methods")
+                transformed.setdefault(role, {})[column] = method_from_params(
+                    role, json.loads(parameters.get(column, "{}")))
         rebuilt = [model_from_params(name, json.loads(params)) for _i, name, _s, params in sorted(models)]
         return cls(quasi_identifiers=quasi, models=rebuilt, identifiers=by_role.get("identifier", []),
                    sensitive=by_role.get("sensitive", []), insensitive=by_role.get("insensitive", []),
                    suppression=settings["suppression"], suppression_limit=float(settings["suppression_limit"]),
-                   others=settings["others"], max_suppressed=settings.get("max_suppressed"))
+                   others=settings["others"], max_suppressed=settings.get("max_suppressed"),
+                   pseudonymize=transformed.get("pseudonymize", {}), mask=transformed.get("mask", {}),
+                   date_shift=transformed.get("date-shift", {}))
 
     def describe(self) -> str:
         return "; ".join(m.describe() for m in self.models)

@@ -27,6 +27,7 @@ from ..hierarchy.hierarchy import level_column
 from ..privacy.checks import CheckReport, check
 from ..privacy.models import DataFacts, prices_classes
 from ..recode.generalization import FullDomainGeneralization
+from ..recode.protect import check_methods
 from ..privacy.risk_report import RiskReport, risk
 from ..sqlgen import build as sb
 from .encoding import COUNT, Encoding, count_combinations
@@ -120,6 +121,7 @@ def bind(workspace: Workspace, source, policy: Policy | str, *, partitioning: bo
     workspace.announce("reading the source and checking the policy's parameters")
     relation = source_relation(engine, source)
     columns = policy.bind(engine.columns(relation))
+    check_methods(engine, relation, policy.methods)
     without = [c for c, h in policy.quasi_identifiers.items() if h is None]
     compared = [m.describe() for m in policy.models if m.population is not None]
     if compared and partitioning:

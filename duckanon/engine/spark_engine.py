@@ -306,4 +306,6 @@ def _spark_type(column: pd.Series, types):
         return types.LongType()
     if pd.api.types.is_float_dtype(column):
         return types.DoubleType()
+    if len(column) and all(isinstance(value, bytes) for value in column):
+        return types.BinaryType()
     return types.StringType()

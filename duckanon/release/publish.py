@@ -32,6 +32,7 @@ from ..privacy.checks import CheckReport, check, class_verdicts, verdict_report
 from ..privacy.classes import SIZE, VIOLATED, Classes, Pricing
 from ..privacy.models import prices_classes
 from ..recode.generalization import FullDomainGeneralization, Transformation
+from ..recode.protect import protected
 from ..recode.ranges import Ranges
 from ..recode.recoding import PartitionMap
 from ..risk.counting import class_size_histogram
@@ -103,7 +104,7 @@ def publish(workspace: Workspace, bound: BoundPolicy, transformation: Transforma
     with _Temporaries(engine) as temporaries:
         ranges = transformation.ranges(engine, bound.source, bound.columns, bound.hierarchies, temporaries.create)
         workspace.announce("recoding the quasi-identifiers")
-        generalized = temporaries.create(transformation.compile(bound.source, bound.columns, bound.hierarchies))
+        generalized = temporaries.create_protected(bound, transformation)
         population = _generalized_population(bound, transformation, temporaries)
         prices = label_prices(engine, bound, transformation, generalized)
         workspace.announce("checking the policy and suppressing")
@@ -169,8 +170,10 @@ def described_policy(bound: BoundPolicy) -> dict:
     """The policy as the release's info records it: its description, settings, columns with their hierarchy tables,
     and models with their parameters."""
     columns, models, settings = bound.policy.to_rows({c: b.table.name for c, b in bound.hierarchies.items()})
+    methods = bound.policy.methods
     return {"description": bound.policy.describe(), **settings,
-            "columns": [{"column": c, "role": role, "hierarchy": table} for c, role, table in columns],
+            "columns": [{"column": c, "role": role, "hierarchy": table,
+                         **({"method": methods[c].params()} if c in methods else {})} for c, role, table in columns],
             "models": [{"model": name, "sensitive": sensitive, "params": json.loads(params)}
                        for _, name, sensitive, params in models]}
 
@@ -291,6 +294,15 @@ class _Temporaries(contextlib.AbstractContextManager):
 
     def __init__(self, engine: Engine):
         self.engine, self.tables = engine, []
+
+    def create_protected(self, bound: BoundPolicy, transformation: Transformation) -> exp.Table:
+        """The released columns of ``transformation`` of ``bound``'s source, each column the policy releases
+        transformed by its method (:mod:`duckanon.recode.protect`), as a temporary table."""
+        methods = bound.policy.methods
+        read = [c for m in methods.values() for c in m.reads() if c not in bound.columns]
+        recoded = transformation.compile(bound.source, [*bound.columns, *dict.fromkeys(read)], bound.hierarchies)
+        with protected(self.engine, recoded, bound.columns, methods) as query:
+            return self.create(query)
 
     def create(self, query: exp.Expression) -> exp.Table:
         table = sb.table(f"__duckanon_tmp_{next(_temporaries)}")

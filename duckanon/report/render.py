@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from . import plots
+from ..recode.protect import method_text
 from ..release.verify import plain_model
 from .figures import ReportFigures
 
@@ -112,7 +113,8 @@ def _policy(figures: ReportFigures) -> str:
     policy = figures.info.get("policy")
     if not policy:
         return "<h2>Policy</h2><p>The release records no privacy policy (a perturbation publishes new values).</p>"
-    columns = pd.DataFrame([{"column": c["column"], "role": c["role"], "hierarchy table": c.get("hierarchy") or ""}
+    columns = pd.DataFrame([{"column": c["column"], "role": c["role"], "hierarchy table": c.get("hierarchy") or "",
+                             "method": method_text(c["role"], c["method"]) if "method" in c else ""}
                             for c in policy["columns"]])
     models = pd.DataFrame({"model": [plain_model(m["model"], m["params"]) for m in policy["models"]]})
     share = float(policy.get("suppression_limit") or 0)
