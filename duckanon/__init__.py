@@ -35,6 +35,7 @@ from .perturb.perturbation import (
 )
 from .privacy.checks import CheckReport
 from .privacy.disclosure import DisclosureReport
+from .privacy.people import PersonExposure
 from .privacy.models import (
     AlphaKAnonymity,
     AlphaLDiversityKAnonymity,
@@ -94,7 +95,7 @@ __all__ = [
     "EntropyLDiversity", "GuaranteeFails", "Hierarchy", "HierarchyError", "IntervalHierarchy",
     "JournalistNoAttackProfitability", "JournalistProfitability", "KAnonymity", "KMap", "Loss", "Mask", "MDAV", "Metric",
     "MondrianResult",
-    "NonUniformEntropy", "NormalizedCertaintyPenalty", "NotARelease", "PartitionMap", "Personalization",
+    "NonUniformEntropy", "NormalizedCertaintyPenalty", "NotARelease", "PartitionMap", "PersonExposure", "Personalization",
     "PerturbedRelease", "Policy", "PolicyError", "PolicyNotSatisfied", "PopulationUniqueness", "PrivacyModel",
     "ProsecutorNoAttackProfitability", "ProsecutorProfitability", "Pseudonymize", "PSensitiveKAnonymity", "RandomizedResponse",
     "read_release_info",

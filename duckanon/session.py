@@ -35,6 +35,7 @@ from .partition import run as partition_run
 from .partition.mondrian import MondrianResult
 from .perturb.perturbation import perturb
 from .privacy.checks import CheckReport
+from .privacy.people import PersonExposure, person_exposure
 from .recode.generalization import FullDomainGeneralization, Transformation
 from .release.files import STORAGE_VERSION
 from .release.publish import Release, Reportable, publish_source, signing
@@ -118,6 +119,12 @@ class Anonymizer:
     def risk(self, source, policy: Policy | str, levels: Mapping[str, int], threshold: int = 5) -> RiskReport:
         with self.encode(source, policy) as encoded:
             return encoded.risk(levels, threshold)
+
+    def person_exposure(self, source, quasi_identifiers: Sequence[str], person: str, k: int = 5) -> PersonExposure:
+        """How exposed people are in ``source`` (a release, or any table or file) when one person has several
+        records: the classes and signatures (sets of classes of one person's records) that fewer than ``k`` people
+        share (:mod:`duckanon.privacy.people`)."""
+        return person_exposure(self.engine, source_relation(self.engine, source), quasi_identifiers, person, k)
 
     # ------------------------------------------------------------------ search
     def attribute_weights(self, source, attributes: Sequence[str], kind: str, label: str | None = None) -> pd.DataFrame:

@@ -93,6 +93,9 @@ class ColumnMethod(ABC):
     """How one released column is transformed; ``role`` is its policy role."""
 
     role: str
+    # What the method's key is derived for (HMAC of the key over this label), so that one key serves several methods
+    # without one's hashes revealing another's; None: the key itself.
+    key_purpose: bytes | None = None
 
     @abstractmethod
     def expression(self, column: exp.Expression, keys: _KeyColumns, read: Mapping[str, exp.Expression],
@@ -128,7 +131,7 @@ class Pseudonymize(ColumnMethod):
         key_source(self.key, "Pseudonymize(key=...)")
 
     def expression(self, column, keys, read, type_name):
-        return keys.hmac_hex(self.key, _utf8(column))
+        return keys.hmac_hex(self.key, _utf8(column), self.key_purpose)
 
     def params(self):
         return {"method": "HMAC-SHA-256", "key": self.key or "random, discarded"}
@@ -221,6 +224,7 @@ class DateShift(ColumnMethod):
     by: str
     key: str | None = None
     role = "date-shift"
+    key_purpose = _DATE_SHIFT_LABEL
 
     def __post_init__(self):
         _whole(self.days, "DateShift days")
@@ -229,7 +233,7 @@ class DateShift(ColumnMethod):
         key_source(self.key, "DateShift(key=...)")
 
     def expression(self, column, keys, read, type_name):
-        digest = keys.hmac_hex(self.key, _utf8(read[self.by]), purpose=_DATE_SHIFT_LABEL)
+        digest = keys.hmac_hex(self.key, _utf8(read[self.by]), self.key_purpose)
         drawn = None
         for position in range(_OFFSET_HEX_DIGITS):
             # Trees built by hand carry no precedence: every step is parenthesized.
@@ -314,7 +318,7 @@ class _KeyColumns:
     def __init__(self, alias: str, indices: Mapping[tuple[str | None, bytes | None], int]):
         self.alias, self.indices = alias, indices
 
-    def hmac_hex(self, source: str | None, message: exp.Expression, purpose: bytes | None = None) -> exp.Expression:
+    def hmac_hex(self, source: str | None, message: exp.Expression, purpose: bytes | None) -> exp.Expression:
         i = self.indices[(source, purpose)]
         inner = exp.SHA2(this=exp.DPipe(this=sb.col(f"ipad_{i}", self.alias), expression=message),
                          length=sb.lit(256))
@@ -367,8 +371,7 @@ def protected(engine: Engine, relation: exp.Expression, columns: Sequence[str],
         return
     types = engine.types(relation)
     random_key = None
-    needed = {(source, purpose) for m in applied.values() for source in m.key_sources()
-              for purpose in [_DATE_SHIFT_LABEL if isinstance(m, DateShift) else None]}
+    needed = {(source, m.key_purpose) for m in applied.values() for source in m.key_sources()}
     pads: dict[str, bytes] = {}
     indices = {}
     for i, (source, purpose) in enumerate(sorted(needed, key=lambda p: (p[0] or "", p[1] or b""))):

@@ -1,0 +1,104 @@
+"""How exposed people are in a release that counts records, when one person has several records.
+
+    python benchmarks/bench_person_exposure.py [--k 2 5 10] [--output results/person_exposure.md]
+
+The data is Adult made longitudinal (``duckanon.datasets.longitudinal``: 30,162 people, 1–50 visits each, age at the
+visit).  Per k, the optimal full-domain generalization counting records (k-anonymity over records, Loss, at most 5 %
+suppressed, ARX's Adult hierarchies for seven quasi-identifiers) is published with the person's id pseudonymized, as a
+longitudinal release keeps it so that a person's visits can be followed.  Then, in pandas, from the release alone:
+
+- people with a record in a class of fewer than k distinct people (a class of k records may hold one person's
+  visits);
+- people whose signature, the set of classes their records fall in, is shared by fewer than k people, and by nobody
+  else (unique): a person whose visits sit in classes {A, B} is singled out when nobody else has both.
+
+The same figures by ``Anonymizer.person_exposure`` (SQL) are held equal to these.
+
+Suppressed records (every quasi-identifier ``*``) count as one class, as the release shows them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import sys
+import tempfile
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+
+import common
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+import duckanon  # noqa: E402
+from duckanon import Hierarchy, KAnonymity, Policy, Pseudonymize  # noqa: E402
+from duckanon.datasets import adult_hierarchy_dir  # noqa: E402
+from duckanon.datasets.longitudinal import load_adult_visits  # noqa: E402
+
+QUASI = ["age", "sex", "race", "marital-status", "education", "native-country", "workclass"]
+KEY_VARIABLE = "DUCKANON_BENCH_PSEUDONYM_KEY"
+
+
+def exposure(release: pd.DataFrame, k: int) -> dict[str, int]:
+    """People exposed in ``release`` (one row per record, ``patient_id`` a pseudonym), computed with pandas."""
+    classes = release[QUASI].astype(str).agg("|".join, axis=1)
+    records = pd.DataFrame({"person": release["patient_id"], "class": classes})
+    distinct = records.drop_duplicates()
+    people_per_class = distinct.groupby("class")["person"].nunique()
+    thin = set(people_per_class[people_per_class < k].index)
+    in_thin = distinct[distinct["class"].isin(thin)]["person"].nunique()
+    signatures = distinct.sort_values("class").groupby("person")["class"].agg(tuple)
+    sharing = signatures.map(signatures.value_counts())
+    return {"records": len(release), "people": int(signatures.size),
+            "people_in_thin_classes": int(in_thin),
+            "people_signature_below_k": int((sharing < k).sum()),
+            "people_signature_unique": int((sharing == 1).sum())}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--k", type=int, nargs="+", default=[2, 5, 10])
+    parser.add_argument("--output", type=Path, default=HERE / "results" / "person_exposure.md")
+    args = parser.parse_args()
+    os.environ[KEY_VARIABLE] = secrets.token_hex(32)
+    con = duckdb.connect()
+    common.progress("generating the longitudinal Adult data")
+    load_adult_visits(con)
+    anon = duckanon.connect(con)
+    hierarchies = {q: Hierarchy.from_arx_csv(adult_hierarchy_dir() / f"{q}.csv") for q in QUASI}
+    source = con.execute("SELECT count(*), count(DISTINCT patient_id) FROM adult_visits").fetchone()
+    rows = []
+    with tempfile.TemporaryDirectory() as scratch:
+        for k in args.k:
+            common.progress(f"k = {k}: searching and publishing, counting records")
+            policy = Policy(quasi_identifiers=hierarchies, models=[KAnonymity(k)], sensitive=["diagnosis"],
+                            pseudonymize={"patient_id": Pseudonymize(f"env:{KEY_VARIABLE}")},
+                            others="drop", suppression_limit=0.05)
+            target = Path(scratch) / f"k{k}.parquet"
+            wall, _cpu, (result, release) = common.timed(lambda: anon.anonymize("adult_visits", policy, target))
+            released = pd.read_parquet(target)
+            figures = exposure(released, k)
+            measured = anon.person_exposure(target, QUASI, "patient_id", k)  # duckanon's SQL, held to pandas's
+            assert (measured.records, measured.people, measured.people_in_small_classes, measured.people_below_k,
+                    measured.unique_people) == tuple(figures.values()), (measured, figures)
+            levels = ", ".join(f"{a}={level}" for a, level in zip(result.attributes, result.best.node))
+            rows.append([k, f"{figures['records']:,}", f"{figures['people']:,}", levels, f"{release.suppressed:,}",
+                         f"{figures['people_in_thin_classes']:,}", f"{figures['people_signature_below_k']:,}",
+                         f"{figures['people_signature_unique']:,}", f"{wall:.1f}"])
+    table = common.markdown_table(
+        ["k", "records", "people", "levels (record counting)", "records suppressed",
+         "people in a class of < k people", "people whose signature < k people share", "people with a unique signature",
+         "s"], rows)
+    text = (f"# People exposed by a release that counts records\n\n"
+            f"Longitudinal Adult (`duckanon.datasets.longitudinal`, seed 27): {source[0]:,} visits of {source[1]:,} "
+            f"people.\n\n{table}\n\n{common.facts_markdown(common.machine_facts(con))}\n")
+    print(text)
+    common.write_text(args.output, text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,89 @@
+"""Longitudinal data from Adult: each of its people visits several times, so one person has several records.
+
+Every complete Adult record is one person (``patient_id``).  Visits per person follow a log-normal law rounded to whole
+visits, median 3 and σ 0.9, cut to 1–50: health-care use is skewed so, a few people visiting very often (mean about
+4.5, one person in a hundred 25 times or more).  Visit dates fall in ``YEARS`` years from 2015, one person's in
+order; the age is the age at the visit (the census age at the first visit, one year more for each year since, at most
+90, Adult's largest age).  Sex, race, education, marital status, native country, workclass and occupation stay as the
+census has them; each visit has a diagnosis (sensitive), more often chronic with age, and every person a synthetic
+name, e-mail and phone number (identifiers, for pseudonyms and masks).
+
+Seeded: the same seed gives the same table.  Drawn with NumPy over the whole table at once.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import duckdb
+import numpy as np
+import pandas as pd
+from sqlglot import exp
+
+from ..engine import as_engine
+from ..parameters import checked_number
+from ..sqlgen import build as sb
+from . import load_adult
+
+VISITS_MEDIAN, VISITS_SIGMA, MOST_VISITS = 3, 0.9, 50
+FIRST_DAY, YEARS = dt.date(2015, 1, 1), 8
+OLDEST = 90
+DIAGNOSES = ("checkup", "respiratory infection", "injury", "back pain", "hypertension", "diabetes", "depression",
+             "heart disease")
+# Per diagnosis, its weight below 40 and from 60 on (linear between): the chronic ones grow with age.
+_YOUNG = np.array([30, 25, 15, 10, 5, 3, 8, 1], dtype=float)
+_OLD = np.array([20, 12, 8, 12, 22, 12, 6, 14], dtype=float)
+
+
+def adult_visits(seed: int = 27) -> pd.DataFrame:
+    """The longitudinal table (see the module's text) as a DataFrame, one row per visit in person and date order."""
+    checked_number(seed, "seed", "adult_visits", whole=True, low=0)
+    con = duckdb.connect()
+    try:
+        load_adult(con, "adult")
+        people = as_engine(con).frame(exp.select(exp.Star()).from_(sb.table("adult")))
+    finally:
+        con.close()
+    rng = np.random.default_rng(seed)
+    n = len(people)
+    visits = np.clip(np.rint(np.exp(np.log(VISITS_MEDIAN) + VISITS_SIGMA * rng.standard_normal(n))), 1,
+                     MOST_VISITS).astype(np.int64)
+    person = np.repeat(np.arange(n), visits)
+    days = (dt.date(FIRST_DAY.year + YEARS, 1, 1) - FIRST_DAY).days
+    # Each person's visits in date order: sort the draws within a person (its rows are contiguous).
+    day = rng.integers(0, days, len(person))
+    day = day[np.lexsort((day, person))]
+    first = np.minimum.reduceat(day, np.r_[0, np.cumsum(visits)[:-1]])[person]
+    age = np.minimum(people["age"].to_numpy()[person] + (day - first) // 365, OLDEST)
+    old = np.clip((age - 40) / 20, 0, 1)[:, None]
+    weights = (1 - old) * _YOUNG + old * _OLD
+    cumulative = np.cumsum(weights / weights.sum(axis=1, keepdims=True), axis=1)
+    diagnosis = (rng.random(len(person))[:, None] > cumulative).sum(axis=1)
+    kept = ["sex", "race", "education", "marital-status", "native-country", "workclass", "occupation"]
+    table = people[kept].iloc[person].reset_index(drop=True)
+    ids = person + 100_000
+    table.insert(0, "patient_id", ids)
+    table.insert(1, "visit_date", pd.to_datetime(FIRST_DAY) + pd.to_timedelta(day, unit="D"))
+    table.insert(2, "age", age.astype(np.int32))
+    table["diagnosis"] = np.array(DIAGNOSES, dtype=object)[diagnosis]
+    table["name"] = pd.Series(ids).map("Patient {}".format)
+    table["email"] = pd.Series(ids).map("patient.{}@example.org".format)
+    table["phone"] = pd.Series(ids).map(lambda i: f"+1 555 {i // 1000:03d} {i % 1000:03d}")
+    table["visit_date"] = table["visit_date"].dt.date
+    return table
+
+
+def load_adult_visits(con: duckdb.DuckDBPyConnection, table: str = "adult_visits", *, seed: int = 27,
+                      replace: bool = False) -> str:
+    """Create table ``table`` (a quoted identifier) holding :func:`adult_visits`; return its name.  ValueError if it
+    exists, unless ``replace``."""
+    engine = as_engine(con)
+    target = sb.table(table)
+    if engine.exists(target) and not replace:
+        raise ValueError(f"table {table!r} exists; pass replace=True to replace it")
+    frame = adult_visits(seed)
+    with engine.registered(frame) as registered:
+        columns = [sb.col(c) for c in frame.columns]
+        columns[1] = exp.cast(sb.col("visit_date"), "DATE").as_("visit_date", quoted=True)
+        engine.run(sb.create_table_as(target, exp.select(*columns).from_(registered), replace=True))
+    return table
