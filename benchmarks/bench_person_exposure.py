@@ -79,7 +79,8 @@ def main() -> None:
                             pseudonymize={"patient_id": Pseudonymize(f"env:{KEY_VARIABLE}")},
                             others="drop", suppression_limit=0.05)
             target = Path(scratch) / f"k{k}.parquet"
-            wall, _cpu, (result, release) = common.timed(lambda: anon.anonymize("adult_visits", policy, target))
+            wall, _cpu, (result, release) = common.timed(
+                lambda policy=policy, target=target: anon.anonymize("adult_visits", policy, target))
             released = pd.read_parquet(target)
             figures = exposure(released, k)
             measured = anon.person_exposure(target, QUASI, "patient_id", k)  # duckanon's SQL, held to pandas's

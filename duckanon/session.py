@@ -36,10 +36,10 @@ from .partition.mondrian import MondrianResult
 from .perturb.perturbation import perturb
 from .privacy.checks import CheckReport
 from .privacy.people import PersonExposure, person_exposure
+from .privacy.risk_report import RiskReport
 from .recode.generalization import FullDomainGeneralization, Transformation
 from .release.files import STORAGE_VERSION
 from .release.publish import Release, Reportable, publish_source, signing
-from .privacy.risk_report import RiskReport
 from .search import run as search_run
 from .search.strategies import SearchResult
 from .utility.metrics import Metric

@@ -13,7 +13,12 @@ from hypothesis import strategies as st
 
 import duckanon
 from duckanon import PersonExposure
-from duckanon.datasets.longitudinal import MOST_VISITS, OLDEST, adult_visits, load_adult_visits
+from duckanon.datasets.longitudinal import (
+    MOST_VISITS,
+    OLDEST,
+    adult_visits,
+    load_adult_visits,
+)
 from duckanon.errors import PolicyError
 
 
