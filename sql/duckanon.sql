@@ -551,14 +551,16 @@ CREATE OR REPLACE TEMP MACRO anon_policy(policy, suppression := 'replace', suppr
 -- protected by the models naming them), insensitive := [...] (released as they are),
 -- pseudonymize := [...], mask := [...], date_shift := [...] (released transformed by the
 -- method anon_policy_methods gives them; a pseudonymized column without one is hashed
--- under a random key per release).
+-- under a random key per release); person := 'column' makes the policy count people
+-- (an extra row of role 'person': k over people's signatures, suppression by person).
 CREATE OR REPLACE TEMP MACRO anon_policy_columns(policy, quasi_identifiers,
                                                  identifiers := CAST([] AS VARCHAR[]),
                                                  sensitive := CAST([] AS VARCHAR[]),
                                                  insensitive := CAST([] AS VARCHAR[]),
                                                  pseudonymize := CAST([] AS VARCHAR[]),
                                                  mask := CAST([] AS VARCHAR[]),
-                                                 date_shift := CAST([] AS VARCHAR[])) AS TABLE
+                                                 date_shift := CAST([] AS VARCHAR[]),
+                                                 person := CAST(NULL AS VARCHAR)) AS TABLE
     SELECT CAST(policy AS VARCHAR) AS policy, column_name, role, hierarchy_table
     FROM (
         SELECT 1 AS __anon_role, unnest(identifiers) AS column_name, 'identifier' AS role,
@@ -577,6 +579,8 @@ CREATE OR REPLACE TEMP MACRO anon_policy_columns(policy, quasi_identifiers,
         SELECT 6, unnest(mask), 'mask', NULL, generate_subscripts(mask, 1)
         UNION ALL
         SELECT 7, unnest(date_shift), 'date-shift', NULL, generate_subscripts(date_shift, 1)
+        UNION ALL
+        SELECT 8, person, 'person', NULL, 1 WHERE person IS NOT NULL
     )
     WHERE anon__undeclared(policy, 'policy_columns')
     ORDER BY __anon_role, __anon_i;
@@ -701,7 +705,8 @@ CREATE OR REPLACE TEMP MACRO anon_policy_models(policy, models) AS TABLE
 -- it) or the path of a Parquet release ('release.parquet'). Everything is recomputed here
 -- from the rows, independently of duckanon and of the views the release carries: the
 -- content digest (its definition is in duckanon/release/digest.py), the record count, the
--- classes and the smallest class, the suppression, and the models k-anonymity, k-map, distinct,
+-- classes and the smallest class, the suppression (of people, for a policy that counts them), the
+-- signatures of a policy that counts people (each shared by k people), and the models k-anonymity, k-map, distinct,
 -- entropy and recursive (c,l)-diversity, (alpha,k)-anonymity, p-sensitive k-anonymity, basic and
 -- enhanced beta-likeness, delta-disclosure privacy and t-closeness with the equal distance
 -- (against the released distribution; under suppression
@@ -763,7 +768,9 @@ CREATE OR REPLACE TEMP MACRO anon_verify(release) AS TABLE
 WITH info AS (
     SELECT info, json_extract_string(info, '$.policy')::JSON AS policy FROM query(anon__release_info(release))
 ), quasi AS (
-    SELECT coalesce(list(json_extract_string(c, '$.column')) FILTER (WHERE json_extract_string(c, '$.role') = 'quasi-identifier'), []) AS qi
+    SELECT coalesce(list(json_extract_string(c, '$.column')) FILTER (WHERE json_extract_string(c, '$.role') = 'quasi-identifier'), []) AS qi,
+           -- A policy that counts people names its person column (role 'person'); NULL otherwise.
+           max(json_extract_string(c, '$.column')) FILTER (WHERE json_extract_string(c, '$.role') = 'person') AS person
     FROM info, unnest(coalesce(json_extract(policy, '$.columns[*]'), [])) AS u(c)
 ), released AS (
     -- Each row as a JSON object of its values' text, in column order.
@@ -858,6 +865,33 @@ WITH info AS (
                AND len(sizes.class_key) > 0
                AND list_bool_and(list_transform(sizes.class_key, lambda x: coalesce(x = '*', false))))
     GROUP BY models.i, models.model, models.params
+), signed AS (
+    -- A policy that counts people: each person's signature, the sorted set of the classes of their records (the
+    -- '*' class left out under 'replace-unchecked', as for the models).
+    SELECT json_extract_string(r, anon__key(person)) AS who, list_sort(list(DISTINCT class_key)) AS signature
+    FROM keyed, quasi
+    WHERE person IS NOT NULL
+      AND NOT ((SELECT coalesce(json_extract_string(policy, '$.suppression'), 'replace') FROM info) = 'replace-unchecked'
+               AND len(class_key) > 0 AND list_bool_and(list_transform(class_key, lambda x: coalesce(x = '*', false))))
+    GROUP BY who
+), people_exposed AS (
+    SELECT coalesce(sum(people) FILTER (WHERE people < (SELECT max(CAST(json_extract_string(params, '$.k') AS BIGINT))
+                                                        FROM models WHERE model = 'k-anonymity')), 0) AS exposed
+    FROM (SELECT signature, count(*) AS people FROM signed GROUP BY signature)
+), people_suppression AS (
+    SELECT CAST(json_extract_string(policy, '$.people.suppressed') AS BIGINT) AS claimed,
+           coalesce(CAST(json_extract_string(policy, '$.max_suppressed') AS BIGINT),
+                    CAST(floor(CAST(json_extract_string(policy, '$.suppression_limit') AS DOUBLE)
+                               * CAST(json_extract_string(policy, '$.people.source') AS BIGINT) + 1e-9) AS BIGINT), 0)
+               AS allowed,
+           coalesce(json_extract_string(policy, '$.suppression'), 'replace') AS mode,
+           CASE WHEN json_extract_string(policy, '$.suppression') = 'drop'
+                THEN CAST(json_extract_string(policy, '$.people.source') AS BIGINT)
+                     - (SELECT count(DISTINCT json_extract_string(r, anon__key(person))) FROM keyed)
+                ELSE (SELECT count(DISTINCT json_extract_string(r, anon__key(person))) FROM keyed
+                      WHERE len(class_key) > 0 AND list_bool_and(list_transform(class_key, lambda x: x = '*')))
+           END AS shown
+    FROM info, quasi WHERE person IS NOT NULL
 ), suppression AS (
     SELECT CAST(json_extract_string(info, '$.suppressed_records') AS BIGINT) AS claimed,
            coalesce(CAST(json_extract_string(policy, '$.max_suppressed') AS BIGINT),
@@ -869,7 +903,7 @@ WITH info AS (
                 ELSE (SELECT count(*) FROM keyed WHERE len(class_key) > 0
                                                  AND list_bool_and(list_transform(class_key, lambda x: x = '*')))
            END AS shown
-    FROM info WHERE policy IS NOT NULL
+    FROM info, quasi WHERE policy IS NOT NULL AND person IS NULL
 )
 SELECT guarantee, claimed, recomputed, holds FROM (
     SELECT 1 AS pos, 'content digest of the rows' AS guarantee, json_extract_string(info, '$.content_digest') AS claimed,
@@ -892,6 +926,15 @@ SELECT guarantee, claimed, recomputed, holds FROM (
            CAST(shown AS VARCHAR), claimed <= allowed AND CASE WHEN mode = 'drop' THEN shown = claimed
                                                                ELSE shown >= claimed END
     FROM suppression
+    UNION ALL
+    SELECT 5, 'at most ' || allowed || ' people suppressed (' || mode || ')', CAST(claimed AS VARCHAR),
+           CAST(shown AS VARCHAR), claimed <= allowed AND CASE WHEN mode = 'drop' THEN shown = claimed
+                                                               ELSE shown >= claimed END
+    FROM people_suppression
+    UNION ALL
+    SELECT 5, 'k-anonymity over people (by ' || person || ')', '0 people exposed', exposed || ' people exposed',
+           exposed = 0
+    FROM people_exposed, quasi WHERE person IS NOT NULL
     UNION ALL
     SELECT 5 + i, model || ' ' || CAST(params AS VARCHAR), '0 classes violate it',
            CASE WHEN violating IS NULL AND json_extract_string(params, '$.population') IS NOT NULL

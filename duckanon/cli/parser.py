@@ -111,6 +111,10 @@ def _policy() -> Parser:
     methods.add_argument("--date-shift", action="append", default=[], type=values.date_shift,
                          metavar="COLUMN=DAYS:BY", help="a date column, each person's (column BY) dates moved by one "
                                                         "offset within ±DAYS days")
+    methods.add_argument("--person", metavar="COLUMN",
+                         help="the column naming each record's person: k counts people and their signatures (the "
+                              "classes of all their records), suppression and its limit count people; the column "
+                              "must be released (--pseudonymize or --insensitive)")
     methods.add_argument("--pseudonym-key", type=values.key_source, metavar="env:NAME|file:PATH",
                          help="where the secret key (>= 32 bytes) of --pseudonymize and --date-shift is; without it, "
                               "a random key per release")

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from ..errors import PolicyError
 from ..hierarchy.hierarchy import Hierarchy
-from ..privacy.models import PrivacyModel, sensitive_attributes
+from ..privacy.models import KAnonymity, PrivacyModel, sensitive_attributes
 from ..privacy.registry import model_from_params
 from ..recode.protect import (
     ColumnMethod,
@@ -39,6 +39,9 @@ from .roles import IDENTIFIER, assign_roles, check_others, released_columns
 # with the table still compare with all records.
 SUPPRESSION_MODES = ("replace", "drop", "replace-unchecked")
 SUPPRESSED = "*"
+# The roles a person column may have: it is released, so that a recipient can check the guarantee per person.
+PERSON_ROLES = ("pseudonymize", "insensitive")
+PERSON_ROLE = "person"  # its row in anon.policy_columns and in a release's policy columns
 
 
 def exempt_class(suppression: str) -> str | None:
@@ -63,6 +66,9 @@ class Policy:
     pseudonymize: Sequence[str] | Mapping[str, Pseudonymize] = ()
     mask: Mapping[str, Mask] = field(default_factory=dict)
     date_shift: Mapping[str, DateShift] = field(default_factory=dict)
+    # The column naming each record's person: models count people and their signatures, not records
+    # (:mod:`duckanon.privacy.people`); suppression and its limit count people.
+    person: str | None = None
     _roles: dict[str, str] = field(init=False, repr=False)
 
     @property
@@ -128,6 +134,32 @@ class Policy:
                 raise PolicyError(f"date_shift of {column!r} is by {shift.by!r}, a quasi-identifier: a person is "
                                   f"named by an identifier or a pseudonymized column")
 
+        if self.person is not None:
+            self._check_person()
+
+    def _check_person(self) -> None:
+        person = self.person
+        if not isinstance(person, str) or not person:
+            raise PolicyError(f"person must name the column of each record's person, got {person!r}")
+        role = self._roles.get(person)
+        if role not in PERSON_ROLES:
+            raise PolicyError(f"person column {person!r} must be released, pseudonymized (pseudonymize) or as it is "
+                              f"(insensitive), so that a recipient can check the guarantee per person; it is "
+                              f"{'a ' + role if role else 'given no role'}")
+        counting = [m.describe() for m in self.models if not isinstance(m, KAnonymity)]
+        if counting:
+            raise PolicyError(f"{', '.join(counting)} cannot count people yet: a policy with person= enforces "
+                              f"k-anonymity over people's signatures (KAnonymity)")
+
+    @property
+    def person_k(self) -> int:
+        """The k every signature must be shared by (the largest of the policy's k-anonymity models)."""
+        return max(m.k for m in self.models if isinstance(m, KAnonymity))
+
+    def suppression_units(self, records: int, people: int | None) -> int:
+        """How many units (people under a policy with person=, records otherwise) may be suppressed."""
+        return self.allowed_suppressed(people if self.person is not None else records)
+
     @property
     def methods(self) -> dict[str, ColumnMethod]:
         """Each column released transformed, with its method."""
@@ -163,6 +195,8 @@ class Policy:
     def to_rows(self, hierarchy_tables: Mapping[str, str]) -> tuple[list[tuple], list[tuple], dict]:
         """(column rows, model rows, settings) with hierarchies referred to by their table names."""
         columns = [(c, self._roles[c], hierarchy_tables.get(c)) for c in self._roles]
+        if self.person is not None:
+            columns.append((self.person, PERSON_ROLE, None))
         models = [(i, m.name, m.sensitive, json.dumps(m.params(), default=str)) for i, m in enumerate(self.models)]
         settings = {"suppression": self.suppression, "suppression_limit": self.suppression_limit, "others": self.others,
                     "max_suppressed": self.max_suppressed}
@@ -175,8 +209,13 @@ class Policy:
         (a pseudonymized column without a row is hashed under the release's random key)."""
         by_role: dict[str, list[str]] = {}
         quasi: dict[str, Hierarchy | None] = {}
+        person = None
         for column, role, _table in columns:
-            if role == "quasi-identifier":
+            if role == PERSON_ROLE:
+                if person is not None:
+                    raise PolicyError(f"two person columns: {person!r} and {column!r}")
+                person = column
+            elif role == "quasi-identifier":
                 quasi[column] = hierarchies.get(column)  # None: a quasi-identifier stored without a hierarchy
             else:
                 by_role.setdefault(role, []).append(column)
@@ -199,7 +238,7 @@ class Policy:
                    suppression=settings["suppression"], suppression_limit=float(settings["suppression_limit"]),
                    others=settings["others"], max_suppressed=settings.get("max_suppressed"),
                    pseudonymize=transformed.get("pseudonymize", {}), mask=transformed.get("mask", {}),
-                   date_shift=transformed.get("date-shift", {}))
+                   date_shift=transformed.get("date-shift", {}), person=person)
 
     def describe(self) -> str:
         return "; ".join(m.describe() for m in self.models)

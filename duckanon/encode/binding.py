@@ -26,6 +26,7 @@ from ..hierarchy.bound import BoundHierarchy, require_coverage
 from ..hierarchy.hierarchy import level_column
 from ..privacy.checks import CheckReport, check
 from ..privacy.models import DataFacts, prices_classes
+from ..privacy.people import PeopleCheckReport, people_check, require_people
 from ..recode.generalization import FullDomainGeneralization
 from ..recode.protect import check_methods
 from ..privacy.risk_report import RiskReport, risk
@@ -88,14 +89,22 @@ class BoundPolicy:
     columns: list[str]
     hierarchies: dict[str, BoundHierarchy]
     facts: DataFacts
-    counted: exp.Table  # distinct quasi-identifier and sensitive combinations with their COUNT
+    counted: exp.Table  # distinct quasi-identifier, sensitive (and person) combinations with their COUNT
     # The population table's distinct quasi-identifier combinations with their COUNT, when a model compares classes
     # with their population (δ-presence, k-map); None otherwise.
     population: exp.Table | None = None
+    people: int | None = None  # the distinct people, under a policy that counts them
 
     def encoding(self, engine: Engine) -> Encoding:
-        """The source's frequency table with every level's codes (the population's beside it, when there is one)."""
-        return Encoding(engine, self.counted, self.hierarchies, self.policy.sensitive, population=self.population)
+        """The source's frequency table with every level's codes (the population's beside it, when there is one);
+        under a policy that counts people, each row's person beside its sensitive values."""
+        return Encoding(engine, self.counted, self.hierarchies, self.counted_sensitive, population=self.population)
+
+    @property
+    def counted_sensitive(self) -> list[str]:
+        """The columns counted beside the quasi-identifiers: the sensitive ones and the person."""
+        person = self.policy.person
+        return [*self.policy.sensitive, *([person] if person is not None else [])]
 
     @property
     def quasi_identifiers(self) -> list[str]:
@@ -103,7 +112,8 @@ class BoundPolicy:
 
     @property
     def allowed_suppressed(self) -> int:
-        return self.policy.allowed_suppressed(self.facts.records)
+        """How many records, or under a policy that counts people how many people, may be suppressed."""
+        return self.policy.suppression_units(self.facts.records, self.people)
 
     def levels(self, levels: Mapping[str, int]) -> dict[str, int]:
         return FullDomainGeneralization(levels).validate(self.hierarchies).levels
@@ -136,8 +146,15 @@ def bind(workspace: Workspace, source, policy: Policy | str, *, partitioning: bo
     if without and not partitioning:
         raise PolicyError(f"quasi-identifiers {without} have no hierarchy: generalizing to levels needs one for "
                           f"each (only partitioning, such as Anonymizer.mondrian, accepts none)")
-    counted = count_combinations(engine, relation, policy.quasi_identifier_names, policy.sensitive)
-    population = None
+    person = policy.person
+    if person is not None:
+        if partitioning:
+            raise PolicyError(f"a policy with person= ({person!r}) is enforced by full-domain generalization (the "
+                              f"search, check and publish) only so far; partitioning and clustering count records")
+        require_people(engine, relation, person)
+    counted = count_combinations(engine, relation, policy.quasi_identifier_names,
+                                 [*policy.sensitive, *([person] if person is not None else [])])
+    population, people = None, None
     try:
         total = exp.func("COALESCE", exp.func("SUM", sb.col(COUNT)), sb.lit(0))
         records = int(engine.rows(exp.select(total).from_(counted))[0][0])
@@ -162,7 +179,10 @@ def bind(workspace: Workspace, source, policy: Policy | str, *, partitioning: bo
         if named:
             workspace.announce(f"reading the population table {named[0]}")
             population = _population(workspace, relation, counted, policy, named, facts.records, hierarchies)
-        yield BoundPolicy(relation, policy, columns, hierarchies, facts, counted, population)
+        if person is not None:
+            people = int(engine.value(exp.select(exp.func("COUNT", exp.Distinct(expressions=[sb.col(person)])))
+                                      .from_(counted)))
+        yield BoundPolicy(relation, policy, columns, hierarchies, facts, counted, population, people)
     finally:
         for table in (counted, population):
             if table is not None:
@@ -267,6 +287,9 @@ class EncodedSource:
 
     def check(self, levels: Mapping[str, int]) -> CheckReport:
         levels = self.bound.levels(levels)
+        policy = self.bound.policy
+        if policy.person is not None:
+            return self._check_people(levels)
         classes = self.encoding.classes(levels, priced=prices_classes(self.bound.policy.models))
         report = check(self.engine, classes, self.bound.policy.models, key_names=self.bound.quasi_identifiers,
                        allowed_suppressed=self.bound.allowed_suppressed, drop=self.bound.policy.drops,
@@ -277,7 +300,17 @@ class EncodedSource:
                 self.encoding.labels(i, levels[attribute]))
         return report
 
+    def _check_people(self, levels: Mapping[str, int]) -> PeopleCheckReport:
+        """The check of a policy that counts people: every signature shared by k people."""
+        policy = self.bound.policy
+        return people_check(self.engine, self.encoding.classes(levels), policy.person, policy.person_k,
+                            allowed_suppressed=self.bound.allowed_suppressed,
+                            replaced_checked=policy.checks_replaced)
+
     def risk(self, levels: Mapping[str, int], threshold: int = 5) -> RiskReport:
+        if self.bound.policy.person is not None:
+            raise PolicyError("the risk report counts records; for a policy with person=, measure people with "
+                              "Anonymizer.person_exposure (on the release)")
         return risk(self.engine, self.encoding.classes(self.bound.levels(levels)), threshold=threshold)
 
     def close(self) -> None:

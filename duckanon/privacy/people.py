@@ -1,7 +1,7 @@
 """People, not records: how exposed each person is when one person has several records.
 
 A class of k records may hold one person's k visits; and a person whose records fall in classes {A, B} is singled
-out when nobody else has records in both, however large A and B are.  So, over a relation whose rows carry a person
+out when nobody else has records in both, however large A and B are.  So, over classes whose records carry a person
 column:
 
 - a person's **signature** is the set of classes (combinations of quasi-identifier values) their records fall in;
@@ -10,9 +10,15 @@ column:
   signature is shared by k people or more, every class holds k people or more too (each of its people brings a
   signature group of k into it).
 
-Everything is counted in SQL over the relation (set-based; the same trees run on Spark): a class's key is the text of
+A policy that counts people (``Policy(person=...)``) asks that every signature be shared by k people, suppressing
+people (all of a person's records at once) whose signature is shared by fewer; suppressed people, all of whose
+values are ``*``, share one signature, which must then hold k people too unless suppressed records are dropped or
+left unchecked.
+
+Everything is counted in SQL over the classes (set-based; the same trees run on Spark): a class's key is the text of
 its values, each prefixed by its length (NULL as ``-``), so that keys, and the sorted concatenation of a person's
-distinct keys that is their signature, are equal exactly when the classes are.
+distinct keys that is their signature, are equal exactly when the classes are.  :func:`signature_sharing` computes
+the same over arrays, for the in-process search.
 """
 
 from __future__ import annotations
@@ -20,14 +26,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+import pandas as pd
 from sqlglot import exp
 
 from ..engine import Engine
 from ..errors import PolicyError
 from ..parameters import checked_number
 from ..sqlgen import build as sb
+from .checks import CheckReport
+from .classes import VALUE, WEIGHT, Classes, every_key_is
 
-_PERSON, _KEY, _SIGNATURE, _PEOPLE = "__person", "__class_key", "__signature", "__people"
+PERSON, SIGNATURE, PEOPLE, RECORDS = "__person", "__signature", "__people", "__records"
+_KEY = "__class_key"
 
 
 @dataclass(frozen=True)
@@ -52,11 +63,49 @@ class PersonExposure:
                 f"({self.unique_people:,} unique)")
 
 
-def class_key(quasi: Sequence[str], table: str | None = None) -> exp.Expression:
-    """An injective text of a record's class: each quasi-identifier's text prefixed by its length, NULL as ``-``."""
+@dataclass
+class PeopleCheckReport(CheckReport):
+    """How classes fare under a policy that counts people: ``violating_classes`` and ``violating_records`` are the
+    signature groups shared by fewer than k people and their records; ``violating_people`` their people, which the
+    suppression limit (``allowed_suppressed``) counts."""
+
+    k: int = 0
+    people: int = 0
+    signatures: int = 0
+    smallest_signature_group: int = 0
+    violating_people: int = 0
+
+    @property
+    def satisfied(self) -> bool:
+        return self.violating_people == 0
+
+    @property
+    def within_limit(self) -> bool:
+        return self.violating_people <= self.allowed_suppressed and not self.replaced_class_violates
+
+    def summary(self) -> str:
+        share = f"{self.violating_people / self.people:.2%}" if self.people else "0%"
+        if self.satisfied:
+            verdict = "holds"
+        elif self.within_limit:
+            verdict = (f"holds after suppressing {self.violating_people} people ({share}; {self.violating_records} "
+                       f"records) whose signatures fewer than {self.k} people share")
+        elif self.replaced_class_violates:
+            verdict = (f"fails: the {self.violating_people} people whose signatures fewer than {self.k} people share, "
+                       f"suppressed with every quasi-identifier '*', would share a signature of fewer than {self.k} "
+                       f"people themselves (generalize further, or drop suppressed records)")
+        else:
+            verdict = (f"fails: {self.violating_people} people ({share}) have signatures fewer than {self.k} people "
+                       f"share; at most {self.allowed_suppressed} may be suppressed")
+        return (f"{self.people} people with {self.records} records in {self.classes} classes and {self.signatures} "
+                f"signatures (the smallest shared by {self.smallest_signature_group}); the policy {verdict}")
+
+
+def class_key(columns: Sequence[str]) -> exp.Expression:
+    """An injective text of a record's class: each key column's text prefixed by its length, NULL as ``-``."""
     parts = []
-    for column in quasi:
-        text = sb.as_text(sb.col(column, table))
+    for column in columns:
+        text = sb.as_text(sb.col(column))
         parts.append(exp.Coalesce(this=exp.DPipe(this=exp.DPipe(
             this=sb.as_text(exp.Length(this=text.copy())), expression=sb.lit(":")), expression=text),
             expressions=[sb.lit("-")]))
@@ -66,25 +115,71 @@ def class_key(quasi: Sequence[str], table: str | None = None) -> exp.Expression:
     return key
 
 
-def _keyed(relation: exp.Expression, quasi: Sequence[str], person: str) -> exp.Select:
-    return exp.select(sb.col(person).as_(_PERSON, quoted=True), class_key(quasi).as_(_KEY, quoted=True)).from_(
-        sb.derived(relation, "r"))
+def _keyed(classes: Classes, person: str) -> exp.Select:
+    """Per record (or counted row): its person, its class's key and its records."""
+    return exp.select(sb.col(VALUE).as_(PERSON, quoted=True), class_key(classes.key_columns).as_(_KEY, quoted=True),
+                      sb.col(WEIGHT)).from_(classes.normalized(person).subquery("records"))
 
 
-def signatures(relation: exp.Expression, quasi: Sequence[str], person: str) -> exp.Select:
-    """One row per person of ``relation``: the person (``__person``) and their signature (``__signature``)."""
-    keyed = _keyed(relation, quasi, person)
+def signatures(classes: Classes, person: str) -> exp.Select:
+    """One row per person: the person (``__person``), their signature (``__signature``) and records (``__records``)."""
     signature = exp.ArrayToString(this=exp.ArraySort(this=exp.ArrayAgg(this=exp.Distinct(
         expressions=[sb.col(_KEY)]))), expression=sb.lit(""))
-    return (exp.select(sb.col(_PERSON), signature.as_(_SIGNATURE, quoted=True))
-            .from_(keyed.subquery("keyed")).group_by(sb.col(_PERSON)))
+    return (exp.select(sb.col(PERSON), signature.as_(SIGNATURE, quoted=True),
+                       exp.func("SUM", sb.col(WEIGHT)).as_(RECORDS, quoted=True))
+            .from_(_keyed(classes, person).subquery("keyed")).group_by(sb.col(PERSON)))
 
 
-def signature_groups(relation: exp.Expression, quasi: Sequence[str], person: str) -> exp.Select:
-    """Per person, how many people share their signature (``__people``), beside the person."""
-    signed = signatures(relation, quasi, person).subquery("signed")
-    sharing = exp.Window(this=exp.func("COUNT", exp.Star()), partition_by=[sb.col(_SIGNATURE)])
-    return exp.select(sb.col(_PERSON), sb.col(_SIGNATURE), sharing.as_(_PEOPLE, quoted=True)).from_(signed)
+def signature_groups(classes: Classes, person: str) -> exp.Select:
+    """Per person, how many people share their signature (``__people``), beside the person and their records."""
+    sharing = exp.Window(this=exp.func("COUNT", exp.Star()), partition_by=[sb.col(SIGNATURE)])
+    return exp.select(sb.col(PERSON), sb.col(SIGNATURE), sb.col(RECORDS), sharing.as_(PEOPLE, quoted=True)).from_(
+        signatures(classes, person).subquery("signed"))
+
+
+def exposed_people(classes: Classes, person: str, k: int) -> exp.Select:
+    """``__person`` of each person whose signature fewer than ``k`` people share (those a policy suppresses)."""
+    return exp.select(sb.col(PERSON)).from_(signature_groups(classes, person).subquery("g")).where(
+        sb.col(PEOPLE) < sb.lit(k))
+
+
+def people_check(engine: Engine, classes: Classes, person: str, k: int, *, allowed_suppressed: int = 0,
+                 replaced_checked: bool = True, exempt: str | None = None) -> PeopleCheckReport:
+    """How ``classes`` fare when every signature must be shared by ``k`` people.  ``replaced_checked``: suppressed
+    people, all their values '*', must share a signature of k people too.  Records of the class whose every key is
+    ``exempt`` (a release's '*' class under ARX's semantics) are left out of the check."""
+    if exempt is not None:
+        kept = exp.select(exp.Star()).from_(classes.source("c")).where(
+            exp.not_(every_key_is(list(classes.keys), exempt)))
+        classes = Classes.of(kept.subquery("checked"), classes.keys, classes.weight)
+    groups = signature_groups(classes, person).subquery("g")
+    below = sb.col(PEOPLE) < sb.lit(k)
+    count = exp.func("COUNT", exp.Star())
+
+    def where(value: exp.Expression, condition: exp.Expression) -> exp.Expression:
+        return exp.func("COALESCE", exp.func("SUM", exp.Case().when(condition, value).else_(sb.lit(0))), sb.lit(0))
+
+    people, sigs, smallest, violating_people, violating_records, records = engine.rows(exp.select(
+        count.copy(), exp.func("COUNT", exp.Distinct(expressions=[sb.col(SIGNATURE)])),
+        exp.func("COALESCE", exp.func("MIN", sb.col(PEOPLE)), sb.lit(0)), where(sb.lit(1), below),
+        where(sb.col(RECORDS), below.copy()), exp.func("COALESCE", exp.func("SUM", sb.col(RECORDS)), sb.lit(0))
+    ).from_(groups))[0]
+    violating_groups = engine.rows(exp.select(exp.func("COUNT", exp.Distinct(expressions=[sb.col(SIGNATURE)])))
+                                   .from_(groups.copy()).where(below.copy()))[0][0]
+    sizes = classes.sizes().subquery("s")
+    class_count, smallest_class = engine.rows(exp.select(
+        count.copy(), exp.func("COALESCE", exp.func("MIN", sb.col("__size")), sb.lit(0))).from_(sizes))[0]
+    model = f"k-anonymity over people (k={k})"
+    per_model = pd.DataFrame({"model": [model], "violating_signatures": [int(violating_groups)],
+                              "violating_people": [int(violating_people)],
+                              "violating_records": [int(violating_records)]})
+    return PeopleCheckReport(
+        records=int(records), classes=int(class_count), smallest_class=int(smallest_class),
+        violating_classes=int(violating_groups), violating_records=int(violating_records),
+        allowed_suppressed=allowed_suppressed, per_model=per_model,
+        violations=pd.DataFrame({"violating_people": [], "violating_records": []}),
+        replaced_class_violates=replaced_checked and 0 < int(violating_people) < k, k=k, people=int(people),
+        signatures=int(sigs), smallest_signature_group=int(smallest), violating_people=int(violating_people))
 
 
 def person_exposure(engine: Engine, relation: exp.Expression, quasi: Sequence[str], person: str, k: int
@@ -99,29 +194,49 @@ def person_exposure(engine: Engine, relation: exp.Expression, quasi: Sequence[st
         raise PolicyError(f"person exposure names columns the relation does not have: {missing}; it has {columns}")
     if person in quasi:
         raise PolicyError(f"the person column {person!r} is also a quasi-identifier")
+    require_people(engine, relation, person)
+    classes = Classes.of(relation, quasi)
+    groups = signature_groups(classes, person).subquery("g")
+    count, people = exp.func("COUNT", exp.Star()), sb.col(PEOPLE)
+    total, signature_count, below, unique, smallest = engine.rows(exp.select(
+        count.copy(), exp.func("COUNT", exp.Distinct(expressions=[sb.col(SIGNATURE)])),
+        exp.Filter(this=count.copy(), expression=exp.Where(this=people.copy() < sb.lit(k))),
+        exp.Filter(this=count.copy(), expression=exp.Where(this=people.copy().eq(sb.lit(1)))),
+        exp.func("MIN", people.copy())).from_(groups))[0]
+    keyed = _keyed(classes, person).subquery("keyed")
+    per_class = exp.select(sb.col(_KEY), exp.func("COUNT", exp.Distinct(expressions=[sb.col(PERSON)])).as_(
+        PEOPLE, quoted=True), exp.func("SUM", sb.col(WEIGHT)).as_(RECORDS, quoted=True)).from_(keyed).group_by(
+        sb.col(_KEY))
+    small = exp.select(sb.col(_KEY)).from_(per_class.subquery("c")).where(people.copy() < sb.lit(k))
+    in_small = exp.select(exp.func("COUNT", exp.Distinct(expressions=[sb.col(PERSON)]))).from_(keyed.copy()).where(
+        exp.In(this=sb.col(_KEY), query=small.subquery()))
+    records, class_count = engine.rows(exp.select(exp.func("SUM", sb.col(RECORDS)), exp.func("COUNT", exp.Star()))
+                                       .from_(per_class.subquery("c")))[0]
+    (thin,), = engine.rows(in_small)
+    return PersonExposure(k=k, records=int(records or 0), people=int(total), classes=int(class_count),
+                          signatures=int(signature_count), people_in_small_classes=int(thin),
+                          people_below_k=int(below), unique_people=int(unique),
+                          smallest_signature_group=int(smallest or 0))
+
+
+def require_people(engine: Engine, relation: exp.Expression, person: str) -> None:
+    """PolicyError naming the person column when some record has no person (NULL)."""
     (nulls,), = engine.rows(exp.select(exp.func("COUNT", exp.Star())).from_(sb.derived(relation, "r")).where(
         sb.col(person).is_(exp.Null())))
     if nulls:
         raise PolicyError(f"the person column {person!r} is NULL in {nulls} records: each record needs its person")
-    groups = signature_groups(relation, quasi, person).subquery("g")
-    count, people = exp.func("COUNT", exp.Star()), sb.col(_PEOPLE)
-    per_person = engine.rows(exp.select(
-        count.copy(), exp.func("COUNT", exp.Distinct(expressions=[sb.col(_SIGNATURE)])),
-        exp.Filter(this=count.copy(), expression=exp.Where(this=people.copy() < sb.lit(k))),
-        exp.Filter(this=count.copy(), expression=exp.Where(this=people.copy().eq(sb.lit(1)))),
-        exp.func("MIN", people.copy())).from_(groups))[0]
-    keyed = _keyed(relation, quasi, person).subquery("keyed")
-    per_class = exp.select(sb.col(_KEY), exp.func("COUNT", exp.Distinct(expressions=[sb.col(_PERSON)])).as_(
-        _PEOPLE, quoted=True), exp.func("COUNT", exp.Star()).as_("__records", quoted=True)).from_(keyed).group_by(
-        sb.col(_KEY))
-    small = (exp.select(sb.col(_KEY)).from_(per_class.subquery("c")).where(people.copy() < sb.lit(k)))
-    in_small = exp.select(exp.func("COUNT", exp.Distinct(expressions=[sb.col(_PERSON)]))).from_(keyed.copy()).where(
-        exp.In(this=sb.col(_KEY), query=small.subquery()))
-    records, classes = engine.rows(exp.select(exp.func("SUM", sb.col("__records")), exp.func("COUNT", exp.Star()))
-                                   .from_(per_class.subquery("c")))[0]
-    (thin,), = engine.rows(in_small)
-    people_total, signature_count, below, unique, smallest = per_person
-    return PersonExposure(k=k, records=int(records or 0), people=int(people_total), classes=int(classes),
-                          signatures=int(signature_count), people_in_small_classes=int(thin),
-                          people_below_k=int(below), unique_people=int(unique), smallest_signature_group=int(
-                              smallest or 0))
+
+
+def signature_sharing(class_ids: np.ndarray, person: np.ndarray, people: int) -> np.ndarray:
+    """Per person (codes ``0 … people-1``; every one holds a row), how many people have the same set of classes as
+    they do, from each row's class id and person code: exactly, by sorting the people's padded class lists."""
+    classes = int(class_ids.max()) + 1 if len(class_ids) else 1
+    pairs = np.unique(person.astype(np.int64) * classes + class_ids.astype(np.int64))
+    owner, owned = pairs // classes, pairs % classes
+    counts = np.bincount(owner, minlength=people)
+    starts = np.cumsum(counts) - counts
+    lists = np.full((people, int(counts.max()) if people else 0), -1,
+                    dtype=np.int32 if classes < 2**31 else np.int64)
+    lists[owner, np.arange(len(pairs)) - starts[owner]] = owned
+    _, inverse, sharing = np.unique(lists, axis=0, return_inverse=True, return_counts=True)
+    return sharing[inverse.reshape(-1)]

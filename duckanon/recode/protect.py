@@ -361,13 +361,20 @@ def check_methods(engine: Engine, source: exp.Expression, methods: Mapping[str, 
 
 @contextlib.contextmanager
 def protected(engine: Engine, relation: exp.Expression, columns: Sequence[str],
-              methods: Mapping[str, ColumnMethod]) -> Iterator[exp.Expression]:
+              methods: Mapping[str, ColumnMethod], carried: Mapping[str, str] | None = None
+              ) -> Iterator[exp.Expression]:
     """``columns`` of ``relation`` with each column of ``methods`` transformed, as a query valid while the context
-    lasts (the keys' pads are registered on ``engine`` until then); ``relation`` as it is when no method applies.
-    ``relation`` must also hold the columns the methods read (:meth:`ColumnMethod.reads`)."""
+    lasts (the keys' pads are registered on ``engine`` until then); ``relation`` as it is when no method applies and
+    nothing is carried.  ``relation`` must also hold the columns the methods read (:meth:`ColumnMethod.reads`);
+    ``carried`` adds columns of ``relation`` untransformed, under new names (name → column)."""
     applied = {c: m for c, m in methods.items() if c in columns}
-    if not applied:
+    carried = dict(carried or {})
+    if not applied and not carried:
         yield relation
+        return
+    extra = [sb.col(column, "r").as_(name, quoted=True) for name, column in carried.items()]
+    if not applied:
+        yield exp.select(*[sb.col(c, "r") for c in columns], *extra).from_(sb.derived(relation, "r"))
         return
     types = engine.types(relation)
     random_key = None
@@ -389,5 +396,5 @@ def protected(engine: Engine, relation: exp.Expression, columns: Sequence[str],
     projection = [applied[c].expression(sb.col(c, "r"), keys, read, types[c]).as_(c, quoted=True) if c in applied
                   else sb.col(c, "r") for c in columns]
     with engine.registered(pd.DataFrame({name: [pad] for name, pad in pads.items()})) as table:
-        yield (exp.select(*projection).from_(sb.derived(relation, "r"))
+        yield (exp.select(*projection, *extra).from_(sb.derived(relation, "r"))
                .join(exp.alias_(table, _KEYS_ALIAS, quoted=True), join_type="CROSS"))

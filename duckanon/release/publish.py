@@ -31,6 +31,7 @@ from ..hierarchy.shares import log_domain_shares, log_domain_size
 from ..privacy.checks import CheckReport, check, class_verdicts, verdict_report
 from ..privacy.classes import SIZE, VIOLATED, Classes, Pricing
 from ..privacy.models import prices_classes
+from ..privacy.people import PERSON, PeopleCheckReport, exposed_people, people_check
 from ..recode.generalization import FullDomainGeneralization, Transformation
 from ..recode.protect import protected
 from ..recode.ranges import Ranges
@@ -42,6 +43,7 @@ from .signing import Signer
 from .verify import VIEW, verification_view
 
 _temporaries = itertools.count()
+PERSON_CARRIED = "__duckanon_person"  # each recoded record's person, as the source has it
 
 
 class Reportable:
@@ -117,10 +119,10 @@ def publish(workspace: Workspace, bound: BoundPolicy, transformation: Transforma
         info = ReleaseInfo(
             kind="full-domain generalization" if isinstance(transformation, FullDomainGeneralization)
             else "recoding by groups", source_records=bound.facts.records, suppressed_records=suppressed,
-            suppression=bound.policy.suppression, policy=described_policy(bound),
+            suppression=bound.policy.suppression, policy=described_policy(bound, report),
             transformation=transformation.describe(), metrics=metrics or {}, classes_by=quasi)
         verification = verification_view(table, ranges.columns(bound.columns), quasi, bound.policy.models,
-                                          bound.allowed_suppressed, bound.policy.suppression)
+                                          bound.allowed_suppressed, bound.policy.suppression, bound.policy.person)
         content = ReleaseContent(table, final, {f"{table}_classes": classes_view, VIEW: verification}, info,
                                  sources=[bound.source])
         dropped = suppressed if bound.policy.drops else 0
@@ -166,14 +168,18 @@ def partition_metrics(workspace: Workspace, bound: BoundPolicy, partition: Parti
     return partition.metrics(workspace.engine, bound.source, bound.columns, bound.hierarchies, bound.policy.models)
 
 
-def described_policy(bound: BoundPolicy) -> dict:
+def described_policy(bound: BoundPolicy, report: CheckReport | None = None) -> dict:
     """The policy as the release's info records it: its description, settings, columns with their hierarchy tables,
-    and models with their parameters."""
+    and models with their parameters; under a policy that counts people, the source's people and those suppressed
+    (from ``report``), which a recipient checks the suppression limit against."""
     columns, models, settings = bound.policy.to_rows({c: b.table.name for c, b in bound.hierarchies.items()})
     methods = bound.policy.methods
+    if isinstance(report, PeopleCheckReport):
+        settings = {**settings, "people": {"source": report.people, "suppressed": report.violating_people}}
     return {"description": bound.policy.describe(), **settings,
             "columns": [{"column": c, "role": role, "hierarchy": table,
-                         **({"method": methods[c].params()} if c in methods else {})} for c, role, table in columns],
+                         **({"method": methods[c].params()} if c in methods and methods[c].role == role else {})}
+                        for c, role, table in columns],
             "models": [{"model": name, "sensitive": sensitive, "params": json.loads(params)}
                        for _, name, sensitive, params in models]}
 
@@ -190,6 +196,8 @@ def suppress(engine: Engine, bound: BoundPolicy, generalized: exp.Table, tempora
     of their own (every quasi-identifier ``*``), which must satisfy the policy too, as checks and searches require.
     """
     policy, quasi = bound.policy, bound.quasi_identifiers
+    if policy.person is not None:
+        return _suppress_people(engine, bound, generalized, temporaries)
     population = None if generalized_population is None else Classes.of(generalized_population, quasi, COUNT)
     with contextlib.ExitStack() as registered:
         classes = priced_classes(engine, registered, generalized, quasi, population, prices)
@@ -201,7 +209,26 @@ def suppress(engine: Engine, bound: BoundPolicy, generalized: exp.Table, tempora
         raise PolicyNotSatisfied(report.summary(), report)
     suppressed_keys = temporaries.create(
         exp.select(*classes.keys_of(), sb.col(SIZE)).from_(verdicts).where(sb.col(VIOLATED)))
-    final = _suppressed_query(generalized, bound.columns, quasi, suppressed_keys, policy.drops)
+    keys = Classes.of(generalized, quasi).key_columns
+    on = sb.and_all(exp.NullSafeEQ(this=sb.col(q, "g"), expression=sb.col(k, "s")) for q, k in zip(quasi, keys))
+    final = _suppressed_query(generalized, bound.columns, quasi, suppressed_keys, keys, on, policy.drops)
+    return report, final, report.violating_records
+
+
+def _suppress_people(engine: Engine, bound: BoundPolicy, generalized: exp.Table, temporaries: _Temporaries
+                     ) -> tuple[PeopleCheckReport, exp.Select, int]:
+    """:func:`suppress` under a policy that counts people: every record of each person whose signature fewer than k
+    people share is suppressed (``generalized`` carries each record's person as ``__duckanon_person``)."""
+    policy = bound.policy
+    classes = Classes.of(generalized, bound.quasi_identifiers)
+    report = people_check(engine, classes, PERSON_CARRIED, policy.person_k,
+                          allowed_suppressed=bound.allowed_suppressed, replaced_checked=policy.checks_replaced)
+    if not report.within_limit:
+        raise PolicyNotSatisfied(report.summary(), report)
+    exposed = temporaries.create(exposed_people(classes, PERSON_CARRIED, policy.person_k))
+    on = exp.NullSafeEQ(this=sb.col(PERSON_CARRIED, "g"), expression=sb.col(PERSON, "s"))
+    final = _suppressed_query(generalized, bound.columns, bound.quasi_identifiers, exposed, [PERSON], on,
+                              policy.drops)
     return report, final, report.violating_records
 
 
@@ -274,10 +301,10 @@ def _population_classes(population: exp.Table, quasi: Sequence[str], starred: bo
 
 
 def _suppressed_query(generalized: exp.Table, columns: Sequence[str], quasi: Sequence[str], suppressed: exp.Table,
-                      drops: bool) -> exp.Select:
-    keys = Classes.of(generalized, quasi).key_columns
+                      keys: Sequence[str], on: exp.Expression, drops: bool) -> exp.Select:
+    """``columns`` of ``generalized`` (``g``) with the records matching a row of ``suppressed`` (``s``, by its
+    ``keys``, as ``on`` says) suppressed: dropped, or their quasi-identifiers '*'."""
     marked = exp.select(*[sb.col(k) for k in keys], exp.true().as_("__suppressed", quoted=True)).from_(suppressed)
-    on = sb.and_all(exp.NullSafeEQ(this=sb.col(q, "g"), expression=sb.col(k, "s")) for q, k in zip(quasi, keys))
     flag = sb.col("__suppressed", "s")
     query = exp.select().from_(exp.alias_(generalized, "g", quoted=True)).join(
         marked.subquery("s"), on=on, join_type="LEFT")
@@ -298,10 +325,12 @@ class _Temporaries(contextlib.AbstractContextManager):
     def create_protected(self, bound: BoundPolicy, transformation: Transformation) -> exp.Table:
         """The released columns of ``transformation`` of ``bound``'s source, each column the policy releases
         transformed by its method (:mod:`duckanon.recode.protect`), as a temporary table."""
-        methods = bound.policy.methods
+        methods, person = bound.policy.methods, bound.policy.person
         read = [c for m in methods.values() for c in m.reads() if c not in bound.columns]
         recoded = transformation.compile(bound.source, [*bound.columns, *dict.fromkeys(read)], bound.hierarchies)
-        with protected(self.engine, recoded, bound.columns, methods) as query:
+        # Under a policy that counts people, each record's person as the source has it, to find signatures by.
+        carried = {PERSON_CARRIED: person} if person is not None else None
+        with protected(self.engine, recoded, bound.columns, methods, carried) as query:
             return self.create(query)
 
     def create(self, query: exp.Expression) -> exp.Table:
@@ -331,12 +360,16 @@ def verify_release(reader: Engine, table: str, bound: BoundPolicy, transformatio
     records = reader.rows(exp.select(exp.func("COUNT", exp.Star())).from_(released))[0][0]
     if records != expected_records:
         raise ReleaseCheckFailed(f"release check: {records} records written, {expected_records} expected")
+    policy = bound.policy
     with contextlib.ExitStack() as registered:
         population = None if population_classes is None else Classes.of(
             registered.enter_context(reader.registered(population_classes)), bound.quasi_identifiers, COUNT)
         classes = priced_classes(reader, registered, released, bound.quasi_identifiers, population, prices)
-        report = check(reader, classes, bound.policy.models, key_names=bound.quasi_identifiers,
-                       exempt=bound.policy.exempt_class, unmendable_checked=False)
+        if policy.person is not None:  # the released person column (a pseudonym) tells people apart
+            report = people_check(reader, classes, policy.person, policy.person_k, exempt=policy.exempt_class)
+        else:
+            report = check(reader, classes, policy.models, key_names=bound.quasi_identifiers,
+                           exempt=policy.exempt_class, unmendable_checked=False)
     if not report.satisfied:
         raise ReleaseCheckFailed(f"release check: the written table violates the policy: {report.summary()}")
     for attribute, hierarchy in bound.hierarchies.items():

@@ -24,13 +24,14 @@ from pathlib import Path
 import pandas as pd
 from sqlglot import exp
 
-from ..declare.policy import SUPPRESSED, exempt_class
+from ..declare.policy import PERSON_ROLE, SUPPRESSED, exempt_class
 from ..errors import (DigestMismatch, GuaranteeFails, PolicyError, SignatureMismatch, VerificationFailed,
                       WrongKey)
 from ..hierarchy.notation import in_notation, label_problem
 from ..privacy.checks import check, class_verdicts, verdict_column
 from ..privacy.classes import SIZE, Classes, every_key_is
 from ..privacy.models import PrivacyModel
+from ..privacy.people import PEOPLE, people_check, signature_groups
 from ..privacy.registry import model_from_params
 from ..recode.ranges import bound_rows, bounded_attributes
 from ..risk.counting import class_size_histogram
@@ -142,7 +143,9 @@ def guarantees(reader, released: exp.Table, info: dict) -> list[Check]:
                     counted == info["released_records"])]
     policy = info.get("policy") or {}
     quasi = [c["column"] for c in policy.get("columns", []) if c["role"] == QUASI_IDENTIFIER]
-    needed = list(dict.fromkeys([*quasi, *(m["sensitive"] for m in policy.get("models") or [] if m.get("sensitive"))]))
+    person = person_of(policy)
+    needed = list(dict.fromkeys([*quasi, *(m["sensitive"] for m in policy.get("models") or [] if m.get("sensitive")),
+                                 *([person] if person else [])]))
     if needed:
         present = set(reader.columns(released))
         missing = [c for c in needed if c not in present]
@@ -152,8 +155,11 @@ def guarantees(reader, released: exp.Table, info: dict) -> list[Check]:
             return checks
     # The models first: a failing one is what a recipient must hear of before any claim that differs.
     checks += _models(reader, released, quasi, policy, info)
+    if person and quasi:
+        checks.append(_people(reader, released, quasi, person, policy))
     if policy:
-        checks.append(_suppression(reader, released, quasi, info, policy, counted))
+        checks.append(_people_suppression(reader, released, quasi, person, policy) if person
+                      else _suppression(reader, released, quasi, info, policy, counted))
     if quasi:
         checks += _classes(reader, released, quasi, info)
     checks += _bounds(reader, released, quasi)
@@ -189,6 +195,51 @@ def _suppression(reader, released, quasi: Sequence[str], info: dict, policy: dic
         sb.and_all(sb.col(q).eq(sb.lit(SUPPRESSED)) for q in quasi)))) if quasi else 0
     return Check(guarantee, f"{claimed:,} suppressed", f"{starred:,} records show '*' for every quasi-identifier",
                  claimed <= allowed and starred >= claimed)
+
+
+def person_of(policy: dict) -> str | None:
+    """The person column of a release's policy (a policy that counts people), or None."""
+    return next((c["column"] for c in policy.get("columns", []) if c["role"] == PERSON_ROLE), None)
+
+
+def person_k(policy: dict) -> int:
+    """The k every signature of a policy that counts people must be shared by."""
+    return max((int(m["params"]["k"]) for m in policy.get("models") or [] if m.get("model") == "k-anonymity"),
+               default=1)
+
+
+def _people(reader, released, quasi: Sequence[str], person: str, policy: dict) -> Check:
+    """Every signature (the set of classes of one person's records) shared by k people."""
+    k = person_k(policy)
+    report = people_check(reader, Classes.of(released, quasi), person, k,
+                          exempt=exempt_class(policy.get("suppression", "replace")))
+    if report.satisfied:
+        how = (f"all {report.signatures:,} signatures of {report.people:,} people are shared by {k} or more "
+               f"(smallest {report.smallest_signature_group:,})")
+    else:
+        how = (f"{_counted(report.violating_people, 'person has', 'people have')} a signature fewer than {k} people "
+               f"share ({_counted(report.violating_classes, 'signature', 'signatures')})")
+    return Check(f"k-anonymity over people with k = {k} (by {person})", "every signature shared by k people", how,
+                 report.satisfied)
+
+
+def _people_suppression(reader, released, quasi: Sequence[str], person: str, policy: dict) -> Check:
+    """The people suppressed, against the limit that counts people: in replace mode those whose records show '*'
+    for every quasi-identifier, in drop mode the source's people missing."""
+    facts = policy.get("people") or {}
+    source, claimed = int(facts.get("source", 0)), int(facts.get("suppressed", 0))
+    allowed = (int(policy["max_suppressed"]) if policy.get("max_suppressed") is not None
+               else math.floor(float(policy.get("suppression_limit") or 0) * source + 1e-9))
+    guarantee = f"at most {allowed:,} people suppressed ({policy.get('suppression', 'replace')})"
+    people = exp.func("COUNT", exp.Distinct(expressions=[sb.col(person)]))
+    if policy.get("suppression") == "drop":
+        missing = source - int(reader.value(exp.select(people).from_(released)))
+        return Check(guarantee, f"{claimed:,} suppressed", f"{missing:,} of the source's {source:,} people missing",
+                     missing == claimed <= allowed)
+    starred = int(reader.value(exp.select(people).from_(released).where(
+        sb.and_all(sb.col(q).eq(sb.lit(SUPPRESSED)) for q in quasi))))
+    return Check(guarantee, f"{claimed:,} suppressed", f"{starred:,} people's records show '*' for every "
+                                                       f"quasi-identifier", claimed <= allowed and starred >= claimed)
 
 
 # What a check says of a model the release alone cannot decide: it compares classes with a population table, or
@@ -280,13 +331,14 @@ VIEW = "release_verification"
 
 
 def verification_view(table: str, columns: Sequence[str], quasi: Sequence[str], models: Sequence[PrivacyModel],
-                      allowed_suppressed: int, suppression: str) -> exp.Select:
+                      allowed_suppressed: int, suppression: str, person: str | None = None) -> exp.Select:
     """The plain-SQL view a DuckDB release carries (:data:`VIEW`): per guarantee, what ``release_info`` claims, what
     the rows give, and whether they agree, so that a recipient with only the ``duckdb`` shell sees them.  The content
     digest, the record count, the classes and every model are recomputed by the view's own SQL from the table (the
-    '*' class left out of the models under ARX's ``replace-unchecked``)."""
+    '*' class left out of the models under ARX's ``replace-unchecked``); under a policy that counts people (column
+    ``person``), the people's signatures and the people suppressed, against ``allowed_suppressed`` people."""
     released = sb.table(table)
-    drop, exempt = suppression == "drop", exempt_class(suppression)
+    exempt = exempt_class(suppression)
     checkable = [m for m in models if not_recomputed(m) is None and not m.risk_threshold]
 
     def claimed(column: str) -> exp.Expression:
@@ -315,14 +367,11 @@ def verification_view(table: str, columns: Sequence[str], quasi: Sequence[str], 
                                         ("smallest class", "smallest_class", exp.func("MIN", sb.col(SIZE)))):
             computed = value(exp.select(aggregate).from_(verdicts.copy()))
             rows.append(row(name, claimed(column), computed, exp.EQ(this=claimed(column), expression=computed.copy())))
-        # Replace mode: the suppressed records are among those starred; drop mode: they are the ones missing.
-        shown = (exp.Sub(this=claimed("source_records"), expression=counted.copy()) if drop else
-                 value(exp.select(exp.func("COUNT", exp.Star())).from_(released.copy()).where(
-                     sb.and_all(sb.col(q).eq(sb.lit(SUPPRESSED)) for q in quasi))))
-        agrees = (exp.EQ if drop else exp.GTE)(this=shown.copy(), expression=claimed("suppressed_records"))
-        rows.append(row(f"at most {allowed_suppressed:,} records suppressed ({suppression})",
-                        claimed("suppressed_records"), shown, exp.and_(
-                            agrees, exp.LTE(this=claimed("suppressed_records"), expression=sb.lit(allowed_suppressed)))))
+        if person is None:
+            rows.append(_suppression_row(row, claimed, value, released, counted, quasi, allowed_suppressed,
+                                         suppression))
+        else:
+            rows += _people_rows(row, value, released, quasi, person, models, allowed_suppressed, suppression)
         keys = Classes.of(released, quasi).key_columns
         counted_class = exp.true() if exempt is None else exp.not_(every_key_is(keys, exempt))
         for i, model in enumerate(checkable):
@@ -352,6 +401,46 @@ def verification_view(table: str, columns: Sequence[str], quasi: Sequence[str], 
     if quasi:
         query = query.with_("__verdicts", as_=class_verdicts(Classes.of(released, quasi), checkable))
     return query
+
+
+def _suppression_row(row, claimed, value, released: exp.Table, counted: exp.Expression, quasi: Sequence[str],
+                     allowed_suppressed: int, suppression: str) -> exp.Select:
+    """Replace mode: the suppressed records are among those starred; drop mode: they are the ones missing."""
+    drop = suppression == "drop"
+    shown = (exp.Sub(this=claimed("source_records"), expression=counted.copy()) if drop else
+             value(exp.select(exp.func("COUNT", exp.Star())).from_(released.copy()).where(
+                 sb.and_all(sb.col(q).eq(sb.lit(SUPPRESSED)) for q in quasi))))
+    agrees = (exp.EQ if drop else exp.GTE)(this=shown.copy(), expression=claimed("suppressed_records"))
+    return row(f"at most {allowed_suppressed:,} records suppressed ({suppression})", claimed("suppressed_records"),
+               shown, exp.and_(agrees, exp.LTE(this=claimed("suppressed_records"), expression=sb.lit(allowed_suppressed))))
+
+
+def _people_rows(row, value, released: exp.Table, quasi: Sequence[str], person: str, models: Sequence[PrivacyModel],
+                 allowed_suppressed: int, suppression: str) -> list[exp.Select]:
+    """The view's rows of a policy that counts people: people whose signature fewer than k people share (none may
+    be), and the people suppressed against the limit, as :func:`_people` and :func:`_people_suppression`."""
+    k = max(getattr(m, "k", 1) for m in models)
+    exempt = exempt_class(suppression)
+    counted = released if exempt is None else _counted_classes(released, quasi, exempt)
+    groups = signature_groups(Classes.of(counted, quasi), person).subquery("g")
+    exposed = value(exp.select(exp.func("COUNT", exp.Star())).from_(groups).where(sb.col(PEOPLE) < sb.lit(k)))
+    rows = [row(f"k-anonymity over people with k = {k} (by {person})", sb.lit("0 people exposed"),
+                exp.Concat(expressions=[exp.cast(exposed, exp.DataType.build("VARCHAR")), sb.lit(" people exposed")],
+                           safe=False), exp.EQ(this=exposed.copy(), expression=sb.lit(0)))]
+
+    def recorded(fact: str) -> exp.Expression:  # what release_info's policy records of the people
+        return exp.cast(exp.select(exp.func("json_extract_string", sb.col("policy"), sb.lit(f"$.people.{fact}")))
+                        .from_(sb.table(INFO_TABLE)).subquery(), exp.DataType.build("BIGINT"))
+
+    claimed, source = recorded("suppressed"), recorded("source")
+    people = exp.func("COUNT", exp.Distinct(expressions=[sb.col(person)]))
+    shown = (exp.Sub(this=source, expression=value(exp.select(people).from_(released.copy())))
+             if suppression == "drop" else value(exp.select(people.copy()).from_(released.copy()).where(
+                 sb.and_all(sb.col(q).eq(sb.lit(SUPPRESSED)) for q in quasi))))
+    agrees = (exp.EQ if suppression == "drop" else exp.GTE)(this=shown.copy(), expression=claimed.copy())
+    rows.append(row(f"at most {allowed_suppressed:,} people suppressed ({suppression})", claimed.copy(), shown,
+                    exp.and_(agrees, exp.LTE(this=claimed.copy(), expression=sb.lit(allowed_suppressed)))))
+    return rows
 
 
 def plain_model(name: str, params: dict) -> str:

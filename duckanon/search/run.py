@@ -33,6 +33,7 @@ from ..utility.weights import attribute_weights
 from . import strategies
 from .evaluator import NodeEvaluator
 from .memory_evaluator import DEFAULT_MEMORY_BUDGET, MemoryNodeEvaluator, memory_needed
+from .person_evaluator import PersonNodeEvaluator
 from .sql_evaluator import SqlNodeEvaluator
 from .strategies import STRATEGIES, SearchBudget, SearchResult
 
@@ -97,15 +98,23 @@ def evaluator(workspace: Workspace, bound: BoundPolicy, metrics: Sequence[Metric
         encoding = bound.encoding(workspace.engine)
     built = None
     try:
-        kind = _chosen(workspace, encoding, bound, resolved, kind, memory_budget)
+        policy = bound.policy
         allowed = bound.allowed_suppressed
-        suppressed_monotone = all(m.monotone_under_suppression for m in bound.policy.models)
-        monotone = (allowed == 0 and all(m.monotone_under_generalization for m in bound.policy.models)
+        suppressed_monotone = all(m.monotone_under_suppression for m in policy.models)
+        monotone = (allowed == 0 and all(m.monotone_under_generalization for m in policy.models)
                     ) or suppressed_monotone
-        built = EVALUATOR_CLASSES[kind](
-            workspace.engine, encoding, [b.hierarchy for b in bound.hierarchies.values()], bound.policy.models,
-            resolved, allowed, monotone, workspace.progress, suppressed_monotone,
-            suppressed_class=bound.policy.checks_replaced, drops=bound.policy.drops)
+        arguments = (workspace.engine, encoding, [b.hierarchy for b in bound.hierarchies.values()], policy.models,
+                     resolved, allowed, monotone, workspace.progress, suppressed_monotone)
+        settings = {"suppressed_class": policy.checks_replaced, "drops": policy.drops}
+        if policy.person is not None:
+            if kind == "sql":
+                raise PolicyError("a policy with person= is searched in process (the SQL evaluator counts records); "
+                                  "use evaluator='memory' or 'auto'")
+            workspace.announce("evaluating nodes in process, by people's signatures")
+            built = PersonNodeEvaluator(*arguments, **settings, person=policy.person, k=policy.person_k)
+        else:
+            kind = _chosen(workspace, encoding, bound, resolved, kind, memory_budget)
+            built = EVALUATOR_CLASSES[kind](*arguments, **settings)
         yield built
     finally:
         if built is not None:

@@ -1,0 +1,98 @@
+"""Evaluating lattice nodes of a policy that counts people (``Policy(person=...)``), in process.
+
+The frequency table carries each row's person beside its quasi-identifiers (:meth:`BoundPolicy.encoding`).  At a
+node, every row gets its class; each person's signature is the set of their classes, and people whose signature
+fewer than k people share are suppressed, all their records at once (:func:`~duckanon.privacy.people
+.signature_sharing`).  A class may so lose some of its records and keep others: the metrics are summed over the
+classes split into their kept and suppressed parts, which is what the release shows.
+
+Verdicts and the suppression limit count people; the suppressed records' own signature (every value ``*``) must hold
+k people under ``replace``.  Being within the limit is monotone: generalizing merges classes, so people with one
+signature keep sharing one, and signature groups only grow.  A metric's lower bound is kept only where it holds
+whichever records are suppressed (a suppressed record costs the most, or suppression is not counted); the others
+search without bounds, which stays exact.  Publishing checks the same in SQL (:func:`~duckanon.privacy.people
+.people_check`), and tests hold the two together.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+from ..privacy.people import signature_sharing
+from ..utility.metrics import (
+    DiscernibilityStar,
+    Loss,
+    NodeTotals,
+    NonUniformEntropy,
+    NormalizedCertaintyPenalty,
+)
+from .evaluator import NodeResult
+from .memory_evaluator import MemoryNodeEvaluator, _group, _NodeClasses
+
+# Metrics whose lower bound holds however many of a class's records are suppressed: a suppressed record costs at
+# least what any generalization of it does (Loss, NCP, non-uniform entropy), or suppression does not count (DM*).
+_BOUNDED = (Loss, NormalizedCertaintyPenalty, NonUniformEntropy, DiscernibilityStar)
+
+
+class PersonNodeEvaluator(MemoryNodeEvaluator):
+    """A :class:`MemoryNodeEvaluator` whose classes are judged by people's signatures (see the module's text)."""
+
+    def __init__(self, *args, person: str, k: int, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.person, self.k = person, k
+        self.people = len(self.values[person])
+
+    # Every node is computed from the frequency table itself: a snapshot groups rows by class and would merge people.
+    def _may_snapshot(self, index, node, source, classes) -> bool:
+        return False
+
+    def _snapshot_meets(self, nodes) -> None:
+        return None
+
+    def _people_classes(self, node: np.ndarray) -> tuple[_NodeClasses, int, int, float]:
+        """The node's classes split into kept and suppressed parts (``violated`` marks the latter), the people
+        suppressed, and the unsplit classes' count and squares."""
+        rows = self.base
+        codes = self._codes(rows, node)
+        cards = [self.cards[i][level] for i, level in enumerate(node)]
+        classes = _group(codes, cards, rows.weights)
+        person = rows.sensitive[self.person]
+        exposed = signature_sharing(classes.ids, person, self.people) < self.k
+        suppressed_rows = exposed[person]
+        parts = _group([*codes, suppressed_rows.astype(np.int32)], [*cards, 2], rows.weights)
+        violated = parts.codes[-1].astype(bool)
+        split = _NodeClasses(node, rows, codes, parts, parts.sizes, {}, violated)
+        sizes = classes.sizes
+        return split, int(exposed.sum()), classes.count, float(np.dot(sizes, sizes))
+
+    def _suppressed_entropy(self, classes: _NodeClasses) -> tuple[float, ...]:
+        return super()._suppressed_entropy(classes)[:-1]  # the split's last column marks the suppressed part
+
+    def _evaluate(self, indices: list[int]) -> dict[int, NodeResult]:
+        results = {}
+        for index in indices:
+            node = np.asarray(self.lattice.node(index), dtype=np.int64)
+            split, people, count, squares = self._people_classes(node)
+            totals = dataclasses.replace(self._totals(split), classes=count, squares=squares)
+            results[index] = self._people_result(index, totals, people)
+        return results
+
+    def _people_result(self, index: int, totals: NodeTotals, people: int) -> NodeResult:
+        within_limit = people <= self.allowed_suppressed
+        satisfied = within_limit and not (people and self.suppressed_class and people < self.k)
+        return NodeResult(node=self.lattice.node(index), suppressed=totals.suppressed, within_limit=within_limit,
+                          satisfied=satisfied, values={m.name: m.value(totals) for m in self.metrics},
+                          bounds={m.name: m.lower_bound(totals) if type(m) in _BOUNDED else -math.inf
+                                  for m in self.metrics}, classes=totals.classes)
+
+    def _suppressed_class_violates(self, node) -> bool:
+        _, people, _, _ = self._people_classes(np.asarray(node, dtype=np.int64))
+        return 0 < people < self.k
+
+    def prior_bounds(self) -> np.ndarray:
+        if type(self.metrics[0]) in _BOUNDED:
+            return super().prior_bounds()
+        return np.full(self.lattice.size, -np.inf)

@@ -1,0 +1,289 @@
+"""A policy that counts people (Policy(person=...)): every release recomputed with pandas (each signature shared by k
+people, every record and person accounted for, suppression by whole person within a limit that counts people), the
+search's verdicts held to the SQL check node by node, its optimum to a brute force over the lattice, the recipient's
+verify, the view and the SQL macro to the same, and bad declarations refused by name."""
+
+from __future__ import annotations
+
+import itertools
+
+import duckdb
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_sql_macros import MACROS
+
+import duckanon
+from duckanon import Hierarchy, KAnonymity, Policy, verify
+from duckanon.cli import run
+from duckanon.engine.duckdb_engine import DuckDBEngine
+from duckanon.errors import PolicyError, PolicyNotSatisfied
+from duckanon.privacy.models import DistinctLDiversity
+from duckanon.release.files import read_release_info
+from duckanon.release.verify import guarantees
+from duckanon.search.run import evaluator
+from duckanon.sqlgen import build as sb
+
+AGES = Hierarchy.intervals(range(100), widths=[10, 20, 40])
+CODES = Hierarchy.from_mapping({c: [c[0] + "*", "*"] for c in ("a1", "a2", "b1", "b2", "c1")})
+
+
+def records(people: list[int], seed: int, drift: int = 3) -> pd.DataFrame:
+    """One row per record: ``people[i]`` records of person i, whose age drifts over their records, and a code."""
+    rng = np.random.default_rng(seed)
+    person = np.repeat(np.arange(len(people)), people)
+    base = rng.integers(0, 95, len(people))[person]
+    return pd.DataFrame({
+        "row": np.arange(len(person)),
+        "pid": person + 7000,
+        "age": np.minimum(base + rng.integers(0, drift + 1, len(person)), 99),
+        "code": rng.choice(["a1", "a2", "b1", "b2", "c1"], len(people))[person],
+    })
+
+
+def person_policy(k: int = 3, limit: float = 0.2, suppression: str = "replace", **changes) -> Policy:
+    declared = {"quasi_identifiers": {"age": AGES, "code": CODES}, "models": [KAnonymity(k)],
+                "insensitive": ["row", "pid"], "suppression": suppression, "suppression_limit": limit,
+                "person": "pid"}
+    return Policy(**{**declared, **changes})
+
+
+def connected(frame: pd.DataFrame):
+    con = duckdb.connect()
+    con.register("frame", frame)
+    con.execute("CREATE TABLE visits AS SELECT * FROM frame")
+    return con, duckanon.connect(con)
+
+
+def generalized(frame: pd.DataFrame, levels: dict[str, int]) -> pd.DataFrame:
+    """The records at ``levels``, by the hierarchies' own tables read in pandas."""
+    out = frame.copy()
+    for attribute, hierarchy in (("age", AGES), ("code", CODES)):
+        mapping = {str(row[0]): row[levels[attribute]] for row in hierarchy.rows}
+        out[attribute] = frame[attribute].astype(str).map(mapping)
+    return out
+
+
+def signature_sizes(frame: pd.DataFrame, quasi=("age", "code"), person="pid") -> pd.Series:
+    """Per person, how many people share their set of classes (pandas)."""
+    classes = frame[list(quasi)].astype(str).agg("\x1f".join, axis=1)
+    signature = classes.groupby(frame[person]).agg(lambda c: frozenset(c))
+    return signature.map(signature.value_counts())
+
+
+def pandas_node(frame: pd.DataFrame, levels: dict[str, int], k: int, limit: float, replaced: bool
+                ) -> tuple[bool, bool, int, int]:
+    """(within the limit, satisfied, people suppressed, records suppressed) of a node, by the definition."""
+    sizes = signature_sizes(generalized(frame, levels))
+    exposed = set(sizes[sizes < k].index)
+    people = len(exposed)
+    within = people <= int(limit * frame["pid"].nunique() + 1e-9)
+    satisfied = within and not (replaced and 0 < people < k)
+    return within, satisfied, people, int(frame["pid"].isin(exposed).sum())
+
+
+def check_release(frame: pd.DataFrame, released: pd.DataFrame, levels: dict[str, int], k: int, limit: float,
+                  suppression: str) -> None:
+    """The release is, row for row, what the definition makes of the source at ``levels`` (built here with pandas:
+    people whose signature fewer than k people share suppressed whole), and it gives each signature k people."""
+    expected = generalized(frame, levels)
+    sizes = signature_sizes(expected)
+    exposed = expected["pid"].isin(sizes[sizes < k].index)
+    assert len(sizes[sizes < k]) <= int(limit * frame["pid"].nunique() + 1e-9)
+    if suppression == "drop":
+        expected = expected[~exposed]
+    else:
+        expected.loc[exposed, ["age", "code"]] = "*"
+    columns = ["row", "pid", "age", "code"]
+    pd.testing.assert_frame_equal(released[columns].sort_values("row").reset_index(drop=True),
+                                  expected[columns].sort_values("row").reset_index(drop=True), check_dtype=False)
+    checked = released
+    if suppression == "replace-unchecked":
+        checked = released[~(released[["age", "code"]] == "*").all(axis=1) | ~exposed.any()]
+    if len(checked):
+        assert signature_sizes(checked).min() >= k
+
+
+PEOPLE = st.lists(st.integers(1, 50), min_size=4, max_size=25)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(people=PEOPLE, seed=st.integers(0, 2**32 - 1), k=st.integers(2, 4),
+       suppression=st.sampled_from(["replace", "drop", "replace-unchecked"]), limit=st.sampled_from([0.0, 0.1, 0.3]))
+def test_every_release_gives_each_signature_k_people_and_accounts_for_everyone(tmp_path_factory, people, seed, k,
+                                                                              suppression, limit):
+    frame = records(people, seed)
+    con, anon = connected(frame)
+    target = tmp_path_factory.mktemp("people") / "r.parquet"
+    try:
+        result, _ = anon.anonymize("visits", person_policy(k, limit, suppression), target)
+    except PolicyNotSatisfied:
+        return  # even the top node leaves too many people exposed: checked by the brute force below
+    finally:
+        con.close()
+    check_release(frame, pd.read_parquet(target), result.levels, k, limit, suppression)
+    assert verify(target).holds
+
+
+@pytest.mark.parametrize("suppression", ["replace", "drop", "replace-unchecked"])
+@pytest.mark.parametrize("seed", [3, 11])
+def test_the_search_verdicts_equal_the_sql_check_and_pandas_at_every_node(seed, suppression):
+    frame = records([1, 2, 5, 9, 3, 1, 14, 2, 7, 30, 4, 1, 2, 6, 50, 3], seed)
+    con, anon = connected(frame)
+    policy = person_policy(3, 0.25, suppression)
+    with anon.encode("visits", policy) as encoded, evaluator(anon.workspace, encoded.bound, ["loss"], None,
+                                                             encoding=encoded.encoding) as nodes:
+        for index in range(nodes.lattice.size):
+            levels = dict(zip(["age", "code"], nodes.lattice.node(index)))
+            result = nodes.evaluate(index)
+            report = encoded.check(levels)
+            within, satisfied, people, suppressed = pandas_node(frame, levels, 3, 0.25, suppression == "replace")
+            assert (result.within_limit, bool(nodes.satisfies(index)), result.suppressed) == (
+                within, satisfied, suppressed), levels
+            assert (report.within_limit, report.violating_people, report.violating_records) == (
+                within and not (suppression == "replace" and 0 < people < 3), people, suppressed), levels
+    con.close()
+
+
+def test_the_optimum_is_the_brute_forces(tmp_path):
+    """DM* (Σ class sizes², suppression aside) is computed by pandas over every node: the search's optimum is the
+    least among the nodes pandas finds satisfying."""
+    frame = records([1, 2, 5, 9, 3, 1, 14, 2, 7, 30, 4, 1, 2, 6, 50, 3, 8, 8, 2], 5)
+    con, anon = connected(frame)
+    best = None
+    for age, code in itertools.product(range(AGES.levels), range(CODES.levels)):
+        levels = {"age": age, "code": code}
+        _, satisfied, _, _ = pandas_node(frame, levels, 3, 0.1, True)
+        if satisfied:
+            sizes = generalized(frame, levels).groupby(["age", "code"]).size()
+            value = float((sizes ** 2).sum())
+            best = value if best is None else min(best, value)
+    result = anon.search("visits", person_policy(3, 0.1), metric="dm-star")
+    assert result.best.values["dm-star"] == best
+    con.close()
+
+
+@pytest.fixture(scope="module")
+def longitudinal(tmp_path_factory):
+    from duckanon.datasets import adult_hierarchy_dir
+    from duckanon.datasets.longitudinal import load_adult_visits
+
+    con = duckdb.connect()
+    load_adult_visits(con)
+    anon = duckanon.connect(con)
+    quasi = ["age", "sex", "race", "marital-status"]
+    hierarchies = {q: Hierarchy.from_arx_csv(adult_hierarchy_dir() / f"{q}.csv") for q in quasi}
+    folder = tmp_path_factory.mktemp("longitudinal")
+    base = {"quasi_identifiers": hierarchies, "models": [KAnonymity(5)], "pseudonymize": ["patient_id"],
+            "others": "drop", "suppression_limit": 0.05}
+    by_records = anon.anonymize("adult_visits", Policy(**base), folder / "records.parquet")
+    by_people = anon.anonymize("adult_visits", Policy(**base, person="patient_id"), folder / "people.duckdb")
+    yield anon, quasi, folder, by_records, by_people
+    con.close()
+
+
+def test_on_longitudinal_adult_the_person_release_protects_whom_the_record_release_leaves_unique(longitudinal):
+    anon, quasi, folder, _, by_people = longitudinal
+    exposed = anon.person_exposure(folder / "records.parquet", quasi, "patient_id", 5)
+    with duckdb.connect(str(by_people[1].path), read_only=True) as release:
+        released = release.execute("SELECT * FROM release").df()
+    anon.con.register("people_release", released)
+    protected = anon.person_exposure("people_release", quasi, "patient_id", 5)
+    assert exposed.unique_people > 0 and exposed.people_below_k > 0
+    assert (protected.people_below_k, protected.unique_people, protected.people_in_small_classes) == (0, 0, 0)
+    shown = released[~(released[quasi] == "*").all(axis=1)]
+    sizes = signature_sizes(shown, quasi, "patient_id")
+    starred = released[(released[quasi] == "*").all(axis=1)]["patient_id"].nunique()
+    assert sizes.min() >= 5 and (starred == 0 or starred >= 5)
+    info = read_release_info(by_people[1].path)
+    assert info["policy"]["people"] == {"source": 30_162, "suppressed": starred}
+    assert starred <= int(0.05 * 30_162)
+
+
+def test_a_recipient_verifies_the_people_and_catches_a_person_made_unique(longitudinal, tmp_path):
+    _, quasi, _, _, by_people = longitudinal
+    path = by_people[1].path
+    checks = verify(path).frame().set_index("guarantee")
+    assert checks.loc["k-anonymity over people with k = 5 (by patient_id)", "holds"]
+    assert checks["holds"].all()
+    con = duckdb.connect(str(path), read_only=True)
+    view = con.execute("SELECT guarantee, holds FROM release_verification").fetchall()
+    assert ("k-anonymity over people with k = 5 (by patient_id)", True) in view and all(h for _, h in view)
+    macro = duckdb.connect()
+    macro.execute(MACROS.read_text(encoding="utf-8"))
+    macro.execute(f"ATTACH '{path}' AS r (READ_ONLY)")
+    rows = dict(macro.execute("SELECT guarantee, holds FROM anon_verify('r.release')").fetchall())
+    assert rows["k-anonymity over people (by patient_id)"] and all(rows.values())
+    released = con.execute("SELECT * FROM release").df()
+    con.close()
+    # Two records of two classes A and B given to a new person: nobody else's signature is {A, B}.
+    classes = released[quasi].astype(str).agg("|".join, axis=1)
+    signatures = set(classes.groupby(released["patient_id"]).agg(frozenset))
+    shown = sorted(set(classes[released["age"] != "*"]))
+    first, second = next((a, b) for a, b in itertools.combinations(shown, 2) if frozenset((a, b)) not in signatures)
+    moved = [classes.index[classes == first][0], classes.index[classes == second][0]]
+    released.loc[moved, "patient_id"] = "someone else"
+    tampered = duckdb.connect()
+    tampered.register("tampered", released)
+    checks = {c.guarantee: c for c in guarantees(DuckDBEngine(tampered), sb.table("tampered"),
+                                                 read_release_info(path))}
+    people = checks["k-anonymity over people with k = 5 (by patient_id)"]
+    assert people.holds is False and "a signature fewer than 5 people share" in people.recomputed
+
+
+def test_the_command_line_counts_people(tmp_path):
+    frame = records([1, 2, 5, 9, 3, 1, 14, 2, 7, 30, 4, 1, 2, 6, 50, 3], 4)
+    source = tmp_path / "visits.parquet"
+    frame.to_parquet(source)
+    for name, hierarchy in (("age", AGES), ("code", CODES)):
+        hierarchy.to_arx_csv(tmp_path / f"{name}.csv")
+    target = tmp_path / "r.parquet"
+    code = run([str(source), "--qi", "age", "--qi", "code", "--hierarchies", str(tmp_path), "-k", "3",
+                "--suppression-limit", "0.25", "--insensitive", "row", "--insensitive", "pid", "--person", "pid",
+                "-o", str(target)])
+    assert code == 0
+    levels = read_release_info(target)["transformation"]["full-domain generalization"]
+    check_release(frame, pd.read_parquet(target), levels, 3, 0.25, "replace")
+
+
+def test_a_stored_policy_keeps_its_person():
+    con = duckdb.connect()
+    anon = duckanon.connect(con)
+    declared = person_policy(pseudonymize=["pid"], insensitive=["row"])
+    anon.save_policy("people", declared)
+    assert anon.policy("people") == declared and anon.policy("people").person == "pid"
+
+
+BAD = [
+    (lambda: person_policy(insensitive=["row"], identifiers=["pid"]), "'pid' must be released", PolicyError),
+    (lambda: person_policy(models=[KAnonymity(3), DistinctLDiversity("row", 2)], insensitive=["pid"]),
+     "cannot count people yet",
+     PolicyError),
+    (lambda: person_policy(person=""), "person must name", PolicyError),
+]
+
+
+@pytest.mark.parametrize("build,message,error", BAD, ids=["dropped person", "l-diversity", "empty"])
+def test_bad_declarations_are_refused_by_name(build, message, error):
+    with pytest.raises(error, match=message):
+        build()
+
+
+def test_bad_input_and_unsupported_paths_are_one_error_and_write_nothing(tmp_path):
+    frame = records([2, 3, 4, 5], 1)
+    frame["pid"] = frame["pid"].astype("Int64")
+    frame.loc[2, "pid"] = pd.NA
+    con, anon = connected(frame)
+    with pytest.raises(PolicyError, match="'pid' is NULL in 1 records"):
+        anon.anonymize("visits", person_policy(), tmp_path / "r.parquet")
+    con.execute("UPDATE visits SET pid = 1 WHERE pid IS NULL")
+    with pytest.raises(PolicyError, match="full-domain generalization"):
+        anon.mondrian("visits", person_policy(quasi_identifiers={"age": None, "code": CODES}), tmp_path / "m.parquet")
+    with pytest.raises(PolicyError, match="searched in process"):
+        anon.search("visits", person_policy(), evaluator="sql")
+    with pytest.raises(PolicyError, match="person_exposure"):
+        anon.risk("visits", person_policy(), {"age": 1, "code": 1})
+    assert list(tmp_path.iterdir()) == []
+    con.close()
