@@ -3,9 +3,11 @@
     python benchmarks/bench_person_exposure.py [--k 2 5 10] [--output results/person_exposure.md]
 
 The data is Adult made longitudinal (``duckanon.datasets.longitudinal``: 30,162 people, 1–50 visits each, age at the
-visit).  Per k, the optimal full-domain generalization counting records (k-anonymity over records, Loss, at most 5 %
-suppressed, ARX's Adult hierarchies for seven quasi-identifiers) is published with the person's id pseudonymized, as a
-longitudinal release keeps it so that a person's visits can be followed.  Then, in pandas, from the release alone:
+visit).  Per k, two optimal full-domain generalizations (Loss, at most 5 % suppressed, ARX's Adult hierarchies for
+seven quasi-identifiers) are published with the person's id pseudonymized, as a longitudinal release keeps it so that
+a person's visits can be followed: one counting records (k-anonymity over records, the limit 5 % of the records), one
+counting people (``Policy(person=...)``: each signature shared by k people, the limit 5 % of the people).  Then, in
+pandas, from each release alone:
 
 - people with a record in a class of fewer than k distinct people (a class of k records may hold one person's
   visits);
@@ -74,26 +76,30 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as scratch:
         for k in args.k:
-            common.progress(f"k = {k}: searching and publishing, counting records")
-            policy = Policy(quasi_identifiers=hierarchies, models=[KAnonymity(k)], sensitive=["diagnosis"],
-                            pseudonymize={"patient_id": Pseudonymize(f"env:{KEY_VARIABLE}")},
-                            others="drop", suppression_limit=0.05)
-            target = Path(scratch) / f"k{k}.parquet"
-            wall, _cpu, (result, release) = common.timed(
-                lambda policy=policy, target=target: anon.anonymize("adult_visits", policy, target))
-            released = pd.read_parquet(target)
-            figures = exposure(released, k)
-            measured = anon.person_exposure(target, QUASI, "patient_id", k)  # duckanon's SQL, held to pandas's
-            assert (measured.records, measured.people, measured.people_in_small_classes, measured.people_below_k,
-                    measured.unique_people) == tuple(figures.values()), (measured, figures)
-            levels = ", ".join(f"{a}={level}" for a, level in zip(result.attributes, result.best.node))
-            rows.append([k, f"{figures['records']:,}", f"{figures['people']:,}", levels, f"{release.suppressed:,}",
-                         f"{figures['people_in_thin_classes']:,}", f"{figures['people_signature_below_k']:,}",
-                         f"{figures['people_signature_unique']:,}", f"{wall:.1f}"])
+            base = {"quasi_identifiers": hierarchies, "models": [KAnonymity(k)], "sensitive": ["diagnosis"],
+                    "pseudonymize": {"patient_id": Pseudonymize(f"env:{KEY_VARIABLE}")}, "others": "drop",
+                    "suppression_limit": 0.05}
+            for unit, policy in (("records", Policy(**base)), ("people", Policy(**base, person="patient_id"))):
+                common.progress(f"k = {k}: searching and publishing, counting {unit}")
+                target = Path(scratch) / f"k{k}-{unit}.parquet"
+                wall, _cpu, (result, release) = common.timed(
+                    lambda policy=policy, target=target: anon.anonymize("adult_visits", policy, target))
+                released = pd.read_parquet(target)
+                figures = exposure(released, k)
+                measured = anon.person_exposure(target, QUASI, "patient_id", k)  # duckanon's SQL, held to pandas's
+                assert (measured.records, measured.people, measured.people_in_small_classes, measured.people_below_k,
+                        measured.unique_people) == tuple(figures.values()), (measured, figures)
+                levels = ", ".join(f"{a}={level}" for a, level in zip(result.attributes, result.best.node) if level)
+                people = (release.check.violating_people if unit == "people"
+                          else released.loc[(released[QUASI] == "*").all(axis=1), "patient_id"].nunique())
+                rows.append([k, unit, levels, f"{result.best.values['loss']:.4f}", f"{release.suppressed:,}",
+                             f"{people:,}", f"{figures['people_in_thin_classes']:,}",
+                             f"{figures['people_signature_below_k']:,}", f"{figures['people_signature_unique']:,}",
+                             f"{result.checks:,}", f"{wall:.1f}"])
     table = common.markdown_table(
-        ["k", "records", "people", "levels (record counting)", "records suppressed",
+        ["k", "counting", "levels above 0", "loss", "records suppressed", "people suppressed",
          "people in a class of < k people", "people whose signature < k people share", "people with a unique signature",
-         "s"], rows)
+         "nodes checked", "s"], rows)
     text = (f"# People exposed by a release that counts records\n\n"
             f"Longitudinal Adult (`duckanon.datasets.longitudinal`, seed 27): {source[0]:,} visits of {source[1]:,} "
             f"people.\n\n{table}\n\n{common.facts_markdown(common.machine_facts(con))}\n")
