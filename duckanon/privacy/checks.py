@@ -316,25 +316,45 @@ class CheckReport:
                 and not self.unmendable)
 
     def summary(self) -> str:
-        share = f"{self.violating_records / self.records:.2%}"
-        cascaded = (f", {self.cascaded_records} of them in classes that violate only against the records left once "
-                    f"the others are dropped" if self.cascaded_records else "")
         if self.unmendable:
             verdict = (f"fails: {', '.join(self.unmendable)} cannot hold, whatever is suppressed: a class of the "
                        f"population holds no record of the data (generalize further)")
         elif self.satisfied:
             verdict = "holds"
         elif self.within_limit:
-            verdict = (f"holds after suppressing {self.violating_records} records in {self.violating_classes} classes "
-                       f"({share}{cascaded})")
+            verdict = f"holds after suppressing {self._suppressed()}"
         elif self.replaced_class_violates:
-            verdict = (f"fails: the {self.violating_records} records of the {self.violating_classes} violating "
-                       f"classes ({share}), suppressed with every quasi-identifier '*', would form a class that "
-                       f"violates it too (generalize further, or drop suppressed records)")
+            verdict = (f"fails: {self._replaced()}, suppressed with every quasi-identifier '*', would "
+                       f"{self._replaced_fails()} (generalize further, or drop suppressed records)")
         else:
-            verdict = (f"fails: {self.violating_records} records in {self.violating_classes} classes violate it "
-                       f"({share}{cascaded}; at most {self.allowed_suppressed} may be suppressed)")
-        return f"{self.records} records in {self.classes} classes (smallest {self.smallest_class}); the policy {verdict}"
+            verdict = f"fails: {self._violating()}"
+        return f"{self._counted()}; the policy {verdict}"
+
+    # The summary's phrases, in the unit a check counts (records here; people in a check that counts people).
+    def _share(self) -> str:
+        return f"{self.violating_records / self.records:.2%}"
+
+    def _cascaded(self) -> str:
+        return (f", {self.cascaded_records} of them in classes that violate only against the records left once "
+                f"the others are dropped" if self.cascaded_records else "")
+
+    def _counted(self) -> str:
+        return f"{self.records} records in {self.classes} classes (smallest {self.smallest_class})"
+
+    def _suppressed(self) -> str:
+        return (f"{self.violating_records} records in {self.violating_classes} classes ({self._share()}"
+                f"{self._cascaded()})")
+
+    def _replaced(self) -> str:
+        return (f"the {self.violating_records} records of the {self.violating_classes} violating classes "
+                f"({self._share()})")
+
+    def _replaced_fails(self) -> str:
+        return "form a class that violates it too"
+
+    def _violating(self) -> str:
+        return (f"{self.violating_records} records in {self.violating_classes} classes violate it ({self._share()}"
+                f"{self._cascaded()}; at most {self.allowed_suppressed} may be suppressed)")
 
 
 def check(engine: Engine, classes: Classes, models: Sequence[PrivacyModel], *,

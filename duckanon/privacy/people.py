@@ -83,22 +83,26 @@ class PeopleCheckReport(CheckReport):
     def within_limit(self) -> bool:
         return self.violating_people <= self.allowed_suppressed and not self.replaced_class_violates
 
-    def summary(self) -> str:
-        share = f"{self.violating_people / self.people:.2%}" if self.people else "0%"
-        if self.satisfied:
-            verdict = "holds"
-        elif self.within_limit:
-            verdict = (f"holds after suppressing {self.violating_people} people ({share}; {self.violating_records} "
-                       f"records) whose signatures fewer than {self.k} people share")
-        elif self.replaced_class_violates:
-            verdict = (f"fails: the {self.violating_people} people whose signatures fewer than {self.k} people share, "
-                       f"suppressed with every quasi-identifier '*', would share a signature of fewer than {self.k} "
-                       f"people themselves (generalize further, or drop suppressed records)")
-        else:
-            verdict = (f"fails: {self.violating_people} people ({share}) have signatures fewer than {self.k} people "
-                       f"share; at most {self.allowed_suppressed} may be suppressed")
+    def _share(self) -> str:
+        return f"{self.violating_people / self.people:.2%}" if self.people else "0%"
+
+    def _counted(self) -> str:
         return (f"{self.people} people with {self.records} records in {self.classes} classes and {self.signatures} "
-                f"signatures (the smallest shared by {self.smallest_signature_group}); the policy {verdict}")
+                f"signatures (the smallest shared by {self.smallest_signature_group})")
+
+    def _suppressed(self) -> str:
+        return (f"{self.violating_people} people ({self._share()}; {self.violating_records} records) whose "
+                f"signatures fewer than {self.k} people share")
+
+    def _replaced(self) -> str:
+        return f"the {self.violating_people} people whose signatures fewer than {self.k} people share"
+
+    def _replaced_fails(self) -> str:
+        return f"share a signature of fewer than {self.k} people themselves"
+
+    def _violating(self) -> str:
+        return (f"{self.violating_people} people ({self._share()}) have signatures fewer than {self.k} people share; "
+                f"at most {self.allowed_suppressed} may be suppressed")
 
 
 def class_key(columns: Sequence[str]) -> exp.Expression:
