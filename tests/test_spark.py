@@ -380,3 +380,22 @@ def test_columns_released_transformed_are_the_same_on_spark(adult, on_spark, tmp
     assert {"person", "email", "visit", "seen"} <= set(columns)
     pd.testing.assert_frame_equal(ours[columns].sort_values(columns).reset_index(drop=True),
                                   theirs.sort_values(columns).reset_index(drop=True), check_dtype=False)
+
+
+def test_a_policy_counting_people_gives_the_same_release_on_spark(adult, on_spark, tmp_path):
+    """Signatures, people suppressed and the verification, computed by Spark's SQL, equal DuckDB's."""
+    con, _ = adult
+    source = tmp_path / "visits.parquet"
+    con.execute("COPY (SELECT *, (row_number() OVER () - 1) // 4 AS person FROM adult) TO ? (FORMAT parquet)",
+                [str(source)])
+    policy = dataclasses.replace(policy_of([KAnonymity(5)], ["salary-class"], suppression_limit=0.05),
+                                 insensitive=["person"], person="person")
+    found, _ = on_spark.anonymize(str(source), policy, tmp_path / "s.parquet")
+    expected, release = duckanon.connect(con).anonymize(str(source), policy, tmp_path / "d.parquet")
+    assert found.levels == expected.levels and found.best.suppressed == expected.best.suppressed
+    ours, theirs = pd.read_parquet(tmp_path / "s.parquet"), pd.read_parquet(tmp_path / "d.parquet")
+    columns = list(theirs.columns)
+    pd.testing.assert_frame_equal(ours[columns].sort_values(columns).reset_index(drop=True),
+                                  theirs.sort_values(columns).reset_index(drop=True), check_dtype=False)
+    assert read_release_info(tmp_path / "s.parquet")["policy"]["people"] == {
+        "source": 7541, "suppressed": release.check.violating_people}

@@ -100,6 +100,10 @@ def _cards(figures: ReportFigures) -> str:
     cards = [("records released", info["released_records"], "release.records", _count),
              ("records suppressed", info["suppressed_records"], "release.suppressed", _count),
              ("source records", info["source_records"], "source.records", _count)]
+    people = (info.get("policy") or {}).get("people")
+    if people:  # a policy that counts people: its limit is on people
+        cards += [("people suppressed", people["suppressed"], "release.suppressed_people", _count),
+                  ("source people", people["source"], "source.people", _count)]
     if figures.risk is not None:
         prosecutor = figures.risk.prosecutor("release")
         cards += [("highest prosecutor risk", prosecutor["highest"], "release.highest_risk", _percent),
@@ -118,12 +122,17 @@ def _policy(figures: ReportFigures) -> str:
                             for c in policy["columns"]])
     models = pd.DataFrame({"model": [plain_model(m["model"], m["params"]) for m in policy["models"]]})
     share = float(policy.get("suppression_limit") or 0)
-    limit = (f"at most {_count(policy['max_suppressed'])} records" if policy.get("max_suppressed") is not None else
-             f"at most {_percent(share)} of the records" if share else "none may be")
+    person = next((c["column"] for c in policy["columns"] if c["role"] == "person"), None)
+    unit = "people" if person else "records"
+    limit = (f"at most {_count(policy['max_suppressed'])} {unit}" if policy.get("max_suppressed") is not None else
+             f"at most {_percent(share)} of the {unit}" if share else "none may be")
     how = _SUPPRESSED_HOW.get(policy.get("suppression"), "")
     others = {"drop": "dropped", "insensitive": "released as they are", "error": "refused"}.get(policy.get("others"), "")
+    what = (f"The policy counts people (column {person}): people whose signature, the set of classes of all their "
+            f"records, fewer than k people share are suppressed, every record of theirs" if person
+            else "Records in classes that violate the policy are suppressed")
     return ("<h2>Policy</h2>" + _table(models, "policy.models") + _table(columns, "policy.columns")
-            + f"<p>Records in classes that violate the policy are suppressed ({_text(how)}): {_text(limit)}. "
+            + f"<p>{_text(what)} ({_text(how)}): {_text(limit)}. "
             + (f"Columns the policy does not name are {_text(others)}." if others else "") + "</p>")
 
 
@@ -162,9 +171,12 @@ def _suppression(figures: ReportFigures) -> str:
     share = suppressed / source if source else 0.0
     mode = info.get("suppression")
     how = _SUPPRESSED_HOW.get(mode, "")
+    people = (info.get("policy") or {}).get("people")
+    whose = (f", every record of <span {_tag('suppression.people', people['suppressed'])}>"
+             f"{_count(people['suppressed'])}</span> of the {_count(people['source'])} people" if people else "")
     return (f"<h2>Suppression</h2><p><span {_tag('suppression.records', suppressed)}>{_count(suppressed)}</span> of "
             f"{_count(source)} records (<span {_tag('suppression.share', share)}>{_percent(share)}</span>) were "
-            f"suppressed{', ' + how if how else ''}.</p>")
+            f"suppressed{whose}{', ' + how if how else ''}.</p>")
 
 
 def _risk(figures: ReportFigures) -> str:
