@@ -152,6 +152,37 @@ CREATE OR REPLACE TEMP MACRO anon_k_anonymity(tbl, qi_cols) AS TABLE (
     FROM anon__sizes(tbl, qi_cols)
 );
 
+-- anon_person_exposure(tbl, qi_cols, person, k) -> one row: how exposed people are when
+-- one person has several records (column person names each record's person): people,
+-- records, classes, signatures (a person's signature is the set of classes of their
+-- records), people_in_small_classes (people with a record in a class of fewer than k
+-- people), people_below_k (people whose signature fewer than k people share),
+-- unique_people (a signature nobody else has) and smallest_signature_group, as
+-- duckanon's Anonymizer.person_exposure counts them.
+CREATE OR REPLACE TEMP MACRO anon_person_exposure(tbl, qi_cols, person, k) AS TABLE
+WITH records AS (
+    SELECT struct_pack(*COLUMNS(lambda c: anon__in(qi_cols, c))) AS __anon_class,
+           struct_pack(*COLUMNS(lambda c: anon__fold(c) = anon__fold(person))) AS __anon_person
+    FROM query(anon__from(tbl))
+    WHERE (SELECT ok FROM anon__check(tbl, list_append(qi_cols, person)))
+), signed AS (
+    SELECT __anon_person, list_sort(list(DISTINCT __anon_class)) AS __anon_signature
+    FROM records GROUP BY __anon_person
+), groups AS (
+    SELECT __anon_signature, count(*) AS __anon_people FROM signed GROUP BY __anon_signature
+), per_class AS (
+    SELECT __anon_class, count(DISTINCT __anon_person) AS __anon_people FROM records GROUP BY __anon_class
+)
+SELECT (SELECT count(*) FROM signed) AS people,
+       (SELECT count(*) FROM records) AS records,
+       (SELECT count(*) FROM per_class) AS classes,
+       (SELECT count(*) FROM groups) AS signatures,
+       (SELECT count(DISTINCT __anon_person) FROM records
+        WHERE __anon_class IN (SELECT __anon_class FROM per_class WHERE __anon_people < k)) AS people_in_small_classes,
+       (SELECT CAST(coalesce(sum(__anon_people), 0) AS BIGINT) FROM groups WHERE __anon_people < k) AS people_below_k,
+       (SELECT count(*) FROM groups WHERE __anon_people = 1) AS unique_people,
+       (SELECT min(__anon_people) FROM groups) AS smallest_signature_group;
+
 -- anon_l_diversity(tbl, qi_cols, sensitive) -> one row: l (distinct l-diversity: the
 -- smallest number of distinct sensitive values in a class; NULL counts as a value),
 -- entropy_l (entropy l-diversity: the smallest exp(entropy of the sensitive values) over

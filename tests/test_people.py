@@ -10,9 +10,11 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_sql_macros import MACROS
 
 import duckanon
 from duckanon import PersonExposure
+from duckanon.cli import main, run
 from duckanon.datasets.longitudinal import (
     MOST_VISITS,
     OLDEST,
@@ -39,6 +41,19 @@ def pandas_exposure(frame: pd.DataFrame, quasi: list[str], person: str, k: int) 
                           smallest_signature_group=int(sharing.min()))
 
 
+def macro_exposure(frame: pd.DataFrame, quasi: list[str], person: str, k: int) -> PersonExposure:
+    """The SQL macro anon_person_exposure's figures, as a PersonExposure."""
+    con = duckdb.connect()
+    con.execute(MACROS.read_text(encoding="utf-8"))
+    con.register("records", frame)
+    row = con.execute("SELECT * FROM anon_person_exposure('records', ?, ?, ?)", [quasi, person, k]).fetchone()
+    con.close()
+    people, records, classes, signatures, small, below, unique, smallest = row
+    return PersonExposure(k=k, records=records, people=people, classes=classes, signatures=signatures,
+                          people_in_small_classes=small, people_below_k=below, unique_people=unique,
+                          smallest_signature_group=smallest)
+
+
 def exposure(frame: pd.DataFrame, quasi: list[str], person: str, k: int) -> PersonExposure:
     con = duckdb.connect()
     con.register("records", frame)
@@ -55,6 +70,16 @@ def test_a_hand_made_table():
     assert got == PersonExposure(k=2, records=7, people=4, classes=3, signatures=3, people_in_small_classes=1,
                                  people_below_k=2, unique_people=2, smallest_signature_group=1)
     assert "2 unique" in got.summary()
+
+
+def test_the_command_line_measures_a_file(tmp_path, capsys):
+    frame = pd.DataFrame({"p": [1, 1, 2, 2, 3, 4, 4], "q": ["A", "B", "A", "B", "A", "C", "C"]})
+    frame.to_parquet(tmp_path / "records.parquet")
+    assert run(["exposure", str(tmp_path / "records.parquet"), "--qi", "q", "--person", "p", "-k", "2"]) == 0
+    assert capsys.readouterr().out.strip() == ("4 people with 7 records in 3 classes: 1 in a class of fewer than 2 "
+                                               "people, 2 whose signature fewer than 2 people share (2 unique)")
+    assert main(["exposure", str(tmp_path / "records.parquet"), "--qi", "nope", "--person", "p"]) == 2
+    assert "['nope']" in capsys.readouterr().err
 
 
 def test_values_that_concatenate_alike_stay_apart():
@@ -79,7 +104,9 @@ def test_exposure_equals_pandas_for_1_to_50_records_per_person(people, seed, k, 
         "age": rng.integers(0, values, len(person)),
         "zip": pd.Series(rng.choice(["a", "b", None], len(person)), dtype=object),
     })
-    assert exposure(frame, ["age", "zip"], "person", k) == pandas_exposure(frame, ["age", "zip"], "person", k)
+    expected = pandas_exposure(frame, ["age", "zip"], "person", k)
+    assert exposure(frame, ["age", "zip"], "person", k) == expected
+    assert macro_exposure(frame, ["age", "zip"], "person", k) == expected
 
 
 @pytest.mark.parametrize("call,message", [

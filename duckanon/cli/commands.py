@@ -273,6 +273,14 @@ def verify(args: argparse.Namespace, console: Console) -> int:
     return OK
 
 
+def exposure(args: argparse.Namespace, console: Console) -> int:
+    """How exposed people are in a table, file or release whose records carry a person column."""
+    source, anon = _open(args, console)
+    measured = anon.person_exposure(source.relation, args.qi, args.person, args.k)
+    console.say(measured.summary())
+    return OK
+
+
 def keygen(args: argparse.Namespace, console: Console) -> int:
     """Write a new Ed25519 key pair for signing releases."""
     private, public = new_key_pair(args.key)
@@ -306,5 +314,6 @@ def example_data(args: argparse.Namespace, console: Console) -> int:
 
 
 COMMANDS = {"search": search, "check": check, "mondrian": mondrian, "cluster": cluster, "perturb": perturb,
-            "run": run_stored, "hierarchy": hierarchy, "report": report, "verify": verify, "keygen": keygen,
+            "run": run_stored, "hierarchy": hierarchy, "report": report, "verify": verify, "exposure": exposure,
+            "keygen": keygen,
             "example-data": example_data}

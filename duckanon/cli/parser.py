@@ -391,6 +391,12 @@ def build_parser() -> Parser:
     checked.add_argument("--public-key", type=Path, metavar="KEYFILE",
                          help="the custodian's Ed25519 public key (PEM or OpenSSH): the signature must be theirs")
     checked.add_argument("--format", choices=FORMATS, help="the release's format (default: by its extension)")
+    exposed = command("exposure", "how exposed people are when one person has several records: the people in a "
+                                  "class of fewer than K people, and those whose signature (the classes of all their "
+                                  "records) fewer than K people share", _source(bundled=False))
+    exposed.add_argument("--qi", action="append", required=True, metavar="COLUMN", help="a quasi-identifier")
+    exposed.add_argument("--person", required=True, metavar="COLUMN", help="the column naming each record's person")
+    exposed.add_argument("-k", "--k", type=values.whole, default=5, help="the k people must hide among (default 5)")
     keys = command("keygen", "write a new Ed25519 key pair for signing releases: KEYFILE (private, readable by you "
                              "only) and KEYFILE.pub (for recipients)")
     keys.add_argument("key", metavar="KEYFILE", type=Path, help="where to write the private key; neither it nor "
