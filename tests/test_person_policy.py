@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from test_sql_macros import MACROS
 
 import duckanon
-from duckanon import Hierarchy, KAnonymity, Policy, verify
+from duckanon import DateShift, Hierarchy, KAnonymity, Policy, verify
 from duckanon.cli import run
 from duckanon.engine.duckdb_engine import DuckDBEngine
 from duckanon.errors import PolicyError, PolicyNotSatisfied
@@ -295,3 +295,11 @@ def test_the_report_shows_the_people_and_their_verification(longitudinal, tmp_pa
     info = read_release_info(by_people[1].path)
     assert "people suppressed" in page and f"{info['policy']['people']['suppressed']:,}" in page
     assert "k-anonymity over people with k = 5 (by patient_id)" in page
+
+
+def test_a_date_shift_is_by_the_policys_person_unless_told_otherwise():
+    declared = person_policy(insensitive=["row"], pseudonymize=["pid"], date_shift={"visit": DateShift(10)})
+    assert declared.date_shift["visit"].by == "pid"
+    with pytest.raises(PolicyError, match="date_shift of 'visit' names no person column"):
+        Policy(quasi_identifiers={"age": AGES}, models=[KAnonymity(2)], insensitive=["pid"],
+               date_shift={"visit": DateShift(10)})

@@ -109,8 +109,8 @@ def _policy() -> Parser:
                          help="a column masked by PATTERN: email-domain, keep-last:N, keep-first:N, or "
                               "regex:REGEX:GROUPS (the groups shown, comma-separated; the rest masked)")
     methods.add_argument("--date-shift", action="append", default=[], type=values.date_shift,
-                         metavar="COLUMN=DAYS:BY", help="a date column, each person's (column BY) dates moved by one "
-                                                        "offset within ±DAYS days")
+                         metavar="COLUMN=DAYS[:BY]", help="a date column, each person's (column BY, by default "
+                                                          "--person) dates moved by one offset within ±DAYS days")
     methods.add_argument("--person", metavar="COLUMN",
                          help="the column naming each record's person: k counts people and their signatures (the "
                               "classes of all their records), suppression and its limit count people; the column "

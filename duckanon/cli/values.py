@@ -266,14 +266,15 @@ def mask(text: str) -> tuple[str, Mask]:
     return _method(text, "COLUMN=email-domain|keep-last:N|keep-first:N|regex:REGEX:GROUPS", build)
 
 
-def date_shift(text: str) -> tuple[str, tuple[int, str]]:
-    """``COLUMN=DAYS:BY``: the window and the column naming each date's person (the key comes apart)."""
+def date_shift(text: str) -> tuple[str, tuple[int, str | None]]:
+    """``COLUMN=DAYS[:BY]``: the window and the column naming each date's person (by default --person; the key
+    comes apart)."""
 
-    def build(spec: str) -> tuple[int, str]:
+    def build(spec: str) -> tuple[int, str | None]:
         days, _, by = spec.partition(":")
-        return int(days), by
+        return int(days), by or None
 
-    return _method(text, "COLUMN=DAYS:BY", build)
+    return _method(text, "COLUMN=DAYS[:BY]", build)
 
 
 def key_source(text: str) -> str:

@@ -130,6 +130,11 @@ class Policy:
             if model.sensitive is not None and self._roles.get(model.sensitive) != "sensitive":
                 raise PolicyError(f"{model.name} protects {model.sensitive!r}, which is a {self._roles[model.sensitive]}")
         for column, shift in self.date_shift.items():
+            if shift.by is None:
+                if self.person is None:
+                    raise PolicyError(f"date_shift of {column!r} names no person column: give DateShift(by=...) or "
+                                      f"the policy a person=")
+                shift = self.date_shift[column] = dataclasses.replace(shift, by=self.person)
             if shift.by in self.quasi_identifiers:
                 raise PolicyError(f"date_shift of {column!r} is by {shift.by!r}, a quasi-identifier: a person is "
                                   f"named by an identifier or a pseudonymized column")

@@ -217,18 +217,18 @@ class Mask(ColumnMethod):
 @dataclass(frozen=True)
 class DateShift(ColumnMethod):
     """Every date of one person moved by the same whole number of days in [-days, days], the person being the value
-    of column ``by``; the offset is drawn from the keyed hash of that value (``key`` as :class:`Pseudonymize`'s), so
+    of column ``by`` (by default the policy's person column); the offset is drawn from the keyed hash of that value (``key`` as :class:`Pseudonymize`'s), so
     every date column and table of a release shifts one person alike.  The column keeps its type."""
 
     days: int
-    by: str
+    by: str | None = None  # None: the person column of the policy (Policy(person=...))
     key: str | None = None
     role = "date-shift"
     key_purpose = _DATE_SHIFT_LABEL
 
     def __post_init__(self):
         _whole(self.days, "DateShift days")
-        if not isinstance(self.by, str) or not self.by:
+        if self.by is not None and (not isinstance(self.by, str) or not self.by):
             raise PolicyError(f"DateShift by must name the column whose values are people, got {self.by!r}")
         key_source(self.key, "DateShift(key=...)")
 
