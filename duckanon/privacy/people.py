@@ -233,14 +233,18 @@ def require_people(engine: Engine, relation: exp.Expression, person: str) -> Non
 
 def signature_sharing(class_ids: np.ndarray, person: np.ndarray, people: int) -> np.ndarray:
     """Per person (codes ``0 … people-1``; every one holds a row), how many people have the same set of classes as
-    they do, from each row's class id and person code: exactly, by sorting the people's padded class lists."""
+    they do, from each row's class id and person code.  Exactly: each person's sorted class list is folded into a
+    dense id one position at a time (the id so far paired with the next class, or none past the list's end, and
+    numbered again), so that two people end with one id exactly when their lists are equal."""
     classes = int(class_ids.max()) + 1 if len(class_ids) else 1
     pairs = np.unique(person.astype(np.int64) * classes + class_ids.astype(np.int64))
     owner, owned = pairs // classes, pairs % classes
     counts = np.bincount(owner, minlength=people)
-    starts = np.cumsum(counts) - counts
-    lists = np.full((people, int(counts.max()) if people else 0), -1,
-                    dtype=np.int32 if classes < 2**31 else np.int64)
-    lists[owner, np.arange(len(pairs)) - starts[owner]] = owned
-    _, inverse, sharing = np.unique(lists, axis=0, return_inverse=True, return_counts=True)
-    return sharing[inverse.reshape(-1)]
+    position = np.arange(len(pairs)) - (np.cumsum(counts) - counts)[owner]
+    ids = np.zeros(people, dtype=np.int64)
+    for step in range(int(counts.max()) if people else 0):
+        at = position == step
+        following = np.full(people, classes, dtype=np.int64)  # ``classes``: the list has ended
+        following[owner[at]] = owned[at]
+        ids = pd.factorize(ids * (classes + 1) + following)[0].astype(np.int64)
+    return np.bincount(ids)[ids]
