@@ -303,3 +303,13 @@ def test_a_date_shift_is_by_the_policys_person_unless_told_otherwise():
     with pytest.raises(PolicyError, match="date_shift of 'visit' names no person column"):
         Policy(quasi_identifiers={"age": AGES}, models=[KAnonymity(2)], insensitive=["pid"],
                date_shift={"visit": DateShift(10)})
+
+
+def test_a_person_search_beyond_the_memory_budget_is_refused_before_any_work(tmp_path):
+    frame = records([2, 3, 4, 5], 1)
+    con, anon = connected(frame)
+    with pytest.raises(PolicyError, match="above the memory budget"):
+        anon.anonymize("visits", person_policy(), tmp_path / "r.parquet", memory_budget=1000)
+    assert list(tmp_path.iterdir()) == []
+    assert anon.search("visits", person_policy(), evaluator="memory", memory_budget=1000).found
+    con.close()

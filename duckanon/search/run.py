@@ -110,7 +110,13 @@ def evaluator(workspace: Workspace, bound: BoundPolicy, metrics: Sequence[Metric
             if kind == "sql":
                 raise PolicyError("a policy with person= is searched in process (the SQL evaluator counts records); "
                                   "use evaluator='memory' or 'auto'")
-            workspace.announce("evaluating nodes in process, by people's signatures")
+            budget = DEFAULT_MEMORY_BUDGET if memory_budget is None else memory_budget
+            needed = memory_needed(workspace.engine, encoding, policy.models, resolved)
+            if kind == "auto" and needed > budget:  # no SQL evaluator to fall back on: refuse rather than exhaust RAM
+                raise PolicyError(f"a policy with person= is searched in process, which needs {_size(needed)} here, "
+                                  f"above the memory budget of {_size(budget)}: give a larger memory_budget "
+                                  f"(--memory-budget), or evaluator='memory' to search regardless")
+            workspace.announce(f"evaluating nodes in process, by people's signatures: they need {_size(needed)}")
             built = PersonNodeEvaluator(*arguments, **settings, person=policy.person, k=policy.person_k)
         else:
             kind = _chosen(workspace, encoding, bound, resolved, kind, memory_budget)
