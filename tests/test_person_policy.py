@@ -290,7 +290,7 @@ def test_bad_input_and_unsupported_paths_are_one_error_and_write_nothing(tmp_pat
 
 
 def test_the_report_shows_the_people_and_their_verification(longitudinal, tmp_path):
-    anon, _, _, _, by_people = longitudinal
+    *_, by_people = longitudinal
     page = by_people[1].report(tmp_path / "people.html").read_text()
     info = read_release_info(by_people[1].path)
     assert "people suppressed" in page and f"{info['policy']['people']['suppressed']:,}" in page
