@@ -308,7 +308,7 @@ BAD_DECLARATIONS = [
     (lambda f: changed(f, date_shift={"visit": DateShift(WINDOW, "person")}), "'person'", "does not have"),
     (lambda f: changed(f, mask={"phone": Mask.keep_last(2)}, date_shift={"email": DateShift(WINDOW, "patient")}),
      "'email'", "not a date"),
-    (lambda f: policy(f, date_shift={"visit": DateShift(0, "patient")}), "DateShift days", "0"),
+    (lambda f: policy(f, date_shift={"visit": DateShift(0, "patient")}), "DateShift: days must", "got 0"),
     (lambda f: changed(f, date_shift={"visit": DateShift(WINDOW, "age")}), "'age'", "quasi-identifier"),
     (lambda f: policy(f, pseudonymize="patient"), "pseudonymize", "single string"),
     (lambda f: policy(f, pseudonymize={"zip": Pseudonymize()}), "'zip'", "two roles"),
@@ -379,3 +379,10 @@ def test_keys_longer_than_a_block_are_hashed_first_as_hmac_defines(anon, frame, 
     out = released(tmp_path / "r.parquet")
     first = frame.set_index("row").loc[out["row"].iloc[0], "patient"]
     assert out["patient"].iloc[0] == hmac.new(long_key.encode(), str(first).encode(), hashlib.sha256).hexdigest()
+
+
+def test_a_date_shift_that_would_lose_nanoseconds_is_refused(anon, frame, key, tmp_path):
+    anon.con.execute("ALTER TABLE visits ALTER admitted TYPE TIMESTAMP_NS")
+    with pytest.raises(PolicyError, match="'admitted' is TIMESTAMP_NS"):
+        publish(anon, policy(frame), tmp_path / "r.parquet")
+    assert list(tmp_path.iterdir()) == []

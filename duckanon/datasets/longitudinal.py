@@ -66,9 +66,11 @@ def adult_visits(seed: int = 27) -> pd.DataFrame:
     table.insert(1, "visit_date", pd.to_datetime(FIRST_DAY) + pd.to_timedelta(day, unit="D"))
     table.insert(2, "age", age.astype(np.int32))
     table["diagnosis"] = np.array(DIAGNOSES, dtype=object)[diagnosis]
-    table["name"] = pd.Series(ids).map("Patient {}".format)
-    table["email"] = pd.Series(ids).map("patient.{}@example.org".format)
-    table["phone"] = pd.Series(ids).map(lambda i: f"+1 555 {i // 1000:03d} {i % 1000:03d}")
+    digits = pd.Series(ids).astype(str)
+    table["name"] = "Patient " + digits
+    table["email"] = "patient." + digits + "@example.org"
+    table["phone"] = ("+1 555 " + pd.Series(ids // 1000).astype(str).str.zfill(3) + " "
+                      + pd.Series(ids % 1000).astype(str).str.zfill(3))
     table["visit_date"] = table["visit_date"].dt.date
     return table
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from ..errors import PolicyError
 from ..hierarchy.hierarchy import Hierarchy
 from ..privacy.models import KAnonymity, PrivacyModel, sensitive_attributes
+from ..privacy.people import people_k
 from ..privacy.registry import model_from_params
 from ..recode.protect import (
     ColumnMethod,
@@ -159,7 +160,7 @@ class Policy:
     @property
     def person_k(self) -> int:
         """The k every signature must be shared by (the largest of the policy's k-anonymity models)."""
-        return max(m.k for m in self.models if isinstance(m, KAnonymity))
+        return people_k(self.models)
 
     def suppression_units(self, records: int, people: int | None) -> int:
         """How many units (people under a policy with person=, records otherwise) may be suppressed."""

@@ -36,6 +36,7 @@ from ..parameters import checked_number
 from ..sqlgen import build as sb
 from .checks import CheckReport
 from .classes import VALUE, WEIGHT, Classes, every_key_is
+from .models import KAnonymity, PrivacyModel
 
 PERSON, SIGNATURE, PEOPLE, RECORDS = "__person", "__signature", "__people", "__records"
 _KEY = "__class_key"
@@ -107,16 +108,12 @@ class PeopleCheckReport(CheckReport):
 
 def class_key(columns: Sequence[str]) -> exp.Expression:
     """An injective text of a record's class: each key column's text prefixed by its length, NULL as ``-``."""
-    parts = []
-    for column in columns:
-        text = sb.as_text(sb.col(column))
-        parts.append(exp.Coalesce(this=exp.DPipe(this=exp.DPipe(
-            this=sb.as_text(exp.Length(this=text.copy())), expression=sb.lit(":")), expression=text),
-            expressions=[sb.lit("-")]))
-    key = parts[0]
-    for part in parts[1:]:
-        key = exp.DPipe(this=key, expression=part)
-    return key
+    return sb.concatenated([sb.length_prefixed(sb.col(column)) for column in columns])
+
+
+def people_k(models: Sequence[PrivacyModel]) -> int:
+    """The k every signature must be shared by under a policy that counts people: the largest k-anonymity's."""
+    return max(m.k for m in models if isinstance(m, KAnonymity))
 
 
 def _keyed(classes: Classes, person: str) -> exp.Select:

@@ -35,6 +35,7 @@ from sqlglot import exp
 
 from ..engine import Engine
 from ..errors import PolicyError
+from ..parameters import checked_number
 from ..sqlgen import build as sb
 
 MINIMUM_KEY_BYTES = 32
@@ -43,8 +44,9 @@ _DATE_SHIFT_LABEL = b"duckanon date shift"
 _HEX_DIGITS = "0123456789abcdef"
 _OFFSET_HEX_DIGITS = 8  # 32 bits of the keyed hash draw the offset: the modulo's bias is below window / 2**32
 _KEY_SCHEMES = ("env", "file")
-_DATE_TYPES = ("DATE", "TIMESTAMP", "TIMESTAMP WITH TIME ZONE", "TIMESTAMPTZ", "TIMESTAMP_S", "TIMESTAMP_MS",
-               "TIMESTAMP_NS")
+# The types a whole number of days is added to exactly.  Not TIMESTAMP_NS: DuckDB before 2.0 (1.2, 1.5 measured)
+# returns its sum with an interval in microseconds, losing the nanoseconds.
+_DATE_TYPES = ("DATE", "TIMESTAMP", "TIMESTAMP WITH TIME ZONE", "TIMESTAMPTZ", "TIMESTAMP_S", "TIMESTAMP_MS")
 
 
 def key_source(declared: str | None, parameter: str) -> str | None:
@@ -177,12 +179,12 @@ class Mask(ColumnMethod):
     @classmethod
     def keep_last(cls, characters: int, padding: str = "*") -> Mask:
         """The last ``characters`` characters (a phone number's last digits); shorter values fully masked."""
-        return cls(rf"(.+)(.{{{_whole(characters, 'keep_last')}}})", (2,), padding)
+        return cls(rf"(.+)(.{{{checked_number(characters, 'characters', 'Mask.keep_last', whole=True, low=1)}}})", (2,), padding)
 
     @classmethod
     def keep_first(cls, characters: int, padding: str = "*") -> Mask:
         """The first ``characters`` characters; shorter values fully masked."""
-        return cls(rf"(.{{{_whole(characters, 'keep_first')}}})(.+)", (1,), padding)
+        return cls(rf"(.{{{checked_number(characters, 'characters', 'Mask.keep_first', whole=True, low=1)}}})(.+)", (1,), padding)
 
     @property
     def groups(self) -> int:
@@ -197,7 +199,7 @@ class Mask(ColumnMethod):
         pattern = sb.lit(self.anchored)
         parts = [exp.RegexpExtract(this=text.copy(), expression=pattern.copy(), group=sb.lit(g)) if g in self.keep
                  else sb.lit(self.padding) for g in range(1, self.groups + 1)]
-        shown = _concatenated(parts)
+        shown = sb.concatenated(parts)
         return (exp.Case().when(column.copy().is_(exp.Null()), exp.cast(exp.Null(), "VARCHAR"))
                 .when(exp.RegexpLike(this=text.copy(), expression=pattern.copy()), shown)
                 .else_(sb.lit(self.padding)))
@@ -208,7 +210,7 @@ class Mask(ColumnMethod):
         pattern = sb.lit(self.anchored)
         kept = [exp.RegexpExtract(this=text.copy(), expression=pattern.copy(), group=sb.lit(g)) for g in self.keep]
         return exp.and_(exp.RegexpLike(this=text.copy(), expression=pattern.copy()),
-                        _concatenated(kept).eq(text.copy()))
+                        sb.concatenated(kept).eq(text.copy()))
 
     def params(self):
         return {"pattern": self.pattern, "keep": list(self.keep), "padding": self.padding}
@@ -227,7 +229,7 @@ class DateShift(ColumnMethod):
     key_purpose = _DATE_SHIFT_LABEL
 
     def __post_init__(self):
-        _whole(self.days, "DateShift days")
+        checked_number(self.days, "days", "DateShift", whole=True, low=1)
         if self.by is not None and (not isinstance(self.by, str) or not self.by):
             raise PolicyError(f"DateShift by must name the column whose values are people, got {self.by!r}")
         key_source(self.key, "DateShift(key=...)")
@@ -259,6 +261,9 @@ class DateShift(ColumnMethod):
         return [self.by]
 
     def check_types(self, column, type_name):
+        if type_name.upper() == "TIMESTAMP_NS":
+            raise PolicyError(f"date_shift column {column!r} is TIMESTAMP_NS, whose nanoseconds shifting would lose "
+                              f"on DuckDB before 2.0; cast it to TIMESTAMP first")
         if type_name.upper() not in _DATE_TYPES:
             raise PolicyError(f"date_shift column {column!r} is {type_name}, not a date or timestamp")
 
@@ -293,19 +298,6 @@ def method_text(role: str, params: Mapping) -> str:
         return (f"every date of one {params.get('by')} moved by one offset within ±{params.get('days')} days "
                 f"(key: {params.get('key') or 'random, discarded'})")
     return ""
-
-
-def _whole(value: object, parameter: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise PolicyError(f"{parameter} must be a whole number >= 1, got {value!r}")
-    return value
-
-
-def _concatenated(parts: Sequence[exp.Expression]) -> exp.Expression:
-    joined = parts[0]
-    for part in parts[1:]:
-        joined = exp.DPipe(this=joined, expression=part)
-    return joined
 
 
 def _utf8(value: exp.Expression) -> exp.Expression:

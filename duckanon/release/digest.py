@@ -41,24 +41,13 @@ def _call(name: str, *arguments: exp.Expression) -> exp.Anonymous:
     return exp.Anonymous(this=name, expressions=list(arguments))
 
 
-def _text(value: exp.Expression) -> exp.Expression:
-    text = exp.cast(value, exp.DataType.build("VARCHAR"))
-    counted = exp.Concat(expressions=[exp.cast(_call("length", text.copy()), exp.DataType.build("VARCHAR")),
-                                      sb.lit(":"), text.copy()], safe=False)
-    return exp.Case().when(value.copy().is_(exp.Null()), sb.lit("-")).else_(counted)
-
-
-def _joined(parts: list[exp.Expression]) -> exp.Expression:
-    return parts[0] if len(parts) == 1 else exp.Concat(expressions=parts, safe=False)
-
-
 def header(columns: Sequence[str]) -> str:
     """The columns' part of the digest, as :func:`digest_query` writes it."""
     return "".join(f"{len(c)}:{c}" for c in columns) + "|"
 
 
 def _row_hashes(relation: exp.Expression, columns: Sequence[str]) -> exp.Select:
-    return exp.select(_call("sha256", _joined([_text(sb.col(c)) for c in columns])).as_(_HASH, quoted=True)).from_(
+    return exp.select(_call("sha256", sb.concatenated([sb.length_prefixed(sb.col(c)) for c in columns])).as_(_HASH, quoted=True)).from_(
         relation.subquery("released") if isinstance(relation, exp.Query) else exp.alias_(relation, "released",
                                                                                           quoted=True))
 

@@ -31,7 +31,7 @@ from ..hierarchy.notation import in_notation, label_problem
 from ..privacy.checks import check, class_verdicts, verdict_column
 from ..privacy.classes import SIZE, Classes, every_key_is
 from ..privacy.models import PrivacyModel
-from ..privacy.people import PEOPLE, people_check, signature_groups
+from ..privacy.people import PEOPLE, people_check, people_k, signature_groups
 from ..privacy.registry import model_from_params
 from ..recode.ranges import bound_rows, bounded_attributes
 from ..risk.counting import class_size_histogram
@@ -419,7 +419,7 @@ def _people_rows(row, value, released: exp.Table, quasi: Sequence[str], person: 
                  allowed_suppressed: int, suppression: str) -> list[exp.Select]:
     """The view's rows of a policy that counts people: people whose signature fewer than k people share (none may
     be), and the people suppressed against the limit, as :func:`_people` and :func:`_people_suppression`."""
-    k = max(getattr(m, "k", 1) for m in models)
+    k = people_k(models)
     exempt = exempt_class(suppression)
     counted = released if exempt is None else _counted_classes(released, quasi, exempt)
     groups = signature_groups(Classes.of(counted, quasi), person).subquery("g")

@@ -16,7 +16,7 @@ import pandas as pd
 
 from . import plots
 from ..recode.protect import method_text
-from ..release.verify import plain_model
+from ..release.verify import person_of, plain_model
 from .figures import ReportFigures
 
 _STYLE = """
@@ -122,7 +122,7 @@ def _policy(figures: ReportFigures) -> str:
                             for c in policy["columns"]])
     models = pd.DataFrame({"model": [plain_model(m["model"], m["params"]) for m in policy["models"]]})
     share = float(policy.get("suppression_limit") or 0)
-    person = next((c["column"] for c in policy["columns"] if c["role"] == "person"), None)
+    person = person_of(policy)
     unit = "people" if person else "records"
     limit = (f"at most {_count(policy['max_suppressed'])} {unit}" if policy.get("max_suppressed") is not None else
              f"at most {_percent(share)} of the {unit}" if share else "none may be")

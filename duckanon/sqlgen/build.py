@@ -63,6 +63,21 @@ def lit(value: object) -> exp.Expression:
     return exp.Literal.string(str(value))
 
 
+def length_prefixed(value: exp.Expression) -> exp.Expression:
+    """``value``'s text prefixed by its length and a colon (``5:hello``), ``-`` for NULL: texts that, concatenated,
+    stay apart (``ab``+``c`` is not ``a``+``bc``; NULL is not the text ``-``)."""
+    text = exp.cast(value, exp.DataType.build("VARCHAR"))
+    # length by name: sqlglot's own node for it differs between its versions.
+    counted = concatenated([exp.cast(exp.Anonymous(this="length", expressions=[text.copy()]),
+                                     exp.DataType.build("VARCHAR")), lit(":"), text.copy()])
+    return exp.Case().when(value.copy().is_(exp.Null()), lit("-")).else_(counted)
+
+
+def concatenated(parts: Sequence[exp.Expression]) -> exp.Expression:
+    """The texts ``parts`` joined (none of them NULL)."""
+    return parts[0] if len(parts) == 1 else exp.Concat(expressions=list(parts), safe=False)
+
+
 def and_all(conditions: Iterable[exp.Expression]) -> exp.Expression:
     conditions = list(conditions)
     return exp.and_(*conditions) if conditions else exp.true()
