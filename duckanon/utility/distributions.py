@@ -10,6 +10,7 @@ values and pool the rest.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -24,6 +25,13 @@ from ..sqlgen import build as sb
 MOST_VALUES = 24
 OTHERS = "(other values)"
 MISSING = "(missing)"
+
+
+def _bin(value: float, width: float) -> int:
+    """The bin of ``value`` counted from 0, ``floor(value / width)``; a negative value whose quotient underflows to
+    -0 still falls in bin -1."""
+    position = math.floor(value / width)
+    return position - 1 if position * width > value else position
 
 
 @dataclass(frozen=True)
@@ -43,13 +51,14 @@ class Bins:
             if not width:  # a subnormal value: its magnitude underflows to 0
                 width = 1.0
             return cls(math.floor(low / width) * width, width, 1)
-        exponent = math.floor(math.log10((high - low) / most))
+        # A span of subnormal numbers divided by ``most`` may underflow to 0: the smallest normal float bounds it.
+        exponent = math.floor(math.log10(max((high - low) / most, sys.float_info.min)))
         for power in (exponent, exponent + 1, exponent + 2):
             for step in (1, 2, 5):
                 width = step * 10.0 ** power
-                count = math.floor(high / width) - math.floor(low / width) + 1
+                count = math.floor(high / width) - _bin(low, width) + 1
                 if count <= most:
-                    return cls(math.floor(low / width) * width, width, count)
+                    return cls(_bin(low, width) * width, width, count)
         raise AssertionError("unreachable: a width of a hundred times the span/most needs one or two bins")
 
     def labels(self) -> list[str]:
