@@ -11,6 +11,7 @@ from .cluster.personalized import Personalization, TopDownPartitioning
 from .cluster.semisupervised import SemiSupervisedClustering
 from .declare.policy import Policy
 from .encode.binding import EncodedSource
+from .encode.tables import Tables
 from .errors import (
     AnonymizationError,
     DigestMismatch,
@@ -100,6 +101,6 @@ __all__ = [
     "ProsecutorNoAttackProfitability", "ProsecutorProfitability", "Pseudonymize", "PSensitiveKAnonymity", "RandomizedResponse",
     "read_release_info",
     "RecursiveCLDiversity", "Release", "ReleaseCheckFailed", "RiskReport", "SampleUniqueness", "SearchResult",
-    "SemiSupervisedClustering", "SignatureMismatch", "SigningKeyError", "TCloseness", "TopDownPartitioning",
+    "SemiSupervisedClustering", "SignatureMismatch", "SigningKeyError", "Tables", "TCloseness", "TopDownPartitioning",
     "Verification", "VerificationFailed", "verify", "WrongKey", "__version__",
 ]

@@ -27,7 +27,9 @@ from . import report
 from .cluster import grouping
 from .declare.catalog import Catalog
 from .declare.policy import Policy
-from .encode.binding import EncodedSource, Workspace, encode, source_relation
+from .encode.binding import EncodedSource, Workspace, encode
+from .encode.sources import source_relation
+from .encode.tables import exposure
 from .engine import DuckDBEngine, Engine
 from .engine.duckdb_engine import as_engine
 from .hierarchy.hierarchy import Hierarchy
@@ -35,7 +37,7 @@ from .partition import run as partition_run
 from .partition.mondrian import MondrianResult
 from .perturb.perturbation import perturb
 from .privacy.checks import CheckReport
-from .privacy.people import PersonExposure, person_exposure
+from .privacy.people import PersonExposure
 from .privacy.risk_report import RiskReport
 from .recode.generalization import FullDomainGeneralization, Transformation
 from .release.files import STORAGE_VERSION
@@ -121,10 +123,11 @@ class Anonymizer:
             return encoded.risk(levels, threshold)
 
     def person_exposure(self, source, quasi_identifiers: Sequence[str], person: str, k: int = 5) -> PersonExposure:
-        """How exposed people are in ``source`` (a release, or any table or file) when one person has several
-        records: the classes and signatures (sets of classes of one person's records) that fewer than ``k`` people
-        share (:mod:`duckanon.privacy.people`)."""
-        return person_exposure(self.engine, source_relation(self.engine, source), quasi_identifiers, person, k)
+        """How exposed people are in ``source`` (a release, or any table or file, or :class:`~duckanon.Tables`
+        joined by ``person``) when one person has several records: the classes and signatures (sets of classes of one
+        person's records; of (table, class) pairs over several tables) that fewer than ``k`` people share
+        (:mod:`duckanon.privacy.people`)."""
+        return exposure(self.engine, source, list(quasi_identifiers), person, k)
 
     # ------------------------------------------------------------------ search
     def attribute_weights(self, source, attributes: Sequence[str], kind: str, label: str | None = None) -> pd.DataFrame:

@@ -801,7 +801,10 @@ WITH info AS (
 ), quasi AS (
     SELECT coalesce(list(json_extract_string(c, '$.column')) FILTER (WHERE json_extract_string(c, '$.role') = 'quasi-identifier'), []) AS qi,
            -- A policy that counts people names its person column (role 'person'); NULL otherwise.
-           max(json_extract_string(c, '$.column')) FILTER (WHERE json_extract_string(c, '$.role') = 'person') AS person
+           max(json_extract_string(c, '$.column')) FILTER (WHERE json_extract_string(c, '$.role') = 'person') AS person,
+           -- A release of several tables names the column of each record's table (role 'record-table').
+           max(json_extract_string(c, '$.column')) FILTER (WHERE json_extract_string(c, '$.role') = 'record-table')
+               AS record_table
     FROM info, unnest(coalesce(json_extract(policy, '$.columns[*]'), [])) AS u(c)
 ), released AS (
     -- Each row as a JSON object of its values' text, in column order.
@@ -897,9 +900,13 @@ WITH info AS (
                AND list_bool_and(list_transform(sizes.class_key, lambda x: coalesce(x = '*', false))))
     GROUP BY models.i, models.model, models.params
 ), signed AS (
-    -- A policy that counts people: each person's signature, the sorted set of the classes of their records (the
-    -- '*' class left out under 'replace-unchecked', as for the models).
-    SELECT json_extract_string(r, anon__key(person)) AS who, list_sort(list(DISTINCT class_key)) AS signature
+    -- A policy that counts people: each person's signature, the sorted set of the classes of their records (of
+    -- (class, table) pairs in a release of several tables; the '*' class left out under 'replace-unchecked', as for
+    -- the models).
+    SELECT json_extract_string(r, anon__key(person)) AS who,
+           list_sort(list(DISTINCT CASE WHEN record_table IS NULL THEN class_key
+                                        ELSE list_append(class_key, json_extract_string(r, anon__key(record_table)))
+                                   END)) AS signature
     FROM keyed, quasi
     WHERE person IS NOT NULL
       AND NOT ((SELECT coalesce(json_extract_string(policy, '$.suppression'), 'replace') FROM info) = 'replace-unchecked'

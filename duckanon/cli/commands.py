@@ -17,6 +17,7 @@ from ..cluster.mdav import MDAV
 from ..cluster.personalized import Personalization, TopDownPartitioning
 from ..cluster.semisupervised import SemiSupervisedClustering
 from ..declare.policy import Policy
+from ..encode.tables import Tables
 from ..engine import DuckDBEngine
 from ..errors import AnonymizationError
 from ..hierarchy.hierarchy import Hierarchy
@@ -32,12 +33,13 @@ from . import policy_options
 from .console import Console
 from .parser import EXIT_NOT_MET as NOT_MET
 from .parser import EXIT_OK as OK
-from .sources import Source, attach_database, database_table, existing_file, open_source
+from .sources import Source, attach_database, database_table, existing_file, open_source, with_events
 
 # ------------------------------------------------------------------------------------------------ shared steps
 
 def _open(args: argparse.Namespace, console: Console) -> tuple[Source, Anonymizer]:
-    source = open_source(args.source, args.table)
+    source = with_events(open_source(args.source, args.table), getattr(args, "events", []),
+                         getattr(args, "person", None))
     if source.bundled and hasattr(args, "qi"):  # the commands that take a policy (perturb takes none)
         policy_options.bundled_defaults(args)
     return source, Anonymizer(source.engine, progress=console.progress)
@@ -59,7 +61,10 @@ def _search_options(args: argparse.Namespace) -> Path | None:
 
 
 def _release_table(args: argparse.Namespace, source: Source) -> str:
-    return checked_table_name(source.name if args.release_table is None else args.release_table)
+    """--release-table, or the source's name (``release`` for tables, each of which becomes a view of its name)."""
+    if args.release_table is not None:
+        return checked_table_name(args.release_table)
+    return checked_table_name("release" if isinstance(source.relation, Tables) else source.name)
 
 
 def _generalize(args: argparse.Namespace, console: Console, anon: Anonymizer, source: Source, policy: Policy) -> int:

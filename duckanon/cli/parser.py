@@ -83,6 +83,15 @@ def _source(*, bundled: bool) -> Parser:
     return parser
 
 
+def _events() -> Parser:
+    parser = _parent()
+    parser.add_argument("--events", action="append", default=[], metavar="TABLE",
+                        help="an event table joined to the source (the person table, one row per person) by --person: "
+                             "a table of the source's database file, or a CSV, Parquet or JSON file (named by its "
+                             "stem); a DuckDB release holds one view per table")
+    return parser
+
+
 def _other_roles(group) -> None:
     """The roles of the columns an algorithm does not transform."""
     group.add_argument("--identifier", action="append", default=[], metavar="COLUMN", help="a column to drop")
@@ -358,16 +367,16 @@ def build_parser() -> Parser:
     parser = Parser(prog="duckanon", description=DESCRIPTION, **_formatted())
     parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
-    common, bundled, policy, search = _common(), _source(bundled=True), _policy(), _search()
+    common, bundled, policy, search, events = _common(), _source(bundled=True), _policy(), _search(), _events()
 
     def command(name: str, help_text: str, *parents: Parser) -> Parser:
         return commands.add_parser(name, help=help_text, description=help_text, parents=[common, *parents],
                                    **_formatted())
 
     command("search", "search the full-domain generalizations for the best one satisfying the policy, and publish it "
-                      "(the default command)", bundled, policy, search, _output())
+                      "(the default command)", bundled, events, policy, search, _output())
     command("check", "check a transformation (--levels, or the one the search finds) against the policy; write "
-                     "nothing", bundled, policy, search)
+                     "nothing", bundled, events, policy, search)
     _mondrian_options(command("mondrian", "partition the records with Mondrian and publish the partitions",
                               bundled, policy, _output()))
     _cluster_options(command("cluster", "group similar records (semi-supervised, top-down or MDAV) and publish the "
@@ -393,7 +402,7 @@ def build_parser() -> Parser:
     checked.add_argument("--format", choices=FORMATS, help="the release's format (default: by its extension)")
     exposed = command("exposure", "how exposed people are when one person has several records: the people in a "
                                   "class of fewer than K people, and those whose signature (the classes of all their "
-                                  "records) fewer than K people share", _source(bundled=False))
+                                  "records) fewer than K people share", _source(bundled=False), events)
     exposed.add_argument("--qi", action="append", required=True, metavar="COLUMN", help="a quasi-identifier")
     exposed.add_argument("--person", required=True, metavar="COLUMN", help="the column naming each record's person")
     exposed.add_argument("-k", "--k", type=values.whole, default=5, help="the k people must hide among (default 5)")

@@ -7,6 +7,7 @@ the anonymizer looks for them (and where it may store what it needs, such as a h
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,7 +15,8 @@ import duckdb
 from sqlglot import exp
 
 from .. import datasets
-from ..encode.binding import FILE_KINDS, source_relation
+from ..encode.sources import FILE_KINDS, source_relation
+from ..encode.tables import Tables
 from ..engine import DuckDBEngine
 from ..errors import AnonymizationError
 from ..hierarchy.hierarchy import SCHEMA
@@ -27,7 +29,7 @@ ATTACHED = "source"  # the catalog name the source database is attached under
 @dataclass
 class Source:
     engine: DuckDBEngine
-    relation: str | exp.Expression  # what the library reads: a file path, or the attached table
+    relation: str | exp.Expression | Tables  # what the library reads: a file path, the attached table, or tables
     name: str  # the released table's name unless one is given
     path: Path | None  # None: the bundled data
 
@@ -60,6 +62,31 @@ def open_source(text: str | None, table: str | None) -> Source:
         raise AnonymizationError(f"{text!r} is a database file: name the table to read with --table "
                                  f"(it has {_listing(database_tables(engine))})")
     return Source(engine, database_table(engine, path, table), table, path)
+
+
+def with_events(source: Source, events: list[str], key: str | None) -> Source:
+    """``source`` as the person table of :class:`Tables` joined by ``key`` to each of ``events``: tables of its
+    database file, or data files (named by their stems)."""
+    if not events:
+        return source
+    if source.bundled:
+        raise AnonymizationError("--events joins event tables to a person table: name the person table's file")
+    if key is None:
+        raise AnonymizationError("--events needs --person, the key column that joins the tables")
+    named = {source.name: source.relation}
+    for event in events:
+        if is_data_file(source.path):
+            path = existing_file(event)
+            if not is_data_file(path):
+                raise AnonymizationError(f"--events {event!r}: the source is a data file, so each event table is a "
+                                         f"CSV, Parquet or JSON file too")
+            name, relation = path.name.split(".")[0], str(path)
+        else:
+            name, relation = event, database_table(source.engine, source.path, event)
+        if name in named:
+            raise AnonymizationError(f"--events {event!r}: two tables named {name!r}")
+        named[name] = relation
+    return dataclasses.replace(source, relation=Tables(named, key=key))
 
 
 def existing_file(text: str) -> Path:

@@ -8,6 +8,10 @@ order; the age is the age at the visit (the census age at the first visit, one y
 census has them; each visit has a diagnosis (sensitive), more often chronic with age, and every person a synthetic
 name, e-mail and phone number (identifiers, for pseudonyms and masks).
 
+The same visits as two tables joined by ``patient_id`` (:func:`adult_patients_and_visits`): a person table of what
+stays (sex, race, education, marital status, native country, workclass, occupation, the identifiers) and a visits
+table of what changes (date, age at the visit, diagnosis).
+
 Seeded: the same seed gives the same table.  Drawn with NumPy over the whole table at once.
 """
 
@@ -75,6 +79,18 @@ def adult_visits(seed: int = 27) -> pd.DataFrame:
     return table
 
 
+PERSON_COLUMNS = ("patient_id", "name", "email", "phone", "sex", "race", "education", "marital-status",
+                  "native-country", "workclass", "occupation")
+VISIT_COLUMNS = ("patient_id", "visit_date", "age", "diagnosis")
+
+
+def adult_patients_and_visits(seed: int = 27) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """:func:`adult_visits` as a person table (one row per patient) and a visits table, joined by ``patient_id``."""
+    visits = adult_visits(seed)
+    people = visits.drop_duplicates("patient_id")[list(PERSON_COLUMNS)].reset_index(drop=True)
+    return people, visits[list(VISIT_COLUMNS)]
+
+
 def load_adult_visits(con: duckdb.DuckDBPyConnection, table: str = "adult_visits", *, seed: int = 27,
                       replace: bool = False) -> str:
     """Create table ``table`` (a quoted identifier) holding :func:`adult_visits`; return its name.  ValueError if it
@@ -83,9 +99,28 @@ def load_adult_visits(con: duckdb.DuckDBPyConnection, table: str = "adult_visits
     target = sb.table(table)
     if engine.exists(target) and not replace:
         raise ValueError(f"table {table!r} exists; pass replace=True to replace it")
-    frame = adult_visits(seed)
-    with engine.registered(frame) as registered:
-        columns = [sb.col(c) for c in frame.columns]
-        columns[1] = exp.cast(sb.col("visit_date"), "DATE").as_("visit_date", quoted=True)
-        engine.run(sb.create_table_as(target, exp.select(*columns).from_(registered), replace=True))
+    _created(engine, target, adult_visits(seed))
     return table
+
+
+def load_adult_patients_and_visits(con: duckdb.DuckDBPyConnection, patients: str = "patients",
+                                   visits: str = "visits", *, seed: int = 27, replace: bool = False
+                                   ) -> tuple[str, str]:
+    """Create tables ``patients`` and ``visits`` holding :func:`adult_patients_and_visits`; return their names.
+    ValueError if one exists, unless ``replace``."""
+    engine = as_engine(con)
+    targets = sb.table(patients), sb.table(visits)
+    existing = [t.name for t in targets if engine.exists(t)]
+    if existing and not replace:
+        raise ValueError(f"table {existing[0]!r} exists; pass replace=True to replace it")
+    for target, frame in zip(targets, adult_patients_and_visits(seed)):
+        _created(engine, target, frame)
+    return patients, visits
+
+
+def _created(engine, target: exp.Table, frame: pd.DataFrame) -> None:
+    """``frame`` as table ``target`` (replacing one), its visit dates as DATE."""
+    with engine.registered(frame) as registered:
+        columns = [exp.cast(sb.col(c), "DATE").as_(c, quoted=True) if c == "visit_date" else sb.col(c)
+                   for c in frame.columns]
+        engine.run(sb.create_table_as(target, exp.select(*columns).from_(registered), replace=True))

@@ -43,6 +43,7 @@ SUPPRESSED = "*"
 # The roles a person column may have: it is released, so that a recipient can check the guarantee per person.
 PERSON_ROLES = ("pseudonymize", "insensitive")
 PERSON_ROLE = "person"  # its row in anon.policy_columns and in a release's policy columns
+RECORD_TABLE_ROLE = "record-table"  # the row of the column naming each record's table, in a release of several
 
 
 def exempt_class(suppression: str) -> str | None:
@@ -70,6 +71,9 @@ class Policy:
     # The column naming each record's person: models count people and their signatures, not records
     # (:mod:`duckanon.privacy.people`); suppression and its limit count people.
     person: str | None = None
+    # In a release of several tables stacked into one (:mod:`duckanon.encode.tables`, which sets it), the column
+    # naming each record's table: a person's signature is then the set of their (table, class) pairs.
+    record_table: str | None = None
     _roles: dict[str, str] = field(init=False, repr=False)
 
     @property
@@ -142,6 +146,9 @@ class Policy:
 
         if self.person is not None:
             self._check_person()
+        if self.record_table is not None and (self.person is None or self.role(self.record_table) != "insensitive"):
+            raise PolicyError(f"record_table {self.record_table!r} must be released as it is (insensitive), under a "
+                              f"policy that counts people (person=)")
 
     def _check_person(self) -> None:
         person = self.person
@@ -156,6 +163,11 @@ class Policy:
         if counting:
             raise PolicyError(f"{', '.join(counting)} cannot count people yet: a policy with person= enforces "
                               f"k-anonymity over people's signatures (KAnonymity)")
+
+    @property
+    def person_columns(self) -> list[str]:
+        """The columns that say whose record each is and, in a release of several tables, from which table."""
+        return [c for c in (self.person, self.record_table) if c is not None]
 
     @property
     def person_k(self) -> int:
@@ -203,6 +215,8 @@ class Policy:
         columns = [(c, self._roles[c], hierarchy_tables.get(c)) for c in self._roles]
         if self.person is not None:
             columns.append((self.person, PERSON_ROLE, None))
+        if self.record_table is not None:
+            columns.append((self.record_table, RECORD_TABLE_ROLE, None))
         models = [(i, m.name, m.sensitive, json.dumps(m.params(), default=str)) for i, m in enumerate(self.models)]
         settings = {"suppression": self.suppression, "suppression_limit": self.suppression_limit, "others": self.others,
                     "max_suppressed": self.max_suppressed}
@@ -215,9 +229,11 @@ class Policy:
         (a pseudonymized column without a row is hashed under the release's random key)."""
         by_role: dict[str, list[str]] = {}
         quasi: dict[str, Hierarchy | None] = {}
-        person = None
+        person = record_table = None
         for column, role, _table in columns:
-            if role == PERSON_ROLE:
+            if role == RECORD_TABLE_ROLE:
+                record_table = column
+            elif role == PERSON_ROLE:
                 if person is not None:
                     raise PolicyError(f"two person columns: {person!r} and {column!r}")
                 person = column
@@ -244,7 +260,8 @@ class Policy:
                    suppression=settings["suppression"], suppression_limit=float(settings["suppression_limit"]),
                    others=settings["others"], max_suppressed=settings.get("max_suppressed"),
                    pseudonymize=transformed.get("pseudonymize", {}), mask=transformed.get("mask", {}),
-                   date_shift=transformed.get("date-shift", {}), person=person)
+                   date_shift=transformed.get("date-shift", {}), person=person,
+                   record_table=record_table)
 
     def describe(self) -> str:
         return "; ".join(m.describe() for m in self.models)

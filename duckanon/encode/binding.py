@@ -11,14 +11,13 @@ is told.
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from sqlglot import exp
 
-from ..declare.catalog import Catalog, relation_exists
+from ..declare.catalog import Catalog
 from ..declare.policy import Policy
 from ..engine import Engine
 from ..errors import AnonymizationError, HierarchyError, PolicyError
@@ -27,13 +26,13 @@ from ..hierarchy.hierarchy import level_column
 from ..privacy.checks import CheckReport, check
 from ..privacy.models import DataFacts, prices_classes
 from ..privacy.people import PeopleCheckReport, people_check, require_people
+from ..privacy.risk_report import RiskReport, risk
 from ..recode.generalization import FullDomainGeneralization
 from ..recode.protect import check_methods
-from ..privacy.risk_report import RiskReport, risk
 from ..sqlgen import build as sb
 from .encoding import COUNT, Encoding, count_combinations
-
-FILE_KINDS = {".csv": "csv", ".tsv": "tsv", ".gz": "csv", ".parquet": "parquet", ".json": "json"}
+from .sources import source_relation
+from .tables import Tables
 
 
 @dataclass
@@ -56,30 +55,6 @@ class Workspace:
             self.progress(message)
 
 
-def source_relation(engine: Engine, source: str | os.PathLike | exp.Expression) -> exp.Expression:
-    """What a source names, as SQL: a sqlglot expression as it is, a DataFrame of the engine's own (Spark's) as a view,
-    a CSV/Parquet/JSON file path (or a folder of Parquet parts) as its reader, or a table of ``engine``; a missing file
-    or table is an error naming it."""
-    if isinstance(source, exp.Expression):
-        return source
-    native = engine.native_relation(source)
-    if native is not None:
-        return native
-    if not isinstance(source, (str, os.PathLike)):
-        raise AnonymizationError(f"a source is a table name, a file path or a sqlglot expression (on Spark also a "
-                                 f"DataFrame), not a {type(source).__name__}")
-    path = Path(source)
-    kind = FILE_KINDS.get(path.suffix.lower())
-    if kind and (isinstance(source, os.PathLike) or path.exists()):
-        if not path.exists():
-            raise AnonymizationError(f"no such file: {str(path)!r}")
-        return engine.read_file(str(path), kind)
-    relation = sb.table(str(source))
-    if not relation_exists(engine, relation):
-        raise AnonymizationError(f"no table named {str(source)!r}")
-    return relation
-
-
 @dataclass
 class BoundPolicy:
     """A policy bound to one source: its relation, released columns, hierarchy tables and data facts."""
@@ -94,6 +69,9 @@ class BoundPolicy:
     # with their population (δ-presence, k-map); None otherwise.
     population: exp.Table | None = None
     people: int | None = None  # the distinct people, under a policy that counts them
+    # Under a source of several tables (:class:`~.tables.Tables`), each table's columns; its rows are those whose
+    # ``policy.record_table`` names it.
+    tables: Mapping[str, list[str]] | None = None
 
     def encoding(self, engine: Engine) -> Encoding:
         """The source's frequency table with every level's codes (the population's beside it, when there is one);
@@ -103,8 +81,7 @@ class BoundPolicy:
     @property
     def counted_sensitive(self) -> list[str]:
         """The columns counted beside the quasi-identifiers: the sensitive ones and the person."""
-        person = self.policy.person
-        return [*self.policy.sensitive, *([person] if person is not None else [])]
+        return [*self.policy.sensitive, *self.policy.person_columns]
 
     @property
     def quasi_identifiers(self) -> list[str]:
@@ -129,7 +106,12 @@ def bind(workspace: Workspace, source, policy: Policy | str, *, partitioning: bo
     engine = workspace.engine
     policy = workspace.catalog.policy(policy) if isinstance(policy, str) else policy
     workspace.announce("reading the source and checking the policy's parameters")
-    relation = source_relation(engine, source)
+    tables = None
+    if isinstance(source, Tables):
+        stacked = source.stack(engine)
+        relation, policy, tables = stacked.relation, stacked.policy(policy), stacked.columns
+    else:
+        relation = source_relation(engine, source)
     columns = policy.bind(engine.columns(relation))
     check_methods(engine, relation, policy.methods)
     without = [c for c, h in policy.quasi_identifiers.items() if h is None]
@@ -153,7 +135,7 @@ def bind(workspace: Workspace, source, policy: Policy | str, *, partitioning: bo
                               f"search, check and publish) only so far; partitioning and clustering count records")
         require_people(engine, relation, person)
     counted = count_combinations(engine, relation, policy.quasi_identifier_names,
-                                 [*policy.sensitive, *([person] if person is not None else [])])
+                                 [*policy.sensitive, *policy.person_columns])
     population, people = None, None
     try:
         total = exp.func("COALESCE", exp.func("SUM", sb.col(COUNT)), sb.lit(0))
@@ -182,7 +164,7 @@ def bind(workspace: Workspace, source, policy: Policy | str, *, partitioning: bo
         if person is not None:
             people = int(engine.value(exp.select(exp.func("COUNT", exp.Distinct(expressions=[sb.col(person)])))
                                       .from_(counted)))
-        yield BoundPolicy(relation, policy, columns, hierarchies, facts, counted, population, people)
+        yield BoundPolicy(relation, policy, columns, hierarchies, facts, counted, population, people, tables)
     finally:
         for table in (counted, population):
             if table is not None:
@@ -305,7 +287,7 @@ class EncodedSource:
         policy = self.bound.policy
         return people_check(self.engine, self.encoding.classes(levels), policy.person, policy.person_k,
                             allowed_suppressed=self.bound.allowed_suppressed,
-                            replaced_checked=policy.checks_replaced)
+                            replaced_checked=policy.checks_replaced, record_table=policy.record_table)
 
     def risk(self, levels: Mapping[str, int], threshold: int = 5) -> RiskReport:
         if self.bound.policy.person is not None:

@@ -15,6 +15,10 @@ people (all of a person's records at once) whose signature is shared by fewer; s
 values are ``*``, share one signature, which must then hold k people too unless suppressed records are dropped or
 left unchecked.
 
+In a release of several tables stacked into one (:mod:`duckanon.encode.tables`), column ``record_table`` names the
+table each record comes from, and a signature is the set of a person's (table, class) pairs: having a record in a
+table is something an attacker may know, as much as its values.
+
 Everything is counted in SQL over the classes (set-based; the same trees run on Spark): a class's key is the text of
 its values, each prefixed by its length (NULL as ``-``), so that keys, and the sorted concatenation of a person's
 distinct keys that is their signature, are equal exactly when the classes are.  :func:`signature_sharing` computes
@@ -23,6 +27,7 @@ the same over arrays, for the in-process search.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -116,44 +121,74 @@ def people_k(models: Sequence[PrivacyModel]) -> int:
     return max(m.k for m in models if isinstance(m, KAnonymity))
 
 
-def _keyed(classes: Classes, person: str) -> exp.Select:
-    """Per record (or counted row): its person, its class's key and its records."""
+def _by_table(classes: Classes, record_table: str | None) -> Classes:
+    """``classes`` told apart also by ``record_table``, the column naming each record's table in a release of several
+    tables (None: one table): the keys a signature is made of."""
+    return classes if record_table is None else dataclasses.replace(classes, keys=(*classes.keys, record_table))
+
+
+def _keyed(classes: Classes, person: str, record_table: str | None) -> exp.Select:
+    """Per record (or counted row): its person, its class's key (its table's name in it) and its records."""
+    classes = _by_table(classes, record_table)
     return exp.select(sb.col(VALUE).as_(PERSON, quoted=True), class_key(classes.key_columns).as_(_KEY, quoted=True),
                       sb.col(WEIGHT)).from_(classes.normalized(person).subquery("records"))
 
 
-def signatures(classes: Classes, person: str) -> exp.Select:
+def _sorted_set(column: str) -> exp.Expression:
+    """The distinct values of ``column`` in a group, sorted and concatenated (each is length-prefixed already)."""
+    return exp.ArrayToString(this=exp.ArraySort(this=exp.ArrayAgg(this=exp.Distinct(expressions=[sb.col(column)]))),
+                             expression=sb.lit(""))
+
+
+def signatures(classes: Classes, person: str, record_table: str | None = None) -> exp.Select:
     """One row per person: the person (``__person``), their signature (``__signature``) and records (``__records``)."""
-    signature = exp.ArrayToString(this=exp.ArraySort(this=exp.ArrayAgg(this=exp.Distinct(
-        expressions=[sb.col(_KEY)]))), expression=sb.lit(""))
-    return (exp.select(sb.col(PERSON), signature.as_(SIGNATURE, quoted=True),
+    return (exp.select(sb.col(PERSON), _sorted_set(_KEY).as_(SIGNATURE, quoted=True),
                        exp.func("SUM", sb.col(WEIGHT)).as_(RECORDS, quoted=True))
-            .from_(_keyed(classes, person).subquery("keyed")).group_by(sb.col(PERSON)))
+            .from_(_keyed(classes, person, record_table).subquery("keyed")).group_by(sb.col(PERSON)))
 
 
-def signature_groups(classes: Classes, person: str) -> exp.Select:
+def signature_groups(classes: Classes, person: str, record_table: str | None = None) -> exp.Select:
     """Per person, how many people share their signature (``__people``), beside the person and their records."""
     sharing = exp.Window(this=exp.func("COUNT", exp.Star()), partition_by=[sb.col(SIGNATURE)])
     return exp.select(sb.col(PERSON), sb.col(SIGNATURE), sb.col(RECORDS), sharing.as_(PEOPLE, quoted=True)).from_(
-        signatures(classes, person).subquery("signed"))
+        signatures(classes, person, record_table).subquery("signed"))
 
 
-def exposed_people(classes: Classes, person: str, k: int) -> exp.Select:
+def exposed_people(classes: Classes, person: str, k: int, record_table: str | None = None) -> exp.Select:
     """``__person`` of each person whose signature fewer than ``k`` people share (those a policy suppresses)."""
-    return exp.select(sb.col(PERSON)).from_(signature_groups(classes, person).subquery("g")).where(
+    return exp.select(sb.col(PERSON)).from_(signature_groups(classes, person, record_table).subquery("g")).where(
         sb.col(PEOPLE) < sb.lit(k))
 
 
+def _smallest_starred_group(engine: Engine, classes: Classes, person: str, k: int, record_table: str) -> int:
+    """Among people whose signature fewer than ``k`` people share, the fewest that have records in the same tables:
+    once their values are all '*', that set of tables is their signature."""
+    keyed = classes.normalized(person).subquery("records")
+    tables = (exp.select(sb.col(VALUE), _sorted_set("__table").as_(SIGNATURE, quoted=True))
+              .from_(exp.select(sb.col(VALUE), sb.length_prefixed(sb.col(record_table)).as_("__table", quoted=True))
+                     .from_(keyed).subquery("t"))
+              .where(exp.In(this=sb.col(VALUE), query=exposed_people(classes, person, k, record_table).subquery()))
+              .group_by(sb.col(VALUE)))
+    sizes = exp.select(exp.func("COUNT", exp.Star()).as_(PEOPLE, quoted=True)).from_(tables.subquery("s")).group_by(
+        sb.col(SIGNATURE))
+    return int(engine.value(exp.select(exp.func("COALESCE", exp.func("MIN", sb.col(PEOPLE)), sb.lit(0)))
+                            .from_(sizes.subquery("g"))))
+
+
 def people_check(engine: Engine, classes: Classes, person: str, k: int, *, allowed_suppressed: int = 0,
-                 replaced_checked: bool = True, exempt: str | None = None) -> PeopleCheckReport:
+                 replaced_checked: bool = True, exempt: str | None = None, record_table: str | None = None
+                 ) -> PeopleCheckReport:
     """How ``classes`` fare when every signature must be shared by ``k`` people.  ``replaced_checked``: suppressed
-    people, all their values '*', must share a signature of k people too.  Records of the class whose every key is
-    ``exempt`` (a release's '*' class under ARX's semantics) are left out of the check."""
+    people, all their values '*', must share a signature of k people too (under ``record_table``, with those that
+    have records in the same tables).  Records of the class whose every key is ``exempt`` (a release's '*' class
+    under ARX's semantics) are left out of the check."""
+    if record_table is not None:
+        classes = dataclasses.replace(classes, carry=(*classes.carry, record_table))
     if exempt is not None:
         kept = exp.select(exp.Star()).from_(classes.source("c")).where(
             exp.not_(every_key_is(list(classes.keys), exempt)))
-        classes = Classes.of(kept.subquery("checked"), classes.keys, classes.weight)
-    groups = signature_groups(classes, person).subquery("g")
+        classes = Classes.of(kept.subquery("checked"), classes.keys, classes.weight, classes.carry)
+    groups = signature_groups(classes, person, record_table).subquery("g")
     below = sb.col(PEOPLE) < sb.lit(k)
     count = exp.func("COUNT", exp.Star())
 
@@ -165,6 +200,7 @@ def people_check(engine: Engine, classes: Classes, person: str, k: int, *, allow
         exp.func("COALESCE", exp.func("MIN", sb.col(PEOPLE)), sb.lit(0)), where(sb.lit(1), below),
         where(sb.col(RECORDS), below.copy()), exp.func("COALESCE", exp.func("SUM", sb.col(RECORDS)), sb.lit(0))
     ).from_(groups))[0]
+    violating_people = int(violating_people)
     violating_groups = engine.rows(exp.select(exp.func("COUNT", exp.Distinct(expressions=[sb.col(SIGNATURE)])))
                                    .from_(groups.copy()).where(below.copy()))[0][0]
     sizes = classes.sizes().subquery("s")
@@ -179,7 +215,9 @@ def people_check(engine: Engine, classes: Classes, person: str, k: int, *, allow
         violating_classes=int(violating_groups), violating_records=int(violating_records),
         allowed_suppressed=allowed_suppressed, per_model=per_model,
         violations=pd.DataFrame({"violating_people": [], "violating_records": []}),
-        replaced_class_violates=replaced_checked and 0 < int(violating_people) < k, k=k, people=int(people),
+        replaced_class_violates=replaced_checked and violating_people > 0 and (
+            violating_people < k if record_table is None
+            else _smallest_starred_group(engine, classes, person, k, record_table) < k), k=k, people=int(people),
         signatures=int(sigs), smallest_signature_group=int(smallest), violating_people=int(violating_people))
 
 
@@ -204,7 +242,7 @@ def person_exposure(engine: Engine, relation: exp.Expression, quasi: Sequence[st
         exp.Filter(this=count.copy(), expression=exp.Where(this=people.copy() < sb.lit(k))),
         exp.Filter(this=count.copy(), expression=exp.Where(this=people.copy().eq(sb.lit(1)))),
         exp.func("MIN", people.copy())).from_(groups))[0]
-    keyed = _keyed(classes, person).subquery("keyed")
+    keyed = _keyed(classes, person, None).subquery("keyed")
     per_class = exp.select(sb.col(_KEY), exp.func("COUNT", exp.Distinct(expressions=[sb.col(PERSON)])).as_(
         PEOPLE, quoted=True), exp.func("SUM", sb.col(WEIGHT)).as_(RECORDS, quoted=True)).from_(keyed).group_by(
         sb.col(_KEY))

@@ -24,6 +24,7 @@ from sqlglot import exp
 
 from ..declare.policy import SUPPRESSED, Policy
 from ..encode.binding import BoundPolicy, Workspace, bind
+from ..encode.tables import Tables
 from ..encode.encoding import COUNT, price_column
 from ..engine import Engine
 from ..errors import AnonymizationError, PolicyNotSatisfied, ReleaseCheckFailed
@@ -38,7 +39,7 @@ from ..recode.ranges import Ranges
 from ..recode.recoding import PartitionMap
 from ..risk.counting import class_size_histogram
 from ..sqlgen import build as sb
-from .files import ReleaseContent, ReleaseInfo, checked_table_name, release_format, write_release
+from .files import INFO_TABLE, ReleaseContent, ReleaseInfo, checked_table_name, release_format, write_release
 from .signing import Signer
 from .verify import VIEW, verification_view
 
@@ -86,7 +87,7 @@ def publish_source(workspace: Workspace, source, policy: Policy | str, transform
     """Bind ``policy`` to ``source`` and :func:`publish` ``transformation`` of it; ``measure`` gives the metrics the
     release records (a partition map measures itself without it)."""
     release_format(path, format)  # an unknown extension or a bad table name fails before any work
-    checked_table_name(table)
+    checked_table_names(source, table)
     with bind(workspace, source, policy, partitioning=isinstance(transformation, PartitionMap)) as bound:
         return publish(workspace, bound, transformation, path, table, format,
                        measure(bound) if measure is not None else None)
@@ -122,9 +123,10 @@ def publish(workspace: Workspace, bound: BoundPolicy, transformation: Transforma
             suppression=bound.policy.suppression, policy=described_policy(bound, report),
             transformation=transformation.describe(), metrics=metrics or {}, classes_by=quasi)
         verification = verification_view(table, ranges.columns(bound.columns), quasi, bound.policy.models,
-                                          bound.allowed_suppressed, bound.policy.suppression, bound.policy.person)
-        content = ReleaseContent(table, final, {f"{table}_classes": classes_view, VIEW: verification}, info,
-                                 sources=[bound.source])
+                                          bound.allowed_suppressed, bound.policy.suppression, bound.policy.person,
+                                          bound.policy.record_table)
+        views = {f"{table}_classes": classes_view, VIEW: verification, **table_views(bound, table, ranges)}
+        content = ReleaseContent(table, final, views, info, sources=[bound.source])
         dropped = suppressed if bound.policy.drops else 0
         expected = bound.facts.records - dropped
         workspace.announce(f"writing and verifying {path}")
@@ -137,6 +139,33 @@ def publish(workspace: Workspace, bound: BoundPolicy, transformation: Transforma
                              format=format, signer=workspace.signer)
         return Release(path, table, bound.facts.records, expected, suppressed, report,
                        origin=(workspace, bound.source, bound.policy))
+
+
+def checked_table_names(source, table: str) -> None:
+    """Refuse a ``table`` name no release's table can have, and, for a source of several tables, a table of theirs
+    whose view would take the name of the release's own table or views (DuckDB matches names without case)."""
+    checked_table_name(table)
+    if isinstance(source, Tables):
+        own = {name.lower() for name in (table, f"{table}_classes", VIEW, INFO_TABLE)}
+        taken = [name for name in source.tables if name.lower() in own]
+        if taken:
+            raise AnonymizationError(f"the source table {taken[0]!r} would take the name of the release's own table "
+                                     f"or view ({table!r}, {table}_classes, {VIEW}, {INFO_TABLE}): name the release's "
+                                     f"table otherwise (table=) or the source table")
+
+
+def table_views(bound: BoundPolicy, table: str, ranges: Ranges) -> dict[str, exp.Select]:
+    """Under a source of several tables, one view per table over the released ``table``: its rows, its released
+    columns (with their bounds), in its own order; none otherwise."""
+    if bound.tables is None:
+        return {}
+    record_table = bound.policy.record_table
+    views = {}
+    for name, columns in bound.tables.items():
+        released = ranges.columns([c for c in columns if c in bound.columns])
+        views[name] = exp.select(*[sb.col(c) for c in released]).from_(sb.table(table)).where(
+            sb.col(record_table).eq(sb.lit(name)))
+    return views
 
 
 def signing(workspace: Workspace, sign_with: object | None) -> Workspace:
@@ -176,6 +205,9 @@ def described_policy(bound: BoundPolicy, report: CheckReport | None = None) -> d
     methods = bound.policy.methods
     if isinstance(report, PeopleCheckReport):
         settings = {**settings, "people": {"source": report.people, "suppressed": report.violating_people}}
+    if bound.tables is not None:
+        settings = {**settings, "tables": {name: [c for c in columns if c in bound.columns]
+                                           for name, columns in bound.tables.items()}}
     return {"description": bound.policy.describe(), **settings,
             "columns": [{"column": c, "role": role, "hierarchy": table,
                          **({"method": methods[c].params()} if c in methods and methods[c].role == role else {})}
@@ -222,10 +254,11 @@ def _suppress_people(engine: Engine, bound: BoundPolicy, generalized: exp.Table,
     policy = bound.policy
     classes = Classes.of(generalized, bound.quasi_identifiers)
     report = people_check(engine, classes, PERSON_CARRIED, policy.person_k,
-                          allowed_suppressed=bound.allowed_suppressed, replaced_checked=policy.checks_replaced)
+                          allowed_suppressed=bound.allowed_suppressed, replaced_checked=policy.checks_replaced,
+                          record_table=policy.record_table)
     if not report.within_limit:
         raise PolicyNotSatisfied(report.summary(), report)
-    exposed = temporaries.create(exposed_people(classes, PERSON_CARRIED, policy.person_k))
+    exposed = temporaries.create(exposed_people(classes, PERSON_CARRIED, policy.person_k, policy.record_table))
     on = exp.NullSafeEQ(this=sb.col(PERSON_CARRIED, "g"), expression=sb.col(PERSON, "s"))
     final = _suppressed_query(generalized, bound.columns, bound.quasi_identifiers, exposed, [PERSON], on,
                               policy.drops)
@@ -366,7 +399,8 @@ def verify_release(reader: Engine, table: str, bound: BoundPolicy, transformatio
             registered.enter_context(reader.registered(population_classes)), bound.quasi_identifiers, COUNT)
         classes = priced_classes(reader, registered, released, bound.quasi_identifiers, population, prices)
         if policy.person is not None:  # the released person column (a pseudonym) tells people apart
-            report = people_check(reader, classes, policy.person, policy.person_k, exempt=policy.exempt_class)
+            report = people_check(reader, classes, policy.person, policy.person_k, exempt=policy.exempt_class,
+                                  record_table=policy.record_table)
         else:
             report = check(reader, classes, policy.models, key_names=bound.quasi_identifiers,
                            exempt=policy.exempt_class, unmendable_checked=False)

@@ -24,7 +24,7 @@ from pathlib import Path
 import pandas as pd
 from sqlglot import exp
 
-from ..declare.policy import PERSON_ROLE, SUPPRESSED, exempt_class
+from ..declare.policy import PERSON_ROLE, RECORD_TABLE_ROLE, SUPPRESSED, exempt_class
 from ..errors import (DigestMismatch, GuaranteeFails, PolicyError, SignatureMismatch, VerificationFailed,
                       WrongKey)
 from ..hierarchy.notation import in_notation, label_problem
@@ -143,9 +143,9 @@ def guarantees(reader, released: exp.Table, info: dict) -> list[Check]:
                     counted == info["released_records"])]
     policy = info.get("policy") or {}
     quasi = [c["column"] for c in policy.get("columns", []) if c["role"] == QUASI_IDENTIFIER]
-    person = person_of(policy)
+    person, record_table = person_of(policy), record_table_of(policy)
     needed = list(dict.fromkeys([*quasi, *(m["sensitive"] for m in policy.get("models") or [] if m.get("sensitive")),
-                                 *([person] if person else [])]))
+                                 *(c for c in (person, record_table) if c)]))
     if needed:
         present = set(reader.columns(released))
         missing = [c for c in needed if c not in present]
@@ -156,7 +156,7 @@ def guarantees(reader, released: exp.Table, info: dict) -> list[Check]:
     # The models first: a failing one is what a recipient must hear of before any claim that differs.
     checks += _models(reader, released, quasi, policy, info)
     if person and quasi:
-        checks.append(_people(reader, released, quasi, person, policy))
+        checks.append(_people(reader, released, quasi, person, record_table, policy))
     if policy:
         checks.append(_people_suppression(reader, released, quasi, person, policy) if person
                       else _suppression(reader, released, quasi, info, policy, counted))
@@ -202,17 +202,24 @@ def person_of(policy: dict) -> str | None:
     return next((c["column"] for c in policy.get("columns", []) if c["role"] == PERSON_ROLE), None)
 
 
+def record_table_of(policy: dict) -> str | None:
+    """The column naming each record's table in a release of several tables (:mod:`duckanon.encode.tables`), or
+    None."""
+    return next((c["column"] for c in policy.get("columns", []) if c["role"] == RECORD_TABLE_ROLE), None)
+
+
 def person_k(policy: dict) -> int:
     """The k every signature of a policy that counts people must be shared by."""
     return max((int(m["params"]["k"]) for m in policy.get("models") or [] if m.get("model") == "k-anonymity"),
                default=1)
 
 
-def _people(reader, released, quasi: Sequence[str], person: str, policy: dict) -> Check:
-    """Every signature (the set of classes of one person's records) shared by k people."""
+def _people(reader, released, quasi: Sequence[str], person: str, record_table: str | None, policy: dict) -> Check:
+    """Every signature (the set of classes of one person's records; of (table, class) pairs in a release of several
+    tables) shared by k people."""
     k = person_k(policy)
     report = people_check(reader, Classes.of(released, quasi), person, k,
-                          exempt=exempt_class(policy.get("suppression", "replace")))
+                          exempt=exempt_class(policy.get("suppression", "replace")), record_table=record_table)
     if report.satisfied:
         how = (f"all {report.signatures:,} signatures of {report.people:,} people are shared by {k} or more "
                f"(smallest {report.smallest_signature_group:,})")
@@ -331,12 +338,14 @@ VIEW = "release_verification"
 
 
 def verification_view(table: str, columns: Sequence[str], quasi: Sequence[str], models: Sequence[PrivacyModel],
-                      allowed_suppressed: int, suppression: str, person: str | None = None) -> exp.Select:
+                      allowed_suppressed: int, suppression: str, person: str | None = None,
+                      record_table: str | None = None) -> exp.Select:
     """The plain-SQL view a DuckDB release carries (:data:`VIEW`): per guarantee, what ``release_info`` claims, what
     the rows give, and whether they agree, so that a recipient with only the ``duckdb`` shell sees them.  The content
     digest, the record count, the classes and every model are recomputed by the view's own SQL from the table (the
     '*' class left out of the models under ARX's ``replace-unchecked``); under a policy that counts people (column
-    ``person``), the people's signatures and the people suppressed, against ``allowed_suppressed`` people."""
+    ``person``), the people's signatures (of (table, class) pairs, by ``record_table``, in a release of several
+    tables) and the people suppressed, against ``allowed_suppressed`` people."""
     released = sb.table(table)
     exempt = exempt_class(suppression)
     checkable = [m for m in models if not_recomputed(m) is None and not m.risk_threshold]
@@ -371,7 +380,8 @@ def verification_view(table: str, columns: Sequence[str], quasi: Sequence[str], 
             rows.append(_suppression_row(row, claimed, value, released, counted, quasi, allowed_suppressed,
                                          suppression))
         else:
-            rows += _people_rows(row, value, released, quasi, person, models, allowed_suppressed, suppression)
+            rows += _people_rows(row, value, released, quasi, person, record_table, models, allowed_suppressed,
+                                 suppression)
         keys = Classes.of(released, quasi).key_columns
         counted_class = exp.true() if exempt is None else exp.not_(every_key_is(keys, exempt))
         for i, model in enumerate(checkable):
@@ -415,14 +425,14 @@ def _suppression_row(row, claimed, value, released: exp.Table, counted: exp.Expr
                shown, exp.and_(agrees, exp.LTE(this=claimed("suppressed_records"), expression=sb.lit(allowed_suppressed))))
 
 
-def _people_rows(row, value, released: exp.Table, quasi: Sequence[str], person: str, models: Sequence[PrivacyModel],
-                 allowed_suppressed: int, suppression: str) -> list[exp.Select]:
+def _people_rows(row, value, released: exp.Table, quasi: Sequence[str], person: str, record_table: str | None,
+                 models: Sequence[PrivacyModel], allowed_suppressed: int, suppression: str) -> list[exp.Select]:
     """The view's rows of a policy that counts people: people whose signature fewer than k people share (none may
     be), and the people suppressed against the limit, as :func:`_people` and :func:`_people_suppression`."""
     k = people_k(models)
     exempt = exempt_class(suppression)
     counted = released if exempt is None else _counted_classes(released, quasi, exempt)
-    groups = signature_groups(Classes.of(counted, quasi), person).subquery("g")
+    groups = signature_groups(Classes.of(counted, quasi), person, record_table).subquery("g")
     exposed = value(exp.select(exp.func("COUNT", exp.Star())).from_(groups).where(sb.col(PEOPLE) < sb.lit(k)))
     rows = [row(f"k-anonymity over people with k = {k} (by {person})", sb.lit("0 people exposed"),
                 exp.Concat(expressions=[exp.cast(exposed, exp.DataType.build("VARCHAR")), sb.lit(" people exposed")],

@@ -58,7 +58,7 @@ def report(workspace: Workspace, release_path: str | os.PathLike, output: str | 
     """:func:`write_report` with its options as plain values: ``source`` and ``population`` as any source (a table
     name, a data file, a relation), ``frontier`` the values of ``parameter`` to search the optimum under ``metric``
     for; ``output`` defaults to the release's path with ``.html``."""
-    from ..encode.binding import source_relation
+    from ..encode.sources import source_relation
     engine = workspace.engine
     if output is None:
         output = Path(release_path).with_suffix(".html")

@@ -7,7 +7,9 @@ fewer than k people share are suppressed, all their records at once (:func:`~duc
 classes split into their kept and suppressed parts, which is what the release shows.
 
 Verdicts and the suppression limit count people; the suppressed records' own signature (every value ``*``) must hold
-k people under ``replace``.  Being within the limit is monotone: generalizing merges classes, so people with one
+k people under ``replace``.  In a release of several tables, a class is one table's combination of values (the
+rows' table codes join the grouping), and suppressed people share a signature with those who have records in the same
+tables.  Being within the limit is monotone: generalizing merges classes, so people with one
 signature keep sharing one, and signature groups only grow.  A metric's lower bound is kept only where it holds
 whichever records are suppressed (a suppressed record costs the most, or suppression is not counted); the others
 search without bounds, which stays exact.  Publishing checks the same in SQL (:func:`~duckanon.privacy.people
@@ -40,10 +42,11 @@ _BOUNDED = (Loss, NormalizedCertaintyPenalty, NonUniformEntropy, DiscernibilityS
 class PersonNodeEvaluator(MemoryNodeEvaluator):
     """A :class:`MemoryNodeEvaluator` whose classes are judged by people's signatures (see the module's text)."""
 
-    def __init__(self, *args, person: str, k: int, **kwargs):
+    def __init__(self, *args, person: str, k: int, record_table: str | None = None, **kwargs):
         super().__init__(*args, **kwargs)
-        self.person, self.k = person, k
+        self.person, self.k, self.record_table = person, k, record_table
         self.people = len(self.values[person])
+        self.attributes = len(self.hierarchies)
 
     # Every node is computed from the frequency table itself: a snapshot groups rows by class and would merge people.
     def _may_snapshot(self, index, node, source, classes) -> bool:
@@ -52,45 +55,61 @@ class PersonNodeEvaluator(MemoryNodeEvaluator):
     def _snapshot_meets(self, nodes) -> None:
         return None
 
-    def _people_classes(self, node: np.ndarray) -> tuple[_NodeClasses, int, int, float]:
+    def _people_classes(self, node: np.ndarray) -> tuple[_NodeClasses, int, int, float, int]:
         """The node's classes split into kept and suppressed parts (``violated`` marks the latter), the people
-        suppressed, and the unsplit classes' count and squares."""
+        suppressed, the unsplit classes' count and squares, and the fewest suppressed people with records in the
+        same tables."""
         rows = self.base
         codes = self._codes(rows, node)
         cards = [self.cards[i][level] for i, level in enumerate(node)]
         classes = _group(codes, cards, rows.weights)
         person = rows.sensitive[self.person]
-        exposed = signature_sharing(classes.ids, person, self.people) < self.k
+        signed = classes if self.record_table is None else _group(
+            [classes.ids, rows.sensitive[self.record_table]], [classes.count, len(self.values[self.record_table])],
+            rows.weights)
+        exposed = signature_sharing(signed.ids, person, self.people) < self.k
         suppressed_rows = exposed[person]
         parts = _group([*codes, suppressed_rows.astype(np.int32)], [*cards, 2], rows.weights)
         violated = parts.codes[-1].astype(bool)
         split = _NodeClasses(node, rows, codes, parts, parts.sizes, {}, violated)
         sizes = classes.sizes
-        return split, int(exposed.sum()), classes.count, float(np.dot(sizes, sizes))
+        people = int(exposed.sum())
+        return split, people, classes.count, float(np.dot(sizes, sizes)), self._starred_group(exposed, person, rows)
+
+    def _starred_group(self, exposed: np.ndarray, person: np.ndarray, rows) -> int:
+        """The fewest of the ``exposed`` people that have records in the same set of tables (all of them in one
+        table)."""
+        count = int(exposed.sum())
+        if self.record_table is None or count == 0:
+            return count
+        mine = exposed[person]
+        who, index = np.unique(person[mine], return_inverse=True)
+        return int(signature_sharing(rows.sensitive[self.record_table][mine], index, len(who)).min())
 
     def _suppressed_entropy(self, classes: _NodeClasses) -> tuple[float, ...]:
-        return super()._suppressed_entropy(classes)[:-1]  # the split's last column marks the suppressed part
+        # the split's last column marks the suppressed part
+        return super()._suppressed_entropy(classes)[:self.attributes]
 
     def _evaluate(self, indices: list[int]) -> dict[int, NodeResult]:
         results = {}
         for index in indices:
             node = np.asarray(self.lattice.node(index), dtype=np.int64)
-            split, people, count, squares = self._people_classes(node)
+            split, people, count, squares, starred = self._people_classes(node)
             totals = dataclasses.replace(self._totals(split), classes=count, squares=squares)
-            results[index] = self._people_result(index, totals, people)
+            results[index] = self._people_result(index, totals, people, starred)
         return results
 
-    def _people_result(self, index: int, totals: NodeTotals, people: int) -> NodeResult:
+    def _people_result(self, index: int, totals: NodeTotals, people: int, starred: int) -> NodeResult:
         within_limit = people <= self.allowed_suppressed
-        satisfied = within_limit and not (people and self.suppressed_class and people < self.k)
+        satisfied = within_limit and not (people and self.suppressed_class and starred < self.k)
         return NodeResult(node=self.lattice.node(index), suppressed=totals.suppressed, within_limit=within_limit,
                           satisfied=satisfied, values={m.name: m.value(totals) for m in self.metrics},
                           bounds={m.name: m.lower_bound(totals) if type(m) in _BOUNDED else -math.inf
                                   for m in self.metrics}, classes=totals.classes)
 
     def _suppressed_class_violates(self, node) -> bool:
-        _, people, _, _ = self._people_classes(np.asarray(node, dtype=np.int64))
-        return 0 < people < self.k
+        _, people, _, _, starred = self._people_classes(np.asarray(node, dtype=np.int64))
+        return people > 0 and starred < self.k
 
     def prior_bounds(self) -> np.ndarray:
         if type(self.metrics[0]) in _BOUNDED:

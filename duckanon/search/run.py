@@ -25,8 +25,13 @@ from ..errors import PolicyError, PolicyNotSatisfied
 from ..hierarchy.hierarchy import SCHEMA
 from ..parameters import checked_number
 from ..recode.generalization import FullDomainGeneralization
-from ..release.files import checked_table_name, release_format
-from ..release.publish import Release, publish_source, released_class_sizes
+from ..release.files import release_format
+from ..release.publish import (
+    Release,
+    checked_table_names,
+    publish_source,
+    released_class_sizes,
+)
 from ..sqlgen import build as sb
 from ..utility.metrics import METRICS, WEIGHTED, Loss, Metric, metric_names
 from ..utility.weights import attribute_weights
@@ -117,7 +122,8 @@ def evaluator(workspace: Workspace, bound: BoundPolicy, metrics: Sequence[Metric
                                   f"above the memory budget of {_size(budget)}: give a larger memory_budget "
                                   f"(--memory-budget), or evaluator='memory' to search regardless")
             workspace.announce(f"evaluating nodes in process, by people's signatures: they need {_size(needed)}")
-            built = PersonNodeEvaluator(*arguments, **settings, person=policy.person, k=policy.person_k)
+            built = PersonNodeEvaluator(*arguments, **settings, person=policy.person, k=policy.person_k,
+                                        record_table=policy.record_table)
         else:
             kind = _chosen(workspace, encoding, bound, resolved, kind, memory_budget)
             built = EVALUATOR_CLASSES[kind](*arguments, **settings)
@@ -259,7 +265,7 @@ def anonymize(workspace: Workspace, source, policy: Policy | str, path: str | os
     """Search the best transformation (within the limits, as :func:`search`) and publish it; an
     :class:`EncodedSource` publishes from the source it encoded, read again."""
     release_format(path, format)
-    checked_table_name(table)
+    checked_table_names(source, table)
     result = search(workspace, source, policy, metric, strategy, label, evaluator_kind, memory_budget, time_limit,
                     check_limit)
     if not result.found:
