@@ -399,3 +399,27 @@ def test_a_policy_counting_people_gives_the_same_release_on_spark(adult, on_spar
                                   theirs.sort_values(columns).reset_index(drop=True), check_dtype=False)
     assert read_release_info(tmp_path / "s.parquet")["policy"]["people"] == {
         "source": 7541, "suppressed": release.check.violating_people}
+
+
+def test_several_tables_give_the_same_release_on_spark(adult, on_spark, tmp_path):
+    """A person table and an event table joined by a key: stacked, signed by (table, class) pairs, suppressed by
+    person and verified by Spark's SQL as by DuckDB's."""
+    con, _ = adult
+    people, events = tmp_path / "people.parquet", tmp_path / "events.parquet"
+    con.execute("COPY (SELECT row_number() OVER () AS person, sex, race, \"marital-status\" FROM adult) TO ? "
+                "(FORMAT parquet)", [str(people)])
+    con.execute("COPY (SELECT person, age + shift AS age, education FROM (SELECT row_number() OVER () AS person, "
+                "age, education FROM adult), (VALUES (0), (3)) AS s(shift) WHERE person % 3 <> 0 OR shift = 0) TO ? "
+                "(FORMAT parquet)", [str(events)])
+    policy = policy_of([KAnonymity(5)], hierarchies={q: HIERARCHIES[q] for q in QUASI if q != "age"} | {
+        "age": Hierarchy.intervals(range(0, 100), widths=[5, 10, 20, 40])}, suppression_limit=0.05,
+        insensitive=["person"])
+    tables = duckanon.Tables({"people": str(people), "events": str(events)}, key="person")
+    found, _ = on_spark.anonymize(tables, policy, tmp_path / "s.parquet")
+    expected, release = duckanon.connect(con).anonymize(tables, policy, tmp_path / "d.parquet")
+    assert found.levels == expected.levels and found.best.suppressed == expected.best.suppressed
+    ours, theirs = pd.read_parquet(tmp_path / "s.parquet"), pd.read_parquet(tmp_path / "d.parquet")
+    columns = list(theirs.columns)
+    pd.testing.assert_frame_equal(ours[columns].sort_values(columns).reset_index(drop=True),
+                                  theirs.sort_values(columns).reset_index(drop=True), check_dtype=False)
+    assert duckanon.verify(tmp_path / "s.parquet").holds and release.check.violating_people > 0

@@ -128,9 +128,15 @@ def _policy(figures: ReportFigures) -> str:
              f"at most {_percent(share)} of the {unit}" if share else "none may be")
     how = _SUPPRESSED_HOW.get(policy.get("suppression"), "")
     others = {"drop": "dropped", "insensitive": "released as they are", "error": "refused"}.get(policy.get("others"), "")
+    tables = policy.get("tables")
     what = (f"The policy counts people (column {person}): people whose signature, the set of classes of all their "
             f"records, fewer than k people share are suppressed, every record of theirs" if person
             else "Records in classes that violate the policy are suppressed")
+    if tables:
+        what = (f"The release holds {len(tables)} tables joined by {person}, each a view of the released table: "
+                + ", ".join(f"{name} ({', '.join(columns)})" for name, columns in tables.items())
+                + f". A class is one table's combination of values, and a person's signature the set of (table, "
+                  f"class) pairs of all their records. " + what)
     return ("<h2>Policy</h2>" + _table(models, "policy.models") + _table(columns, "policy.columns")
             + f"<p>{_text(what)} ({_text(how)}): {_text(limit)}. "
             + (f"Columns the policy does not name are {_text(others)}." if others else "") + "</p>")
