@@ -365,7 +365,8 @@ def test_the_report_names_the_tables_and_their_verification(tmp_path):
     frames = two_ages(tables([3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3] * 2, 4))
     con, anon = connected(frames)
     _, release = anon.anonymize(source(frames), policy(3, 0.3), tmp_path / "r.duckdb")
-    page = release.report(tmp_path / "r.html").read_text()
+    page = release.report(tmp_path / "r.html", frontier=[2, 3, 4]).read_text()
     con.close()
     assert "The release holds 3 tables joined by pid" in page and "prescriptions (rx, pid, age, drug)" in page
     assert "k-anonymity over people with k = 3 (by pid)" in page and "P1" not in page
+    assert "frontier" in page.lower()

@@ -182,7 +182,7 @@ def released_class_sizes(workspace: Workspace, bound: BoundPolicy, transformatio
     be, suppression included, and its suppressed records; nothing is written."""
     engine = workspace.engine
     with _Temporaries(engine) as temporaries:
-        generalized = temporaries.create(transformation.compile(bound.source, bound.columns, bound.hierarchies))
+        generalized = temporaries.create_protected(bound, transformation)  # with each record's person, if counted
         population = _generalized_population(bound, transformation, temporaries)
         prices = label_prices(engine, bound, transformation, generalized)
         _, final, suppressed = suppress(engine, bound, generalized, temporaries, population, prices)
