@@ -834,9 +834,12 @@ WITH info AS (
     SELECT json_extract_string(m, '$.model') AS model, json_extract_string(m, '$.sensitive') AS sensitive, json_extract(m, '$.params') AS params, i
     FROM info, unnest(coalesce(json_extract(policy, '$.models[*]'), [])) WITH ORDINALITY AS u(m, i)
 ), cells AS (
-    -- Per model over a sensitive attribute, class and value: the records.
-    SELECT models.i, class_key, json_extract_string(r, anon__key(models.sensitive)) AS v, count(*) AS c
-    FROM keyed, models WHERE models.sensitive IS NOT NULL GROUP BY ALL
+    -- Per model over a sensitive attribute, class and value: the records; under a policy that counts people, the
+    -- people (each person's value once per class).
+    SELECT i, class_key, v, CASE WHEN (SELECT person FROM quasi) IS NULL THEN records ELSE people END AS c
+    FROM (SELECT models.i, class_key, json_extract_string(r, anon__key(models.sensitive)) AS v, count(*) AS records,
+                 count(DISTINCT json_extract_string(r, anon__key(quasi.person))) AS people
+          FROM keyed, models, quasi WHERE models.sensitive IS NOT NULL GROUP BY ALL)
 ), shares AS (
     SELECT *, c / sum(c) OVER (PARTITION BY i, class_key) AS p,
            sum(c) OVER (PARTITION BY i, v) / sum(c) OVER (PARTITION BY i) AS q

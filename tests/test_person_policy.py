@@ -5,6 +5,7 @@ verify, the view and the SQL macro to the same, and bad declarations refused by 
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import duckdb
@@ -20,7 +21,7 @@ from duckanon import DateShift, Hierarchy, KAnonymity, Policy, verify
 from duckanon.cli import run
 from duckanon.engine.duckdb_engine import DuckDBEngine
 from duckanon.errors import PolicyError, PolicyNotSatisfied
-from duckanon.privacy.models import DistinctLDiversity
+from duckanon.privacy.models import DistinctLDiversity, EntropyLDiversity, RecursiveCLDiversity, TCloseness
 from duckanon.release.files import read_release_info
 from duckanon.release.verify import guarantees
 from duckanon.search.run import evaluator
@@ -265,14 +266,16 @@ def test_a_stored_policy_keeps_its_person():
 
 BAD = [
     (lambda: person_policy(insensitive=["row"], identifiers=["pid"]), "'pid' must be released", PolicyError),
-    (lambda: person_policy(models=[KAnonymity(3), DistinctLDiversity("row", 2)], insensitive=["pid"]),
+    (lambda: person_policy(models=[KAnonymity(3), TCloseness("row", 0.2)], insensitive=["pid"]),
      "cannot count people yet",
+     PolicyError),
+    (lambda: person_policy(models=[DistinctLDiversity("row", 2)], insensitive=["pid"]), "needs KAnonymity",
      PolicyError),
     (lambda: person_policy(person=""), "person must name", PolicyError),
 ]
 
 
-@pytest.mark.parametrize("build,message,error", BAD, ids=["dropped person", "l-diversity", "empty"])
+@pytest.mark.parametrize("build,message,error", BAD, ids=["dropped person", "t-closeness", "no k", "empty"])
 def test_bad_declarations_are_refused_by_name(build, message, error):
     with pytest.raises(error, match=message):
         build()
@@ -320,3 +323,144 @@ def test_a_person_search_beyond_the_memory_budget_is_refused_before_any_work(tmp
     assert list(tmp_path.iterdir()) == []
     assert anon.search("visits", person_policy(), evaluator="memory", memory_budget=1000).found
     con.close()
+
+
+# ------------------------------------------------------------------ l-diversity counting each person's value once
+def diagnosed(people: list[int], seed: int) -> pd.DataFrame:
+    """:func:`records` with a diagnosis per record: mostly one of the person's code (people of one code share it, so
+    classes run short of values), else any."""
+    frame = records(people, seed)
+    rng = np.random.default_rng(seed + 1)
+    usual = frame["code"].map({"a1": 0, "a2": 0, "b1": 1, "b2": 1, "c1": 2}).to_numpy()
+    keeps = (rng.random((len(people), 2)) < 0.7)[frame["pid"] - 7000, rng.integers(0, 2, len(frame))]
+    frame["dx"] = np.array(["flu", "cold", "asthma", "gout"])[np.where(keeps, usual, rng.integers(0, 4, len(frame)))]
+    return frame
+
+
+def diverse_enough(kept: pd.DataFrame, model) -> pd.Series:
+    """Per class of ``kept`` (generalized records), whether ``model`` holds with each person's value once per class
+    (pandas over the distinct (class, person, value) rows)."""
+    people = kept[["age", "code", "pid", "dx"]].drop_duplicates().groupby(["age", "code", "dx"]).size()
+    if isinstance(model, DistinctLDiversity):
+        return people.groupby(level=[0, 1]).size() >= model.l
+    if isinstance(model, EntropyLDiversity):
+        shares = people / people.groupby(level=[0, 1]).transform("sum")
+        return (-(shares * np.log(shares)).groupby(level=[0, 1]).sum()) >= np.log(model.l) - 1e-9
+    ordered = people.groupby(level=[0, 1]).apply(lambda c: sorted(c.tolist(), reverse=True))
+    return ordered.map(lambda c: c[0] < model.c * sum(c[model.l - 1:]))
+
+
+def settled(frame: pd.DataFrame, levels: dict[str, int], k: int, models, rounds: list | None = None) -> set:
+    """The people the policy suppresses at ``levels``, by the definition: round after round over the people left,
+    those whose signature fewer than k people share and those in a class that violates a model, until none more
+    (each round's new people appended to ``rounds``)."""
+    out = generalized(frame, levels)
+    suppressed: set = set()
+    rounds = [] if rounds is None else rounds
+    while True:
+        kept = out[~out["pid"].isin(suppressed)]
+        sizes = signature_sizes(kept)
+        newly = set(sizes[sizes < k].index)
+        for model in models:
+            holds = diverse_enough(kept, model)
+            bad = holds[~holds].index
+            newly |= set(kept[kept.set_index(["age", "code"]).index.isin(bad)]["pid"])
+        if not newly:
+            return suppressed
+        rounds.append(len(newly))
+        suppressed |= newly
+
+
+L_MODELS = [[DistinctLDiversity("dx", 2)], [EntropyLDiversity("dx", 1.6)], [RecursiveCLDiversity("dx", 2, 2)]]
+
+
+def diverse_policy(models, suppression: str = "replace", limit: float = 0.3) -> Policy:
+    return person_policy(3, limit, suppression, models=[KAnonymity(3), *models], sensitive=["dx"])
+
+
+@pytest.mark.parametrize("models", L_MODELS, ids=["distinct", "entropy", "recursive"])
+@pytest.mark.parametrize("suppression", ["replace", "drop"])
+def test_l_diversity_over_people_search_check_and_pandas_agree_at_every_node(models, suppression):
+    frame = diagnosed([1, 2, 5, 9, 3, 1, 14, 2, 7, 30, 4, 1, 2, 6, 50, 3, 4, 4, 2, 8], 5)
+    con, anon = connected(frame)
+    policy = diverse_policy(models, suppression)
+    allowed = int(0.3 * frame["pid"].nunique() + 1e-9)
+    cascades = 0  # nodes where people suppressed by a model leave classes that then violate
+    bites = 0  # nodes where the model suppresses people whose signature k people share
+    with anon.encode("visits", policy) as encoded, evaluator(anon.workspace, encoded.bound, ["loss"], None,
+                                                             encoding=encoded.encoding) as nodes:
+        for index in range(nodes.lattice.size):
+            levels = dict(zip(["age", "code"], nodes.lattice.node(index)))
+            result, report = nodes.evaluate(index), encoded.check(levels)
+            suppressed = settled(frame, levels, 3, models, rounds := [])
+            cascades += len(rounds) > 1
+            sizes = signature_sizes(generalized(frame, levels))
+            bites += len(suppressed) > int((sizes < 3).sum())
+            records = int(frame["pid"].isin(suppressed).sum())
+            assert (report.violating_people, report.violating_records) == (len(suppressed), records), levels
+            assert (result.suppressed, result.within_limit) == (records, len(suppressed) <= allowed), levels
+            assert bool(nodes.satisfies(index)) == report.within_limit, levels
+    con.close()
+    assert bites > 0 and (cascades > 0 or isinstance(models[0], RecursiveCLDiversity))
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(people=PEOPLE, seed=st.integers(0, 2**32 - 1), models=st.sampled_from(L_MODELS),
+       suppression=st.sampled_from(["replace", "drop"]))
+def test_every_l_diverse_release_over_people_is_the_definitions_and_verifies(tmp_path_factory, people, seed, models,
+                                                                            suppression):
+    frame = diagnosed(people, seed)
+    con, anon = connected(frame)
+    target = tmp_path_factory.mktemp("diverse") / "r.duckdb"
+    try:
+        result, release = anon.anonymize("visits", diverse_policy(models, suppression, 0.5), target)
+    except PolicyNotSatisfied:
+        return
+    finally:
+        con.close()
+    with duckdb.connect(str(target), read_only=True) as written:
+        released = written.execute("SELECT * FROM release").df()
+        view = dict(written.execute("SELECT guarantee, holds FROM release_verification").fetchall())
+    suppressed = settled(frame, result.levels, 3, models)
+    assert release.check.violating_people == len(suppressed)
+    expected = generalized(frame, result.levels)
+    hit = expected["pid"].isin(suppressed)
+    if suppression == "drop":
+        expected = expected[~hit]
+    else:
+        expected.loc[hit, ["age", "code"]] = "*"
+    columns = ["row", "pid", "age", "code", "dx"]
+    pd.testing.assert_frame_equal(released[columns].sort_values("row").reset_index(drop=True),
+                                  expected[columns].sort_values("row").reset_index(drop=True), check_dtype=False)
+    assert diverse_enough(released, models[0]).all()
+    checks = verify(target).frame().set_index("guarantee")
+    assert checks["holds"].all() and any(g.endswith(" over people") for g in checks.index)
+    assert all(view.values()) and any(g.endswith(" over people") for g in view)
+
+
+@needs_macros
+def test_the_view_the_macro_and_verify_count_each_persons_value_once(tmp_path):
+    """Two classes of three people, one of whom visits six times with one diagnosis: over people each class holds
+    three values once each (entropy ln 3 >= ln 2.5); over records six and one and one (entropy 0.74 < ln 2.5).  The
+    release counts people, and every recomputation of it must too."""
+    rows = [(pid, code, dx) for pid, code, dx, times in (
+        (1, "a1", "flu", 6), (2, "a1", "cold", 1), (3, "a1", "asthma", 1),
+        (4, "b1", "gout", 6), (5, "b1", "cold", 1), (6, "b1", "flu", 1)) for _ in range(times)]
+    frame = pd.DataFrame({"row": range(len(rows)), "pid": [r[0] for r in rows], "age": 30,
+                          "code": [r[1] for r in rows], "dx": [r[2] for r in rows]})
+    con, anon = connected(frame)
+    policy = diverse_policy([EntropyLDiversity("dx", 2.5)], "replace", 0.0)
+    result, _ = anon.anonymize("visits", policy, tmp_path / "r.duckdb")
+    by_records = dataclasses.replace(policy, person=None)
+    assert result.levels == {"age": 0, "code": 0}
+    assert not anon.check("visits", by_records, result.levels).within_limit  # counting records, it would fail
+    con.close()
+    macro = duckdb.connect()
+    macro.execute(MACROS.read_text(encoding="utf-8"))
+    macro.execute(f"ATTACH '{tmp_path / 'r.duckdb'}' AS r (READ_ONLY)")
+    shell = dict(macro.execute("SELECT guarantee, holds FROM anon_verify('r.release')").fetchall())
+    view = dict(macro.execute("SELECT guarantee, holds FROM r.release_verification").fetchall())
+    macro.close()
+    assert all(shell.values()) and any(g.startswith("entropy-l-diversity") for g in shell)
+    assert all(view.values()) and "entropy-l-diversity of dx with l = 2.5 over people" in view
+    assert verify(tmp_path / "r.duckdb").holds

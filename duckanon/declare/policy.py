@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from ..errors import PolicyError
 from ..hierarchy.hierarchy import Hierarchy
 from ..privacy.models import KAnonymity, PrivacyModel, sensitive_attributes
-from ..privacy.people import people_k
+from ..privacy.people import counts_people, people_k
 from ..privacy.registry import model_from_params
 from ..recode.protect import (
     ColumnMethod,
@@ -159,10 +159,14 @@ class Policy:
             raise PolicyError(f"person column {person!r} must be released, pseudonymized (pseudonymize) or as it is "
                               f"(insensitive), so that a recipient can check the guarantee per person; it is "
                               f"{'a ' + role if role else 'given no role'}")
-        counting = [m.describe() for m in self.models if not isinstance(m, KAnonymity)]
+        counting = [m.describe() for m in self.models if not counts_people(m)]
         if counting:
             raise PolicyError(f"{', '.join(counting)} cannot count people yet: a policy with person= enforces "
-                              f"k-anonymity over people's signatures (KAnonymity)")
+                              f"k-anonymity over people's signatures (KAnonymity) and l-diversity with each "
+                              f"person's value counted once per class")
+        if not any(isinstance(m, KAnonymity) for m in self.models):
+            raise PolicyError("a policy with person= needs KAnonymity (KAnonymity(1) for none): its k is the number "
+                              "of people each signature must be shared by")
 
     @property
     def person_columns(self) -> list[str]:

@@ -286,7 +286,7 @@ class EncodedSource:
         """The check of a policy that counts people: every signature shared by k people."""
         policy = self.bound.policy
         return people_check(self.engine, self.encoding.classes(levels), policy.person, policy.person_k,
-                            allowed_suppressed=self.bound.allowed_suppressed,
+                            models=policy.models, allowed_suppressed=self.bound.allowed_suppressed,
                             replaced_checked=policy.checks_replaced, record_table=policy.record_table)
 
     def risk(self, levels: Mapping[str, int], threshold: int = 5) -> RiskReport:

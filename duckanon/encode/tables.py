@@ -48,6 +48,10 @@ class Stacked:
         if policy.person not in (None, self.key):
             raise PolicyError(f"the tables are joined by {self.key!r}, but the policy counts people by "
                               f"{policy.person!r}: a release of several tables counts people by their key")
+        valued = [m.describe() for m in policy.models if m.sensitive is not None]
+        if valued:
+            raise PolicyError(f"{', '.join(valued)}: a release of several tables enforces k-anonymity over people's "
+                              f"signatures so far; models over sensitive values count people in one table")
         return dataclasses.replace(policy, person=self.key, insensitive=[*policy.insensitive, RECORD_TABLE],
                                    record_table=RECORD_TABLE)
 

@@ -27,8 +27,10 @@ the same over arrays, for the in-process search.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Sequence
+import itertools
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,12 +41,14 @@ from ..engine import Engine
 from ..errors import PolicyError
 from ..parameters import checked_number
 from ..sqlgen import build as sb
-from .checks import CheckReport
-from .classes import VALUE, WEIGHT, Classes, every_key_is
+from .checks import CheckReport, class_verdicts
+from .classes import VALUE, VIOLATED, WEIGHT, Classes, every_key_is
 from .models import KAnonymity, PrivacyModel
 
 PERSON, SIGNATURE, PEOPLE, RECORDS = "__person", "__signature", "__people", "__records"
 _KEY = "__class_key"
+SUPPRESSED_VALUE = "*"
+_rounds = itertools.count()  # names the temporary tables of settled_people's rounds
 
 
 @dataclass(frozen=True)
@@ -160,14 +164,15 @@ def exposed_people(classes: Classes, person: str, k: int, record_table: str | No
         sb.col(PEOPLE) < sb.lit(k))
 
 
-def _smallest_starred_group(engine: Engine, classes: Classes, person: str, k: int, record_table: str) -> int:
-    """Among people whose signature fewer than ``k`` people share, the fewest that have records in the same tables:
+def _smallest_starred_group(engine: Engine, classes: Classes, person: str, record_table: str,
+                            suppressed: exp.Expression) -> int:
+    """Among the people ``suppressed`` (a query of ``__person``), the fewest that have records in the same tables:
     once their values are all '*', that set of tables is their signature."""
     keyed = classes.normalized(person).subquery("records")
     tables = (exp.select(sb.col(VALUE), _sorted_set("__table").as_(SIGNATURE, quoted=True))
               .from_(exp.select(sb.col(VALUE), sb.length_prefixed(sb.col(record_table)).as_("__table", quoted=True))
                      .from_(keyed).subquery("t"))
-              .where(exp.In(this=sb.col(VALUE), query=exposed_people(classes, person, k, record_table).subquery()))
+              .where(exp.In(this=sb.col(VALUE), query=_people_of(suppressed)))
               .group_by(sb.col(VALUE)))
     sizes = exp.select(exp.func("COUNT", exp.Star()).as_(PEOPLE, quoted=True)).from_(tables.subquery("s")).group_by(
         sb.col(SIGNATURE))
@@ -175,38 +180,150 @@ def _smallest_starred_group(engine: Engine, classes: Classes, person: str, k: in
                             .from_(sizes.subquery("g"))))
 
 
-def people_check(engine: Engine, classes: Classes, person: str, k: int, *, allowed_suppressed: int = 0,
-                 replaced_checked: bool = True, exempt: str | None = None, record_table: str | None = None
-                 ) -> PeopleCheckReport:
-    """How ``classes`` fare when every signature must be shared by ``k`` people.  ``replaced_checked``: suppressed
-    people, all their values '*', must share a signature of k people too (under ``record_table``, with those that
-    have records in the same tables).  Records of the class whose every key is ``exempt`` (a release's '*' class
-    under ARX's semantics) are left out of the check."""
+def counts_people(model: PrivacyModel) -> bool:
+    """Whether a policy that counts people can enforce ``model``: k-anonymity (over signatures), or a model of a
+    class's sensitive values alone (the l-diversity forms), which then counts each person's value once per class."""
+    return isinstance(model, KAnonymity) or (
+        model.sensitive is not None and model.minimum_size is None and not model.compares_with_table
+        and model.population is None and not model.prices_classes and not model.risk_threshold)
+
+
+def person_values(relation: exp.Expression, keys: Sequence[str], person: str, sensitive: str) -> exp.Select:
+    """The distinct (class, person, value) rows of ``relation``: each person's value of ``sensitive`` once per
+    class, as a model over sensitive values counts them under a policy that counts people."""
+    return exp.select(*[sb.col(k) for k in keys], sb.col(person), sb.col(sensitive)).distinct().from_(
+        sb.derived(relation, "r"))
+
+
+def _valued(models: Sequence[PrivacyModel]) -> dict[str, list[PrivacyModel]]:
+    """The models over sensitive values, by the attribute each protects."""
+    valued: dict[str, list[PrivacyModel]] = {}
+    for model in models:
+        if model.sensitive is not None:
+            valued.setdefault(model.sensitive, []).append(model)
+    return valued
+
+
+def _people_of(people: exp.Expression) -> exp.Subquery:
+    """The ``__person`` column of ``people``, as the subquery an ``IN`` takes."""
+    return exp.select(sb.col(PERSON)).from_(sb.derived(people, "p")).subquery()
+
+
+def _without(classes: Classes, person: str, people: exp.Expression) -> Classes:
+    """``classes`` over the rows of the people ``people`` (a query of ``__person``) does not name."""
+    kept = exp.select(exp.Star()).from_(classes.source("c")).where(
+        exp.not_(exp.In(this=sb.col(person), query=_people_of(people))))
+    return dataclasses.replace(classes, relation=kept.subquery("kept"))
+
+
+def _in_violating_classes(classes: Classes, person: str, valued: Mapping[str, Sequence[PrivacyModel]]
+                          ) -> exp.Select:
+    """``__person`` of each person with a row in a class that violates a model over sensitive values, each
+    person's value counted once per class."""
+    keys = list(classes.keys)
+    selects = []
+    for sensitive, models in valued.items():
+        counted = Classes.of(person_values(classes.relation, keys, person, sensitive).subquery("v"), keys)
+        violating = exp.select(*counted.keys_of()).from_(class_verdicts(counted, models).subquery("verdicts")).where(
+            sb.col(VIOLATED))
+        on = sb.and_all(exp.NullSafeEQ(this=sb.col(k, "r"), expression=sb.col(c, "x"))
+                        for k, c in zip(keys, counted.key_columns))
+        selects.append(exp.select(sb.col(person, "r").as_(PERSON, quoted=True)).from_(classes.source("r")).join(
+            violating.subquery("x"), on=on, join_type="INNER"))
+    union = selects[0]
+    for other in selects[1:]:
+        union = exp.union(union, other, distinct=False)
+    return union
+
+
+@contextlib.contextmanager
+def settled_people(engine: Engine, classes: Classes, person: str, k: int, models: Sequence[PrivacyModel] = (),
+                   record_table: str | None = None) -> Iterator[exp.Expression]:
+    """A query of ``__person``: the people a policy that counts people suppresses.  With k alone, those whose
+    signature fewer than ``k`` people share (signature groups are apart: that is final).  With models over
+    sensitive values, round after round over the people left, those too with a row in a class that violates one,
+    until a round suppresses nobody more: a person suppressed leaves every class of theirs, which may then violate
+    (each round's people are kept in a temporary table, dropped after)."""
+    valued = _valued(models)
+    if not valued:
+        yield exposed_people(classes, person, k, record_table)
+        return
+    tables: list[exp.Table] = []
+    current: exp.Select | None = None  # nobody, before the first round
+    try:
+        while True:
+            kept = classes if current is None else _without(classes, person, current)
+            found = exp.union(exposed_people(kept, person, k, record_table), _in_violating_classes(kept, person, valued),
+                              distinct=False)
+            newly = exp.select(sb.col(PERSON)).distinct().from_(found.subquery("n"))
+            grew = engine.value(exp.select(exp.func("COUNT", exp.Star())).from_(newly.subquery("n")))
+            if current is not None and not grew:
+                break
+            table = sb.table(f"__duckanon_settled_{next(_rounds)}")
+            engine.run(sb.create_table_as(table, newly if current is None else exp.union(
+                current, newly, distinct=False), temporary=True))
+            tables.append(table)
+            current = exp.select(sb.col(PERSON)).from_(table)
+            if not grew:
+                break
+        yield current
+    finally:
+        for table in tables:
+            engine.run(sb.drop("TABLE", table))
+
+
+def _starred_violates(engine: Engine, classes: Classes, person: str, suppressed: exp.Expression,
+                      models: Sequence[PrivacyModel]) -> bool:
+    """Whether the suppressed people's rows, one class once all their values are '*', violate a model over
+    sensitive values (each person's value counted once)."""
+    rows = exp.select(sb.lit(SUPPRESSED_VALUE).as_("__star", quoted=True), exp.Star()).from_(classes.source("c")).where(
+        exp.In(this=sb.col(person), query=_people_of(suppressed)))
+    starred = dataclasses.replace(classes, relation=rows.subquery("starred"), keys=("__star",))
+    return bool(engine.rows(exp.select(sb.col(PERSON)).from_(
+        _in_violating_classes(starred, person, _valued(models)).subquery("v")).limit(1)))
+
+
+def people_check(engine: Engine, classes: Classes, person: str, k: int, *, models: Sequence[PrivacyModel] = (),
+                 allowed_suppressed: int = 0, replaced_checked: bool = True, exempt: str | None = None,
+                 record_table: str | None = None) -> PeopleCheckReport:
+    """How ``classes`` fare when every signature must be shared by ``k`` people and every class satisfy the
+    ``models`` over sensitive values, each person's value counted once per class (the people suppressed:
+    :func:`settled_people`).  ``replaced_checked``: suppressed people, all their values '*', must share a signature
+    of k people too (under ``record_table``, with those that have records in the same tables), and satisfy the
+    models as one class.  Records of the class whose every key is ``exempt`` (a release's '*' class under ARX's
+    semantics) are left out of the check."""
     if record_table is not None:
         classes = dataclasses.replace(classes, carry=(*classes.carry, record_table))
+    models = [m for m in models if m.sensitive is not None]
     if exempt is not None:
         kept = exp.select(exp.Star()).from_(classes.source("c")).where(
             exp.not_(every_key_is(list(classes.keys), exempt)))
         classes = Classes.of(kept.subquery("checked"), classes.keys, classes.weight, classes.carry)
     groups = signature_groups(classes, person, record_table).subquery("g")
-    below = sb.col(PEOPLE) < sb.lit(k)
     count = exp.func("COUNT", exp.Star())
+    with settled_people(engine, classes, person, k, models, record_table) as suppressed:
+        hit = exp.In(this=sb.col(PERSON), query=_people_of(suppressed))
 
-    def where(value: exp.Expression, condition: exp.Expression) -> exp.Expression:
-        return exp.func("COALESCE", exp.func("SUM", exp.Case().when(condition, value).else_(sb.lit(0))), sb.lit(0))
+        def where(value: exp.Expression) -> exp.Expression:
+            return exp.func("COALESCE", exp.func("SUM", exp.Case().when(hit.copy(), value).else_(sb.lit(0))),
+                            sb.lit(0))
 
-    people, sigs, smallest, violating_people, violating_records, records = engine.rows(exp.select(
-        count.copy(), exp.func("COUNT", exp.Distinct(expressions=[sb.col(SIGNATURE)])),
-        exp.func("COALESCE", exp.func("MIN", sb.col(PEOPLE)), sb.lit(0)), where(sb.lit(1), below),
-        where(sb.col(RECORDS), below.copy()), exp.func("COALESCE", exp.func("SUM", sb.col(RECORDS)), sb.lit(0))
-    ).from_(groups))[0]
-    violating_people = int(violating_people)
-    violating_groups = engine.rows(exp.select(exp.func("COUNT", exp.Distinct(expressions=[sb.col(SIGNATURE)])))
-                                   .from_(groups.copy()).where(below.copy()))[0][0]
+        people, sigs, smallest, violating_people, violating_records, records = engine.rows(exp.select(
+            count.copy(), exp.func("COUNT", exp.Distinct(expressions=[sb.col(SIGNATURE)])),
+            exp.func("COALESCE", exp.func("MIN", sb.col(PEOPLE)), sb.lit(0)), where(sb.lit(1)),
+            where(sb.col(RECORDS)), exp.func("COALESCE", exp.func("SUM", sb.col(RECORDS)), sb.lit(0))
+        ).from_(groups))[0]
+        violating_people = int(violating_people)
+        violating_groups = engine.rows(exp.select(exp.func("COUNT", exp.Distinct(expressions=[sb.col(SIGNATURE)])))
+                                       .from_(groups.copy()).where(hit.copy()))[0][0]
+        replaced_violates = replaced_checked and violating_people > 0 and (
+            (violating_people < k if record_table is None
+             else _smallest_starred_group(engine, classes, person, record_table, suppressed) < k)
+            or (bool(models) and _starred_violates(engine, classes, person, suppressed, models)))
     sizes = classes.sizes().subquery("s")
     class_count, smallest_class = engine.rows(exp.select(
         count.copy(), exp.func("COALESCE", exp.func("MIN", sb.col("__size")), sb.lit(0))).from_(sizes))[0]
-    model = f"k-anonymity over people (k={k})"
+    model = "; ".join([f"k-anonymity over people (k={k})", *(f"{m.describe()} over people" for m in models)])
     per_model = pd.DataFrame({"model": [model], "violating_signatures": [int(violating_groups)],
                               "violating_people": [int(violating_people)],
                               "violating_records": [int(violating_records)]})
@@ -215,9 +332,7 @@ def people_check(engine: Engine, classes: Classes, person: str, k: int, *, allow
         violating_classes=int(violating_groups), violating_records=int(violating_records),
         allowed_suppressed=allowed_suppressed, per_model=per_model,
         violations=pd.DataFrame({"violating_people": [], "violating_records": []}),
-        replaced_class_violates=replaced_checked and violating_people > 0 and (
-            violating_people < k if record_table is None
-            else _smallest_starred_group(engine, classes, person, k, record_table) < k), k=k, people=int(people),
+        replaced_class_violates=replaced_violates, k=k, people=int(people),
         signatures=int(sigs), smallest_signature_group=int(smallest), violating_people=int(violating_people))
 
 

@@ -32,7 +32,7 @@ from ..hierarchy.shares import log_domain_shares, log_domain_size
 from ..privacy.checks import CheckReport, check, class_verdicts, verdict_report
 from ..privacy.classes import SIZE, VIOLATED, Classes, Pricing
 from ..privacy.models import prices_classes
-from ..privacy.people import PERSON, PeopleCheckReport, exposed_people, people_check
+from ..privacy.people import PERSON, PeopleCheckReport, people_check, settled_people
 from ..recode.generalization import FullDomainGeneralization, Transformation
 from ..recode.protect import protected
 from ..recode.ranges import Ranges
@@ -253,12 +253,14 @@ def _suppress_people(engine: Engine, bound: BoundPolicy, generalized: exp.Table,
     people share is suppressed (``generalized`` carries each record's person as ``__duckanon_person``)."""
     policy = bound.policy
     classes = Classes.of(generalized, bound.quasi_identifiers)
-    report = people_check(engine, classes, PERSON_CARRIED, policy.person_k,
+    report = people_check(engine, classes, PERSON_CARRIED, policy.person_k, models=policy.models,
                           allowed_suppressed=bound.allowed_suppressed, replaced_checked=policy.checks_replaced,
                           record_table=policy.record_table)
     if not report.within_limit:
         raise PolicyNotSatisfied(report.summary(), report)
-    exposed = temporaries.create(exposed_people(classes, PERSON_CARRIED, policy.person_k, policy.record_table))
+    with settled_people(engine, classes, PERSON_CARRIED, policy.person_k, policy.models,
+                        policy.record_table) as suppressed:
+        exposed = temporaries.create(exp.select(sb.col(PERSON)).from_(sb.derived(suppressed, "s")))
     on = exp.NullSafeEQ(this=sb.col(PERSON_CARRIED, "g"), expression=sb.col(PERSON, "s"))
     final = _suppressed_query(generalized, bound.columns, bound.quasi_identifiers, exposed, [PERSON], on,
                               policy.drops)
@@ -399,8 +401,8 @@ def verify_release(reader: Engine, table: str, bound: BoundPolicy, transformatio
             registered.enter_context(reader.registered(population_classes)), bound.quasi_identifiers, COUNT)
         classes = priced_classes(reader, registered, released, bound.quasi_identifiers, population, prices)
         if policy.person is not None:  # the released person column (a pseudonym) tells people apart
-            report = people_check(reader, classes, policy.person, policy.person_k, exempt=policy.exempt_class,
-                                  record_table=policy.record_table)
+            report = people_check(reader, classes, policy.person, policy.person_k, models=policy.models,
+                                  exempt=policy.exempt_class, record_table=policy.record_table)
         else:
             report = check(reader, classes, policy.models, key_names=bound.quasi_identifiers,
                            exempt=policy.exempt_class, unmendable_checked=False)

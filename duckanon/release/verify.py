@@ -29,9 +29,9 @@ from ..errors import (DigestMismatch, GuaranteeFails, PolicyError, SignatureMism
                       WrongKey)
 from ..hierarchy.notation import in_notation, label_problem
 from ..privacy.checks import check, class_verdicts, verdict_column
-from ..privacy.classes import SIZE, Classes, every_key_is
+from ..privacy.classes import SIZE, VIOLATED, Classes, every_key_is
 from ..privacy.models import PrivacyModel
-from ..privacy.people import PEOPLE, people_check, people_k, signature_groups
+from ..privacy.people import PEOPLE, people_check, people_k, person_values, signature_groups
 from ..privacy.registry import model_from_params
 from ..recode.ranges import bound_rows, bounded_attributes
 from ..risk.counting import class_size_histogram
@@ -285,9 +285,18 @@ def _models(reader, released, quasi: Sequence[str], policy: dict, info: dict) ->
     if not models:
         return checks
     # One check of every model: its per-model counts say which hold, its listing names the first failing class.
+    # Under a policy that counts people, a model over sensitive values counts each person's value once per class.
     exempt = exempt_class(policy.get("suppression", "replace"))
-    report = check(reader, Classes.of(released, quasi), models, key_names=quasi, most_violations=100, exempt=exempt)
-    for model, bad in zip(models, report.per_model.itertuples(index=False)):
+    person = person_of(policy)
+    by_people = [m for m in models if person and m.sensitive is not None]
+    by_records = [m for m in models if m not in by_people]
+    judged = []
+    for group, relation in ([(by_records, released)] if by_records else []) + [
+            ([m], person_values(released, quasi, person, m.sensitive).subquery("values")) for m in by_people]:
+        report = check(reader, Classes.of(relation, quasi), group, key_names=quasi, most_violations=100,
+                       exempt=exempt)
+        judged += [(m, bad, report) for m, bad in zip(group, report.per_model.itertuples(index=False))]
+    for model, bad, report in judged:
         if model.risk_threshold:
             sizes, counts = class_size_histogram(reader, _counted_classes(released, quasi, exempt), quasi)
             holds = model.holds(sizes, counts)
@@ -304,7 +313,8 @@ def _models(reader, released, quasi: Sequence[str], policy: dict, info: dict) ->
             how = (f"{_counted(bad.violating_classes, 'class', 'classes')} "
                    f"({_counted(bad.violating_records, 'record', 'records')}) "
                    f"{'violates' if bad.violating_classes == 1 else 'violate'} it{named}")
-        checks.append(Check(plain_model(model.name, model.params()), "holds", how, bad.violating_classes == 0))
+        named_model = plain_model(model.name, model.params()) + (OVER_PEOPLE if model in by_people else "")
+        checks.append(Check(named_model, "holds", how, bad.violating_classes == 0))
     return checks
 
 
@@ -335,6 +345,8 @@ def _bounds(reader, released, quasi: Sequence[str]) -> list[Check]:
 
 
 VIEW = "release_verification"
+# How a model over sensitive values is named when it counts each person's value once per class.
+OVER_PEOPLE = " over people"
 
 
 def verification_view(table: str, columns: Sequence[str], quasi: Sequence[str], models: Sequence[PrivacyModel],
@@ -349,6 +361,8 @@ def verification_view(table: str, columns: Sequence[str], quasi: Sequence[str], 
     released = sb.table(table)
     exempt = exempt_class(suppression)
     checkable = [m for m in models if not_recomputed(m) is None and not m.risk_threshold]
+    by_people = [m for m in checkable if person is not None and m.sensitive is not None]
+    by_records = [m for m in checkable if m not in by_people]
 
     def claimed(column: str) -> exp.Expression:
         return exp.select(sb.col(column)).from_(sb.table(INFO_TABLE)).subquery()
@@ -384,10 +398,16 @@ def verification_view(table: str, columns: Sequence[str], quasi: Sequence[str], 
                                  suppression)
         keys = Classes.of(released, quasi).key_columns
         counted_class = exp.true() if exempt is None else exp.not_(every_key_is(keys, exempt))
-        for i, model in enumerate(checkable):
-            violating = value(exp.select(exp.func("COUNT", exp.Star())).from_(verdicts.copy()).where(
-                exp.and_(sb.col(verdict_column(i)), counted_class.copy())))
-            rows.append(row(plain_model(model.name, model.params()), sb.lit("0 classes violate it"),
+        judged = [(plain_model(m.name, m.params()), sb.col(verdict_column(i)), verdicts)
+                  for i, m in enumerate(by_records)]
+        for model in by_people:  # each person's value once per class
+            counted = Classes.of(person_values(released, quasi, person, model.sensitive).subquery("values"), quasi)
+            judged.append((plain_model(model.name, model.params()) + OVER_PEOPLE, sb.col(VIOLATED),
+                           class_verdicts(counted, [model]).subquery("person_verdicts")))
+        for guarantee, verdict, relation in judged:
+            violating = value(exp.select(exp.func("COUNT", exp.Star())).from_(relation.copy()).where(
+                exp.and_(verdict, counted_class.copy())))
+            rows.append(row(guarantee, sb.lit("0 classes violate it"),
                             exp.Concat(expressions=[text(violating), sb.lit(" classes violate it")], safe=False),
                             exp.EQ(this=violating.copy(), expression=sb.lit(0))))
         for model in models:
@@ -409,7 +429,7 @@ def verification_view(table: str, columns: Sequence[str], quasi: Sequence[str], 
         union = exp.union(union, other, distinct=False)
     query = exp.select(exp.Star()).from_(union.subquery("guarantees"))
     if quasi:
-        query = query.with_("__verdicts", as_=class_verdicts(Classes.of(released, quasi), checkable))
+        query = query.with_("__verdicts", as_=class_verdicts(Classes.of(released, quasi), by_records))
     return query
 
 

@@ -129,8 +129,11 @@ def _policy(figures: ReportFigures) -> str:
     how = _SUPPRESSED_HOW.get(policy.get("suppression"), "")
     others = {"drop": "dropped", "insensitive": "released as they are", "error": "refused"}.get(policy.get("others"), "")
     tables = policy.get("tables")
+    valued = person and any(m.get("sensitive") for m in policy["models"])
     what = (f"The policy counts people (column {person}): people whose signature, the set of classes of all their "
-            f"records, fewer than k people share are suppressed, every record of theirs" if person
+            f"records, fewer than k people share are suppressed, every record of theirs"
+            + (" and, counting each person's sensitive value once per class, the people of each class that violates "
+               "a model over sensitive values, round after round until none more" if valued else "") if person
             else "Records in classes that violate the policy are suppressed")
     if tables:
         what = (f"The release holds {len(tables)} tables joined by {person}, each a view of the released table: "

@@ -22,7 +22,9 @@ import dataclasses
 import math
 
 import numpy as np
+import pandas as pd
 
+from ..privacy.cells import ClassCells
 from ..privacy.people import signature_sharing
 from ..utility.metrics import (
     DiscernibilityStar,
@@ -47,6 +49,10 @@ class PersonNodeEvaluator(MemoryNodeEvaluator):
         self.person, self.k, self.record_table = person, k, record_table
         self.people = len(self.values[person])
         self.attributes = len(self.hierarchies)
+        self.valued: dict[str, list] = {}  # the models over sensitive values, by attribute
+        for model in self.models:
+            if model.sensitive is not None:
+                self.valued.setdefault(model.sensitive, []).append(model)
 
     # Every node is computed from the frequency table itself: a snapshot groups rows by class and would merge people.
     def _may_snapshot(self, index, node, source, classes) -> bool:
@@ -67,14 +73,54 @@ class PersonNodeEvaluator(MemoryNodeEvaluator):
         signed = classes if self.record_table is None else _group(
             [classes.ids, rows.sensitive[self.record_table]], [classes.count, len(self.values[self.record_table])],
             rows.weights)
-        exposed = signature_sharing(signed.ids, person, self.people) < self.k
+        exposed = self._settled(signed.ids, classes.ids, person, rows)
         suppressed_rows = exposed[person]
         parts = _group([*codes, suppressed_rows.astype(np.int32)], [*cards, 2], rows.weights)
         violated = parts.codes[-1].astype(bool)
         split = _NodeClasses(node, rows, codes, parts, parts.sizes, {}, violated)
         sizes = classes.sizes
         people = int(exposed.sum())
-        return split, people, classes.count, float(np.dot(sizes, sizes)), self._starred_group(exposed, person, rows)
+        starred = self._starred_group(exposed, person, rows)
+        if people and self.valued and self._violating(np.zeros(int(suppressed_rows.sum()), dtype=np.int64),
+                                                      person[suppressed_rows], rows, suppressed_rows).any():
+            starred = 0  # the suppressed people's values, one class once '*', violate a model: as too few people
+        return split, people, classes.count, float(np.dot(sizes, sizes)), starred
+
+    def _settled(self, signed: np.ndarray, class_ids: np.ndarray, person: np.ndarray, rows) -> np.ndarray:
+        """Per person, whether the policy suppresses them: as :func:`~duckanon.privacy.people.settled_people`
+        (``signed``: each row's class as signatures count it; ``class_ids``: its class as the models count it)."""
+        if not self.valued:
+            return signature_sharing(signed, person, self.people) < self.k
+        suppressed = np.zeros(self.people, dtype=bool)
+        while True:
+            on = ~suppressed[person]
+            who, codes = np.unique(person[on], return_inverse=True)
+            newly = np.zeros(self.people, dtype=bool)
+            newly[who[signature_sharing(signed[on], codes, len(who)) < self.k]] = True
+            newly[person[on][self._violating(class_ids[on], person[on], rows, on)]] = True
+            if not newly.any():
+                return suppressed
+            suppressed |= newly
+
+    def _violating(self, class_ids: np.ndarray, person: np.ndarray, rows, taken: np.ndarray) -> np.ndarray:
+        """Per row (of those ``taken``), whether its class violates a model over sensitive values, each person's
+        value counted once per class (the distinct (class, person, value) rows, as the SQL counts them)."""
+        dense, classes = pd.factorize(class_ids)
+        hit = np.zeros(len(classes), dtype=bool)
+        for name, models in self.valued.items():
+            values = self.values[name]
+            triples = np.unique(np.stack([dense.astype(np.int64), rows.sensitive[name][taken].astype(np.int64),
+                                          person.astype(np.int64)]), axis=1)
+            cells, counts = np.unique(triples[0] * len(values) + triples[1], return_counts=True)
+            cells_of = ClassCells(sizes=np.bincount(cells // len(values), weights=counts,
+                                                    minlength=len(classes)).astype(np.int64),
+                                  cell_class=cells // len(values), cell_value=cells % len(values),
+                                  cell_count=counts.astype(np.int64),
+                                  table_counts=np.bincount(cells % len(values), weights=counts,
+                                                           minlength=len(values)).astype(np.int64), values=values)
+            for model in models:
+                hit |= model.cell_violations(cells_of)
+        return hit[dense]
 
     def _starred_group(self, exposed: np.ndarray, person: np.ndarray, rows) -> int:
         """The fewest of the ``exposed`` people that have records in the same set of tables (all of them in one

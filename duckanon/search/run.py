@@ -108,6 +108,9 @@ def evaluator(workspace: Workspace, bound: BoundPolicy, metrics: Sequence[Metric
         suppressed_monotone = all(m.monotone_under_suppression for m in policy.models)
         monotone = (allowed == 0 and all(m.monotone_under_generalization for m in policy.models)
                     ) or suppressed_monotone
+        if policy.person is not None and any(m.sensitive is not None for m in policy.models):
+            # People suppressed for a model over values leave every class of theirs: a fixed point, not monotone.
+            monotone = suppressed_monotone = False
         arguments = (workspace.engine, encoding, [b.hierarchy for b in bound.hierarchies.values()], policy.models,
                      resolved, allowed, monotone, workspace.progress, suppressed_monotone)
         settings = {"suppressed_class": policy.checks_replaced, "drops": policy.drops}
