@@ -22,27 +22,22 @@ Suppressed records (every quasi-identifier ``*``) count as one class, as the rel
 from __future__ import annotations
 
 import argparse
-import os
-import secrets
 import sys
 import tempfile
 from pathlib import Path
 
-import duckdb
 import pandas as pd
 
 import common
+from longitudinal_setup import loaded
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-import duckanon  # noqa: E402
-from duckanon import Hierarchy, KAnonymity, Policy, Pseudonymize  # noqa: E402
-from duckanon.datasets import adult_hierarchy_dir  # noqa: E402
+from duckanon import KAnonymity, Policy  # noqa: E402
 from duckanon.datasets.longitudinal import load_adult_visits  # noqa: E402
 
 QUASI = ["age", "sex", "race", "marital-status", "education", "native-country", "workclass"]
-KEY_VARIABLE = "DUCKANON_BENCH_PSEUDONYM_KEY"
 
 
 def exposure(release: pd.DataFrame, k: int) -> dict[str, int]:
@@ -66,18 +61,13 @@ def main() -> None:
     parser.add_argument("--k", type=int, nargs="+", default=[2, 5, 10])
     parser.add_argument("--output", type=Path, default=HERE / "results" / "person_exposure.md")
     args = parser.parse_args()
-    os.environ[KEY_VARIABLE] = secrets.token_hex(32)
-    con = duckdb.connect()
-    common.progress("generating the longitudinal Adult data")
-    load_adult_visits(con)
-    anon = duckanon.connect(con)
-    hierarchies = {q: Hierarchy.from_arx_csv(adult_hierarchy_dir() / f"{q}.csv") for q in QUASI}
+    con, anon, hierarchies, pseudonym = loaded(load_adult_visits, QUASI)
     source = con.execute("SELECT count(*), count(DISTINCT patient_id) FROM adult_visits").fetchone()
     rows = []
     with tempfile.TemporaryDirectory() as scratch:
         for k in args.k:
             base = {"quasi_identifiers": hierarchies, "models": [KAnonymity(k)], "sensitive": ["diagnosis"],
-                    "pseudonymize": {"patient_id": Pseudonymize(f"env:{KEY_VARIABLE}")}, "others": "drop",
+                    "pseudonymize": {"patient_id": pseudonym}, "others": "drop",
                     "suppression_limit": 0.05}
             for unit, policy in (("records", Policy(**base)), ("people", Policy(**base, person="patient_id"))):
                 common.progress(f"k = {k}: searching and publishing, counting {unit}")

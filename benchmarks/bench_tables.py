@@ -23,8 +23,6 @@ over the cells of both tables, with the people and records suppressed.
 from __future__ import annotations
 
 import argparse
-import os
-import secrets
 import sys
 import tempfile
 from pathlib import Path
@@ -33,6 +31,7 @@ import duckdb
 import pandas as pd
 
 import common
+from longitudinal_setup import KEY_VARIABLE, loaded
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
@@ -44,7 +43,6 @@ from duckanon.datasets.longitudinal import load_adult_patients_and_visits  # noq
 
 PERSON_QUASI = ["sex", "race", "marital-status", "education"]
 VISIT_QUASI = ["age"]
-KEY_VARIABLE = "DUCKANON_BENCH_PSEUDONYM_KEY"
 HIERARCHIES = {q: Hierarchy.from_arx_csv(adult_hierarchy_dir() / f"{q}.csv") for q in PERSON_QUASI + VISIT_QUASI}
 
 
@@ -87,11 +85,7 @@ def main() -> None:
     parser.add_argument("--k", type=int, nargs="+", default=[2, 5, 10])
     parser.add_argument("--output", type=Path, default=HERE / "results" / "tables.md")
     args = parser.parse_args()
-    os.environ[KEY_VARIABLE] = secrets.token_hex(32)
-    con = duckdb.connect()
-    common.progress("generating the longitudinal Adult data as a patients and a visits table")
-    load_adult_patients_and_visits(con)
-    anon = duckanon.connect(con)
+    con, anon, _, _ = loaded(load_adult_patients_and_visits, [])
     sizes = {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("patients", "visits")}
     rows = []
     with tempfile.TemporaryDirectory() as scratch:

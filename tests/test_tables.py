@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from test_sql_macros import MACROS, needs_macros
 
 import duckanon
-from duckanon import Hierarchy, KAnonymity, Policy, Pseudonymize, Tables, verify
+from duckanon import DistinctLDiversity, Hierarchy, KAnonymity, Policy, Pseudonymize, Tables, verify
 from duckanon.cli import run
 from duckanon.engine.duckdb_engine import DuckDBEngine
 from duckanon.errors import PolicyError, PolicyNotSatisfied
@@ -325,6 +325,9 @@ def test_bad_declarations_are_refused_by_name(tmp_path):
     con, anon = connected(frames)
     with pytest.raises(PolicyError, match="counts people by 'vid'"):
         anon.anonymize(source(frames), policy(2, 0.5, person="vid"), tmp_path / "r.duckdb")
+    with pytest.raises(PolicyError, match="distinct-l-diversity.*models over sensitive values count people in one"):
+        anon.anonymize(source(frames), policy(2, 0.5, models=[KAnonymity(2), DistinctLDiversity("dx", 2)],
+                                              insensitive=["pid", "vid", "rx", "drug"]), tmp_path / "r.duckdb")
     con.close()
     frames["release"] = frames.pop("prescriptions")
     con, anon = connected(frames)
