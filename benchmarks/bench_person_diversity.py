@@ -57,7 +57,7 @@ def signatures_below_k(release: pd.DataFrame) -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--l", type=float, nargs="+", default=[1.5, 2.0, 3.0])
+    parser.add_argument("--l", type=float, nargs="+", default=[2.0, 3.0, 4.0, 5.0])
     parser.add_argument("--output", type=Path, default=HERE / "results" / "person_diversity.md")
     args = parser.parse_args()
     con, anon, hierarchies, pseudonym = loaded(load_adult_visits, QUASI)
@@ -74,14 +74,14 @@ def main() -> None:
                     wall, _cpu, (result, release) = common.timed(
                         lambda policy=policy, target=target: anon.anonymize("adult_visits", policy, target))
                 except duckanon.PolicyNotSatisfied:
-                    rows.append([l, unit, "no transformation satisfies the policy", *["–"] * 8])
+                    rows.append([f"{l:g}", unit, "no transformation satisfies the policy", *["–"] * 8])
                     continue
                 released = pd.read_parquet(target)
                 levels = ", ".join(f"{a}={v}" for a, v in result.levels.items() if v) or "none"
                 people = released.loc[(released[QUASI] == "*").all(axis=1), "patient_id"].nunique()
                 short_people, in_short = short_classes(released, l, by_people=True)
                 short_records, _ = short_classes(released, l, by_people=False)
-                rows.append([l, unit, levels, f"{result.best.values['loss']:.4f}", f"{release.suppressed:,}",
+                rows.append([f"{l:g}", unit, levels, f"{result.best.values['loss']:.4f}", f"{release.suppressed:,}",
                              f"{people:,}", f"{short_people:,}", f"{in_short:,}", f"{short_records:,}",
                              f"{signatures_below_k(released):,}", f"{wall:.1f}"])
     table = common.markdown_table(
