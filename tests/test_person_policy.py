@@ -359,6 +359,8 @@ def settled(frame: pd.DataFrame, levels: dict[str, int], k: int, models, rounds:
     rounds = [] if rounds is None else rounds
     while True:
         kept = out[~out["pid"].isin(suppressed)]
+        if kept.empty:  # everyone suppressed (and pandas before 2.1 groups nothing into a frame)
+            return suppressed
         sizes = signature_sizes(kept)
         newly = set(sizes[sizes < k].index)
         for model in models:
