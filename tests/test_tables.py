@@ -373,3 +373,22 @@ def test_the_report_names_the_tables_and_their_verification(tmp_path):
     assert "The release holds 3 tables joined by pid" in page and "prescriptions (rx, pid, age, drug)" in page
     assert "k-anonymity over people with k = 3 (by pid)" in page and "P1" not in page
     assert "frontier" in page.lower()
+
+
+@needs_macros
+def test_the_sql_macro_measures_tables_stacked_with_their_name_as_a_quasi_identifier():
+    """In the DuckDB shell: tables stacked with UNION ALL BY NAME, each row's table name among qi_cols, give
+    anon_person_exposure the figures Anonymizer.person_exposure gives for Tables."""
+    frames = tables([3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8], 7)
+    con, anon = connected(frames)
+    con.execute(MACROS.read_text(encoding="utf-8"))
+    con.execute("CREATE VIEW stacked AS SELECT *, 'patients' AS tbl FROM patients "
+                "UNION ALL BY NAME SELECT *, 'visits' AS tbl FROM visits "
+                "UNION ALL BY NAME SELECT *, 'prescriptions' AS tbl FROM prescriptions")
+    shell = con.execute("SELECT people, records, signatures, people_below_k, unique_people "
+                        "FROM anon_person_exposure('stacked', ['sex', 'zone', 'age', 'tbl'], 'pid', 3)").fetchone()
+    measured = anon.person_exposure(source(frames), ["sex", "zone", "age"], "pid", 3)
+    con.close()
+    assert shell == (measured.people, measured.records, measured.signatures, measured.people_below_k,
+                     measured.unique_people)
+    assert measured.people_below_k == int((sharing(frames) < 3).sum())
