@@ -138,8 +138,8 @@ def _policy(figures: ReportFigures) -> str:
     if tables:
         what = (f"The release holds {len(tables)} tables joined by {person}, each a view of the released table: "
                 + ", ".join(f"{name} ({', '.join(columns)})" for name, columns in tables.items())
-                + f". A class is one table's combination of values, and a person's signature the set of (table, "
-                  f"class) pairs of all their records. " + what)
+                + ". A class is one table's combination of values, and a person's signature the set of (table, "
+                  "class) pairs of all their records. " + what)
     return ("<h2>Policy</h2>" + _table(models, "policy.models") + _table(columns, "policy.columns")
             + f"<p>{_text(what)} ({_text(how)}): {_text(limit)}. "
             + (f"Columns the policy does not name are {_text(others)}." if others else "") + "</p>")
