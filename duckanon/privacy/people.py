@@ -47,7 +47,6 @@ from .models import KAnonymity, PrivacyModel
 
 PERSON, SIGNATURE, PEOPLE, RECORDS = "__person", "__signature", "__people", "__records"
 _KEY = "__class_key"
-SUPPRESSED_VALUE = "*"
 _rounds = itertools.count()  # names the temporary tables of settled_people's rounds
 
 
@@ -256,17 +255,14 @@ def settled_people(engine: Engine, classes: Classes, person: str, k: int, models
             found = exp.union(exposed_people(kept, person, k, record_table), _in_violating_classes(kept, person, valued),
                               distinct=False)
             newly = exp.select(sb.col(PERSON)).distinct().from_(found.subquery("n"))
-            grew = engine.value(exp.select(exp.func("COUNT", exp.Star())).from_(newly.subquery("n")))
-            if current is not None and not grew:
+            if not engine.value(exp.select(exp.func("COUNT", exp.Star())).from_(newly.subquery("n"))):
                 break
             table = sb.table(f"__duckanon_settled_{next(_rounds)}")
             engine.run(sb.create_table_as(table, newly if current is None else exp.union(
                 current, newly, distinct=False), temporary=True))
             tables.append(table)
             current = exp.select(sb.col(PERSON)).from_(table)
-            if not grew:
-                break
-        yield current
+        yield newly if current is None else current  # nobody found in the first round: its empty query
     finally:
         for table in tables:
             engine.run(sb.drop("TABLE", table))
@@ -276,9 +272,10 @@ def _starred_violates(engine: Engine, classes: Classes, person: str, suppressed:
                       models: Sequence[PrivacyModel]) -> bool:
     """Whether the suppressed people's rows, one class once all their values are '*', violate a model over
     sensitive values (each person's value counted once)."""
-    rows = exp.select(sb.lit(SUPPRESSED_VALUE).as_("__star", quoted=True), exp.Star()).from_(classes.source("c")).where(
+    # One class: every row keyed alike.
+    rows = exp.select(sb.lit(1).as_("__starred", quoted=True), exp.Star()).from_(classes.source("c")).where(
         exp.In(this=sb.col(person), query=_people_of(suppressed)))
-    starred = dataclasses.replace(classes, relation=rows.subquery("starred"), keys=("__star",))
+    starred = dataclasses.replace(classes, relation=rows.subquery("starred"), keys=("__starred",))
     return bool(engine.rows(exp.select(sb.col(PERSON)).from_(
         _in_violating_classes(starred, person, _valued(models)).subquery("v")).limit(1)))
 
