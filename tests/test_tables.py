@@ -392,3 +392,18 @@ def test_the_sql_macro_measures_tables_stacked_with_their_name_as_a_quasi_identi
     assert shell == (measured.people, measured.records, measured.signatures, measured.people_below_k,
                      measured.unique_people)
     assert measured.people_below_k == int((sharing(frames) < 3).sum())
+
+
+def test_a_release_over_any_of_its_tables_files_is_refused_and_leaves_it_whole(tmp_path):
+    frames = two_ages(tables([4, 2, 6, 3, 5, 2, 4, 7, 3, 2, 5, 6, 1, 4] * 3, 6))
+    for name, frame in frames.items():
+        frame.to_parquet(tmp_path / f"{name}.parquet")
+    files = {name: tmp_path / f"{name}.parquet" for name in frames}
+    before = {name: path.read_bytes() for name, path in files.items()}
+    anon = duckanon.connect()
+    for target in ("visits", "prescriptions"):
+        with pytest.raises(duckanon.AnonymizationError, match="is the source file"):
+            anon.anonymize(Tables({n: str(p) for n, p in files.items()}, key="pid"), policy(3, 0.3),
+                           files[target])
+    assert {name: path.read_bytes() for name, path in files.items()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in files.values())
