@@ -179,7 +179,8 @@ class Catalog:
                                                         "max_suppressed": None if maximum is None else int(maximum),
                                                         "others": others}, hierarchies,
                                       [row[1:] for row in self._rows("policy_methods", name)])
-            unknown = [(c, role) for c, role, _table in columns if role not in (PERSON_ROLE, RECORD_TABLE_ROLE) and policy.role(c) != role]
+            unknown = [(c, role) for c, role, _table in columns
+                       if role not in (PERSON_ROLE, RECORD_TABLE_ROLE) and policy.role(c) != role]
             if unknown:  # Policy.from_rows skips a role it does not know: the column would lose its role
                 raise PolicyError(f"column {unknown[0][0]!r} has the unknown role {unknown[0][1]!r}")
         except (ValueError, TypeError, *self.engine.catalog_errors) as error:

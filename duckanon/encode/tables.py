@@ -27,7 +27,7 @@ from sqlglot import exp
 from ..declare.policy import Policy
 from ..engine import Engine
 from ..errors import PolicyError
-from ..privacy.people import PersonExposure, person_exposure
+from ..privacy.people import PersonExposure, person_exposure, valued_models
 from ..sqlgen import build as sb
 from .sources import source_relation
 
@@ -48,7 +48,7 @@ class Stacked:
         if policy.person not in (None, self.key):
             raise PolicyError(f"the tables are joined by {self.key!r}, but the policy counts people by "
                               f"{policy.person!r}: a release of several tables counts people by their key")
-        valued = [m.describe() for m in policy.models if m.sensitive is not None]
+        valued = [m.describe() for models in valued_models(policy.models).values() for m in models]
         if valued:
             raise PolicyError(f"{', '.join(valued)}: a release of several tables enforces k-anonymity over people's "
                               f"signatures so far; models over sensitive values count people in one table")

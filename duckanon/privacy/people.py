@@ -194,7 +194,7 @@ def person_values(relation: exp.Expression, keys: Sequence[str], person: str, se
         sb.derived(relation, "r"))
 
 
-def _valued(models: Sequence[PrivacyModel]) -> dict[str, list[PrivacyModel]]:
+def valued_models(models: Sequence[PrivacyModel]) -> dict[str, list[PrivacyModel]]:
     """The models over sensitive values, by the attribute each protects."""
     valued: dict[str, list[PrivacyModel]] = {}
     for model in models:
@@ -243,7 +243,7 @@ def settled_people(engine: Engine, classes: Classes, person: str, k: int, models
     sensitive values, round after round over the people left, those too with a row in a class that violates one,
     until a round suppresses nobody more: a person suppressed leaves every class of theirs, which may then violate
     (each round's people are kept in a temporary table, dropped after)."""
-    valued = _valued(models)
+    valued = valued_models(models)
     if not valued:
         yield exposed_people(classes, person, k, record_table)
         return
@@ -277,7 +277,7 @@ def _starred_violates(engine: Engine, classes: Classes, person: str, suppressed:
         exp.In(this=sb.col(person), query=_people_of(suppressed)))
     starred = dataclasses.replace(classes, relation=rows.subquery("starred"), keys=("__starred",))
     return bool(engine.rows(exp.select(sb.col(PERSON)).from_(
-        _in_violating_classes(starred, person, _valued(models)).subquery("v")).limit(1)))
+        _in_violating_classes(starred, person, valued_models(models)).subquery("v")).limit(1)))
 
 
 def people_check(engine: Engine, classes: Classes, person: str, k: int, *, models: Sequence[PrivacyModel] = (),

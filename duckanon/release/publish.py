@@ -24,8 +24,8 @@ from sqlglot import exp
 
 from ..declare.policy import SUPPRESSED, Policy
 from ..encode.binding import BoundPolicy, Workspace, bind
-from ..encode.tables import Tables
 from ..encode.encoding import COUNT, price_column
+from ..encode.tables import Tables
 from ..engine import Engine
 from ..errors import AnonymizationError, PolicyNotSatisfied, ReleaseCheckFailed
 from ..hierarchy.shares import log_domain_shares, log_domain_size
@@ -39,7 +39,14 @@ from ..recode.ranges import Ranges
 from ..recode.recoding import PartitionMap
 from ..risk.counting import class_size_histogram
 from ..sqlgen import build as sb
-from .files import INFO_TABLE, ReleaseContent, ReleaseInfo, checked_table_name, release_format, write_release
+from .files import (
+    INFO_TABLE,
+    ReleaseContent,
+    ReleaseInfo,
+    checked_table_name,
+    release_format,
+    write_release,
+)
 from .signing import Signer
 from .verify import VIEW, verification_view
 

@@ -25,13 +25,25 @@ import pandas as pd
 from sqlglot import exp
 
 from ..declare.policy import PERSON_ROLE, RECORD_TABLE_ROLE, SUPPRESSED, exempt_class
-from ..errors import (DigestMismatch, GuaranteeFails, PolicyError, SignatureMismatch, VerificationFailed,
-                      WrongKey)
+from ..errors import (
+    DigestMismatch,
+    GuaranteeFails,
+    PolicyError,
+    SignatureMismatch,
+    VerificationFailed,
+    WrongKey,
+)
 from ..hierarchy.notation import in_notation, label_problem
 from ..privacy.checks import check, class_verdicts, verdict_column
 from ..privacy.classes import SIZE, VIOLATED, Classes, every_key_is
 from ..privacy.models import PrivacyModel
-from ..privacy.people import PEOPLE, people_check, people_k, person_values, signature_groups
+from ..privacy.people import (
+    PEOPLE,
+    people_check,
+    people_k,
+    person_values,
+    signature_groups,
+)
 from ..privacy.registry import model_from_params
 from ..recode.ranges import bound_rows, bounded_attributes
 from ..risk.counting import class_size_histogram
@@ -288,8 +300,7 @@ def _models(reader, released, quasi: Sequence[str], policy: dict, info: dict) ->
     # Under a policy that counts people, a model over sensitive values counts each person's value once per class.
     exempt = exempt_class(policy.get("suppression", "replace"))
     person = person_of(policy)
-    by_people = [m for m in models if person and m.sensitive is not None]
-    by_records = [m for m in models if m not in by_people]
+    by_people, by_records = _split_by_people(models, person)
     judged = []
     for group, relation in ([(by_records, released)] if by_records else []) + [
             ([m], person_values(released, quasi, person, m.sensitive).subquery("values")) for m in by_people]:
@@ -316,6 +327,14 @@ def _models(reader, released, quasi: Sequence[str], policy: dict, info: dict) ->
         named_model = plain_model(model.name, model.params()) + (OVER_PEOPLE if model in by_people else "")
         checks.append(Check(named_model, "holds", how, bad.violating_classes == 0))
     return checks
+
+
+def _split_by_people(models: Sequence[PrivacyModel], person: str | None
+                     ) -> tuple[list[PrivacyModel], list[PrivacyModel]]:
+    """(the models counted over people: those over sensitive values under a policy that counts people, each
+    person's value once per class; the models counted over records)."""
+    by_people = [m for m in models if person is not None and m.sensitive is not None]
+    return by_people, [m for m in models if m not in by_people]
 
 
 def _counted_classes(released: exp.Expression, quasi: Sequence[str], exempt: str | None) -> exp.Expression:
@@ -361,8 +380,7 @@ def verification_view(table: str, columns: Sequence[str], quasi: Sequence[str], 
     released = sb.table(table)
     exempt = exempt_class(suppression)
     checkable = [m for m in models if not_recomputed(m) is None and not m.risk_threshold]
-    by_people = [m for m in checkable if person is not None and m.sensitive is not None]
-    by_records = [m for m in checkable if m not in by_people]
+    by_people, by_records = _split_by_people(checkable, person)
 
     def claimed(column: str) -> exp.Expression:
         return exp.select(sb.col(column)).from_(sb.table(INFO_TABLE)).subquery()

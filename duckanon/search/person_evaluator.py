@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from ..privacy.cells import ClassCells
-from ..privacy.people import signature_sharing
+from ..privacy.people import signature_sharing, valued_models
 from ..utility.metrics import (
     DiscernibilityStar,
     Loss,
@@ -49,10 +49,7 @@ class PersonNodeEvaluator(MemoryNodeEvaluator):
         self.person, self.k, self.record_table = person, k, record_table
         self.people = len(self.values[person])
         self.attributes = len(self.hierarchies)
-        self.valued: dict[str, list] = {}  # the models over sensitive values, by attribute
-        for model in self.models:
-            if model.sensitive is not None:
-                self.valued.setdefault(model.sensitive, []).append(model)
+        self.valued = valued_models(self.models)
 
     # Every node is computed from the frequency table itself: a snapshot groups rows by class and would merge people.
     def _may_snapshot(self, index, node, source, classes) -> bool:
@@ -61,10 +58,11 @@ class PersonNodeEvaluator(MemoryNodeEvaluator):
     def _snapshot_meets(self, nodes) -> None:
         return None
 
-    def _people_classes(self, node: np.ndarray) -> tuple[_NodeClasses, int, int, float, int]:
+    def _people_classes(self, node: np.ndarray) -> tuple[_NodeClasses, int, int, float, bool]:
         """The node's classes split into kept and suppressed parts (``violated`` marks the latter), the people
-        suppressed, the unsplit classes' count and squares, and the fewest suppressed people with records in the
-        same tables."""
+        suppressed, the unsplit classes' count and squares, and whether the suppressed people, all their values '*',
+        violate the policy (fewer than k with records in the same tables, or their values one class violating a
+        model), as :func:`~duckanon.privacy.people.people_check`'s ``replaced_class_violates``."""
         rows = self.base
         codes = self._codes(rows, node)
         cards = [self.cards[i][level] for i, level in enumerate(node)]
@@ -80,11 +78,10 @@ class PersonNodeEvaluator(MemoryNodeEvaluator):
         split = _NodeClasses(node, rows, codes, parts, parts.sizes, {}, violated)
         sizes = classes.sizes
         people = int(exposed.sum())
-        starred = self._starred_group(exposed, person, rows)
-        if people and self.valued and self._violating(np.zeros(int(suppressed_rows.sum()), dtype=np.int64),
-                                                      person[suppressed_rows], rows, suppressed_rows).any():
-            starred = 0  # the suppressed people's values, one class once '*', violate a model: as too few people
-        return split, people, classes.count, float(np.dot(sizes, sizes)), starred
+        starred_violates = people > 0 and (self._starred_group(exposed, person, rows) < self.k or (
+            bool(self.valued) and self._violating(np.zeros(int(suppressed_rows.sum()), dtype=np.int64),
+                                                  person[suppressed_rows], rows, suppressed_rows).any()))
+        return split, people, classes.count, float(np.dot(sizes, sizes)), starred_violates
 
     def _settled(self, signed: np.ndarray, class_ids: np.ndarray, person: np.ndarray, rows) -> np.ndarray:
         """Per person, whether the policy suppresses them: as :func:`~duckanon.privacy.people.settled_people`
@@ -140,22 +137,21 @@ class PersonNodeEvaluator(MemoryNodeEvaluator):
         results = {}
         for index in indices:
             node = np.asarray(self.lattice.node(index), dtype=np.int64)
-            split, people, count, squares, starred = self._people_classes(node)
+            split, people, count, squares, starred_violates = self._people_classes(node)
             totals = dataclasses.replace(self._totals(split), classes=count, squares=squares)
-            results[index] = self._people_result(index, totals, people, starred)
+            results[index] = self._people_result(index, totals, people, starred_violates)
         return results
 
-    def _people_result(self, index: int, totals: NodeTotals, people: int, starred: int) -> NodeResult:
+    def _people_result(self, index: int, totals: NodeTotals, people: int, starred_violates: bool) -> NodeResult:
         within_limit = people <= self.allowed_suppressed
-        satisfied = within_limit and not (people and self.suppressed_class and starred < self.k)
+        satisfied = within_limit and not (self.suppressed_class and starred_violates)
         return NodeResult(node=self.lattice.node(index), suppressed=totals.suppressed, within_limit=within_limit,
                           satisfied=satisfied, values={m.name: m.value(totals) for m in self.metrics},
                           bounds={m.name: m.lower_bound(totals) if type(m) in _BOUNDED else -math.inf
                                   for m in self.metrics}, classes=totals.classes)
 
     def _suppressed_class_violates(self, node) -> bool:
-        _, people, _, _, starred = self._people_classes(np.asarray(node, dtype=np.int64))
-        return people > 0 and starred < self.k
+        return self._people_classes(np.asarray(node, dtype=np.int64))[4]
 
     def prior_bounds(self) -> np.ndarray:
         if type(self.metrics[0]) in _BOUNDED:
