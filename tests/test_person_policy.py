@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_sql_macros import MACROS, needs_macros
+from test_sql_macros import needs_macros, release_verdicts
 
 import duckanon
 from duckanon import DateShift, Hierarchy, KAnonymity, Policy, verify
@@ -231,12 +231,7 @@ def test_a_recipient_verifies_the_people_and_catches_a_person_made_unique(longit
 
 @needs_macros
 def test_the_sql_macro_verifies_the_people(longitudinal):
-    path = longitudinal[4][1].path
-    macro = duckdb.connect()
-    macro.execute(MACROS.read_text(encoding="utf-8"))
-    macro.execute(f"ATTACH '{path}' AS r (READ_ONLY)")
-    rows = dict(macro.execute("SELECT guarantee, holds FROM anon_verify('r.release')").fetchall())
-    macro.close()
+    rows, _ = release_verdicts(longitudinal[4][1].path)
     assert rows["k-anonymity over people (by patient_id)"] and all(rows.values())
     assert rows["at most 1508 people suppressed (replace)"]
 
@@ -457,12 +452,7 @@ def test_the_view_the_macro_and_verify_count_each_persons_value_once(tmp_path):
     assert result.levels == {"age": 0, "code": 0}
     assert not anon.check("visits", by_records, result.levels).within_limit  # counting records, it would fail
     con.close()
-    macro = duckdb.connect()
-    macro.execute(MACROS.read_text(encoding="utf-8"))
-    macro.execute(f"ATTACH '{tmp_path / 'r.duckdb'}' AS r (READ_ONLY)")
-    shell = dict(macro.execute("SELECT guarantee, holds FROM anon_verify('r.release')").fetchall())
-    view = dict(macro.execute("SELECT guarantee, holds FROM r.release_verification").fetchall())
-    macro.close()
+    shell, view = release_verdicts(tmp_path / "r.duckdb")
     assert all(shell.values()) and any(g.startswith("entropy-l-diversity") for g in shell)
     assert all(view.values()) and "entropy-l-diversity of dx with l = 2.5 over people" in view
     assert verify(tmp_path / "r.duckdb").holds

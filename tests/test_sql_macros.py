@@ -26,6 +26,20 @@ needs_macros = pytest.mark.skipif(tuple(int(p) for p in duckdb.__version__.split
                                   reason=f"sql/duckanon.sql needs DuckDB 1.4 or newer, not {duckdb.__version__}")
 DUCKDB_SHELL = shutil.which("duckdb")
 
+
+def release_verdicts(path: Path, table: str = "release") -> tuple[dict[str, bool], dict[str, bool]]:
+    """({guarantee: holds} of ``anon_verify`` over a DuckDB release, the same of its ``release_verification`` view),
+    read in a connection of their own with the macros loaded and the release attached read-only."""
+    con = duckdb.connect()
+    try:
+        con.execute(MACROS.read_text(encoding="utf-8"))
+        con.execute(f"ATTACH '{path}' AS r (READ_ONLY)")
+        macro = dict(con.execute(f"SELECT guarantee, holds FROM anon_verify('r.{table}')").fetchall())
+        view = dict(con.execute("SELECT guarantee, holds FROM r.release_verification").fetchall())
+    finally:
+        con.close()
+    return macro, view
+
 needs_shell = pytest.mark.skipif(
     DUCKDB_SHELL is None,
     reason="the `duckdb` shell binary is not on PATH (pip install duckdb-cli)",
