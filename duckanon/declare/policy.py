@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..errors import PolicyError
-from ..hierarchy.hierarchy import Hierarchy
+from ..hierarchy.hierarchy import TOP, Hierarchy
 from ..privacy.models import KAnonymity, PrivacyModel, sensitive_attributes
 from ..privacy.people import counts_people, people_k
 from ..privacy.registry import model_from_params
@@ -39,7 +39,7 @@ from .roles import IDENTIFIER, assign_roles, check_others, released_columns
 # replace-unchecked: ARX's semantics -- replaced as in replace, but left out of every check, while models that compare
 # with the table still compare with all records.
 SUPPRESSION_MODES = ("replace", "drop", "replace-unchecked")
-SUPPRESSED = "*"
+SUPPRESSED = TOP  # what a suppressed record shows: the top of every hierarchy
 # The roles a person column may have: it is released, so that a recipient can check the guarantee per person.
 PERSON_ROLES = ("pseudonymize", "insensitive")
 PERSON_ROLE = "person"  # its row in anon.policy_columns and in a release's policy columns

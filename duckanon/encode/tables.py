@@ -48,6 +48,9 @@ class Stacked:
         if policy.person not in (None, self.key):
             raise PolicyError(f"the tables are joined by {self.key!r}, but the policy counts people by "
                               f"{policy.person!r}: a release of several tables counts people by their key")
+        if policy.suppression == "replace-unchecked":
+            raise PolicyError("suppression 'replace-unchecked' (ARX's semantics, for one table) leaves the '*' class "
+                              "out of the checks; a release of several tables suppresses by 'replace' or 'drop'")
         valued = [m.describe() for models in valued_models(policy.models).values() for m in models]
         if valued:
             raise PolicyError(f"{', '.join(valued)}: a release of several tables enforces k-anonymity over people's "
@@ -73,7 +76,11 @@ class Tables:
         for name in self.tables:
             if not isinstance(name, str) or not name.strip():
                 raise PolicyError(f"a table of Tables is named by a non-empty string, got {name!r}")
-            if name.lower() in folded:  # names become views, which DuckDB matches without case
+            if name.startswith((".", "_")) or any(c in name for c in '/\\:\0'):
+                # Names become the files of a Parquet release, which readers skip when hidden.
+                raise PolicyError(f"table name {name!r}: a table's name names its file in a Parquet release, so it "
+                                  f"neither starts with '.' or '_' nor holds '/', '\\', ':' or NUL")
+            if name.lower() in folded:  # names become views and files, matched without case by DuckDB and some disks
                 raise PolicyError(f"tables {folded[name.lower()]!r} and {name!r} differ only in case")
             folded[name.lower()] = name
         if not isinstance(self.key, str) or not self.key:

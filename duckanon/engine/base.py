@@ -79,6 +79,11 @@ class Engine(ABC):
         columns (one catalog lookup)."""
 
     @abstractmethod
+    def write_parquet(self, query: exp.Expression, path: str) -> None:
+        """The query's rows as Parquet at ``path``: one file (DuckDB) or a folder of part files written by the
+        executors (Spark); either reads back through :meth:`read_file`."""
+
+    @abstractmethod
     def read_file(self, path: str, kind: str) -> exp.Expression:
         """A relation reading the file (or folder of files) at ``path``: ``kind`` csv, parquet or json."""
 

@@ -89,6 +89,10 @@ class DuckDBEngine(Engine):
             files = os.path.join(path, "*.parquet")
         return exp.Table(this=exp.Anonymous(this=self._READERS[kind], expressions=[exp.Literal.string(files)]))
 
+    def write_parquet(self, query: exp.Expression, path: str) -> None:
+        self.run(exp.Copy(this=query.subquery(), kind=False, files=[exp.Literal.string(path)], params=[
+            exp.CopyParameter(this=exp.var("FORMAT"), expression=exp.var("parquet"))]))
+
     def run_many(self, statement: exp.Expression, rows: Sequence[Sequence[object]]) -> None:
         self.connection.executemany(self.prepare(statement), [list(r) for r in rows])
 

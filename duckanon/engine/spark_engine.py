@@ -232,9 +232,8 @@ class SparkEngine(Engine):
         read = {table.name for source in sources for table in source.find_all(exp.Table)}
         return {path: f"source file {path!r}" for name, path in self._files.items() if name in read}
 
-    def write_parquet(self, query: exp.Expression, folder: str) -> None:
-        """The query's rows as a folder of Parquet part files, written by the executors."""
-        self._execute(query).write.parquet(folder)
+    def write_parquet(self, query: exp.Expression, path: str) -> None:
+        self._execute(query).write.parquet(path)
 
     def read_file(self, path: str, kind: str) -> exp.Table:
         # A local path is the caller's, relative to this process's folder (Spark's JVM may have started elsewhere).

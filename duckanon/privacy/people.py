@@ -39,6 +39,7 @@ from sqlglot import exp
 
 from ..engine import Engine
 from ..errors import PolicyError
+from ..hierarchy.hierarchy import TOP
 from ..parameters import checked_number
 from ..sqlgen import build as sb
 from .checks import CheckReport, class_verdicts
@@ -177,6 +178,30 @@ def _smallest_starred_group(engine: Engine, classes: Classes, person: str, recor
         sb.col(SIGNATURE))
     return int(engine.value(exp.select(exp.func("COALESCE", exp.func("MIN", sb.col(PEOPLE)), sb.lit(0)))
                             .from_(sizes.subquery("g"))))
+
+
+def lacking_tables(tables: Mapping[str, Sequence[str]], quasi: Sequence[str]) -> dict[str, list[str]]:
+    """In a release of several ``tables`` (each with its columns), each of the quasi-identifiers ``quasi`` that some
+    tables lack, with those tables: their records hold NULL there, suppressed or not."""
+    return {q: [name for name, columns in tables.items() if q not in columns]
+            for q in quasi if any(q not in columns for columns in tables.values())}
+
+
+def table_holds(column: str, lacking: Mapping[str, Sequence[str]], record_table: str | None) -> exp.Expression:
+    """True where the record's table (named in ``record_table``) holds ``column`` (:func:`lacking_tables`)."""
+    if column not in lacking:
+        return exp.true()
+    return exp.not_(exp.In(this=sb.col(record_table), expressions=[sb.lit(name) for name in lacking[column]]))
+
+
+def shows_suppressed(quasi: Sequence[str], lacking: Mapping[str, Sequence[str]] | None = None,
+                     record_table: str | None = None) -> exp.Expression:
+    """True where a record shows what suppression (by replacement) leaves: '*' in every quasi-identifier its table
+    holds (every one, but in a release of several tables those ``lacking`` names for its table); never NULL."""
+    lacking = lacking or {}
+    return exp.func("COALESCE", sb.and_all(
+        exp.or_(sb.col(q).eq(sb.lit(TOP)), exp.not_(table_holds(q, lacking, record_table)))
+        if q in lacking else sb.col(q).eq(sb.lit(TOP)) for q in quasi), exp.false())
 
 
 def counts_people(model: PrivacyModel) -> bool:

@@ -49,6 +49,7 @@ STORAGE_VERSION = "v1.2.0"
 INFO_TABLE = "release_info"
 INFO_SUFFIX = ".release_info.json"
 FOLDER_INFO = "_release_info.json"
+TABLES = "tables"  # a folder release's layout of one file per source table, in its FOLDER_INFO
 EXTENSIONS = {".duckdb": "duckdb", ".db": "duckdb", ".ddb": "duckdb", ".parquet": "parquet", ".csv": "csv"}
 # A publish's own files, named with its process id: partial files (and a CSV's bridge, a DuckDB file's staged rows, a
 # Spark release's new link) and Spark release folders.
@@ -98,6 +99,9 @@ class ReleaseContent:
     info: ReleaseInfo
     # Relations read to make the release: a target that is one of their files is refused.
     sources: Sequence[exp.Expression] = ()
+    # A release of several tables: each source table's released columns, and the column naming each row's table.
+    parts: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    record_table: str | None = None
 
     def __post_init__(self):
         checked_table_name(self.table)
@@ -105,6 +109,20 @@ class ReleaseContent:
             if view in (self.table, INFO_TABLE):
                 raise AnonymizationError(f"the release's view {view!r} would take the name of its table or of "
                                          f"{INFO_TABLE}: name the table otherwise")
+        if self.parts and self.record_table is None:
+            raise AnonymizationError("a release of several tables names the column that holds each row's table")
+        own = {name.lower() for name in (self.table, INFO_TABLE, *self.views)}
+        for name in self.parts:
+            if name.lower() in own:
+                raise AnonymizationError(f"the release's table {name!r} would take the name of its table, a view or "
+                                         f"{INFO_TABLE}: name the table otherwise")
+
+    def part(self, name: str, relation: exp.Expression | None = None) -> exp.Select:
+        """Table ``name`` of a release of several tables: its rows of ``relation`` (the released table by default),
+        its released columns in its own order."""
+        rows = sb.table(self.table) if relation is None else relation
+        return exp.select(*[sb.col(c) for c in self.parts[name]]).from_(rows).where(
+            sb.col(self.record_table).eq(sb.lit(name)))
 
 
 def checked_table_name(table: str) -> str:
@@ -153,6 +171,8 @@ def write_release(engine: Engine, path: str | os.PathLike, content: ReleaseConte
     the finished file (and ``release_info`` its info), and raises if anything is wrong.  The info records the rows'
     content digest (:mod:`.digest`) and, with ``signer``, a signature over itself (:mod:`.signing`)."""
     writer = _engine_writers(engine)[release_format(path, format, engine)]
+    if content.parts and writer in (_WRITERS["parquet"], _FOLDER):
+        writer = _TABLES_FOLDER
     target = _checked_target(engine, path, content.sources)
     _remove_stale_partials(target)
     partial = target.with_name(f".{target.name}.partial-{os.getpid()}-{uuid.uuid4().hex}")
@@ -206,7 +226,8 @@ def open_release(path: str | os.PathLike, format: str | None = None) -> tuple[Du
 
 
 def _reading_writer(path: Path, format: str | None) -> _Writer:
-    """What reads the release at ``path``: a folder of Parquet parts (written on Spark), or a file by its format."""
+    """What reads the release at ``path``: a folder (Parquet parts written on Spark, or a file per table of a
+    release of several tables), or a file by its format."""
     if _is_release_folder(path):
         return _FOLDER
     if format is None and path.suffix.lower() not in EXTENSIONS:
@@ -572,7 +593,7 @@ class _DuckDBFile(_Writer):
                 # The digest of the rows as written: the query runs once (a perturbation draws anew on every run).
                 info = seal(content_digest(own, released))
                 own.run(sb.create_table_as(sb.table(INFO_TABLE), _info_select(info)))
-                for name, view in content.views.items():
+                for name, view in {**content.views, **{name: content.part(name) for name in content.parts}}.items():
                     own.run(sb.create_view_as(sb.table(name), view))
             finally:
                 own.close()
@@ -654,11 +675,13 @@ class _ParquetFolder(_Writer):
 
     def reader(self, path, table, *, info: bool = True):
         reader = _fresh_reader()
-        if table is not None:
+        described = json.loads((path / FOLDER_INFO).read_text(encoding="utf-8"))
+        if TABLES in described:
+            _stack_tables(reader, path, table, described[TABLES])
+        elif table is not None:
             parts = exp.Table(this=exp.Anonymous(this="read_parquet", expressions=[sb.lit(str(path / "*.parquet"))]))
             reader.run(sb.create_view_as(sb.table(table), exp.select(exp.Star()).from_(parts)))
         if info:
-            described = json.loads((path / FOLDER_INFO).read_text(encoding="utf-8"))
             reader.run(sb.create_view_as(sb.table(INFO_TABLE), _info_select(described[INFO_TABLE])))
         return reader
 
@@ -688,6 +711,66 @@ class _ParquetFolder(_Writer):
 
     def remove(self, partial):
         _remove_files(partial, partial.with_name(f"{partial.name}.link"))
+
+
+class _ParquetTables(_ParquetFolder):
+    """A release of several tables as Parquet: a folder holding one file per source table (``<table>.parquet``: its
+    rows, its released columns), which BI tools and Spark join by the key, and ``_release_info.json``: the info, and
+    how the files stack into the release's table (its columns in order, the record-table column), as verification and
+    :func:`open_release` read it (the table and one view per file).  Written from DuckDB or Spark (a file per table
+    is then a folder of part files), moved into place as a Spark release folder is."""
+
+    def write(self, engine, partial, content, seal):
+        partial.mkdir()
+        layout = {"columns": engine.columns(content.query.subquery()), "record_table": content.record_table,
+                  "files": {name: f"{name}.parquet" for name in content.parts}}
+        # The rows are computed once for all the files: a query over several temporary tables, read per table.
+        stacked = sb.table(f"__duckanon_stacked_{uuid.uuid4().hex}")
+        engine.run(sb.create_table_as(stacked, content.query, temporary=True))
+        try:
+            types = engine.types(stacked)
+            for name, file in layout["files"].items():
+                part = content.part(name, stacked)
+                exact = {c: _exact_in_parquet(types[c]) for c in content.parts[name]}
+                engine.write_parquet(exp.select(*[
+                    exp.cast(sb.ident(c), exp.DataType.build(exact[c])).as_(c, quoted=True) if exact[c] else sb.ident(c)
+                    for c in content.parts[name]]).from_(part.subquery("p")), str(partial / file))
+        finally:
+            engine.run(sb.drop("TABLE", stacked))
+        (partial / FOLDER_INFO).write_text(json.dumps({TABLES: layout}), encoding="utf-8")
+        # Digested in DuckDB over the files as every reader stacks them.
+        files = self.reader(partial, content.table, info=False)
+        try:
+            info = seal(content_digest(files, sb.table(content.table)))
+        finally:
+            files.close()
+        described = {TABLES: layout, INFO_TABLE: {c: _text(v) for c, v in info.items()}}
+        (partial / FOLDER_INFO).write_text(json.dumps(described, indent=1), encoding="utf-8")
+        return info
+
+
+def _stack_tables(reader: DuckDBEngine, path: Path, table: str | None, layout: Mapping) -> None:
+    """In ``reader``, one view per file of a :class:`_ParquetTables` release, under its table's name, and (when
+    ``table`` is given) the release's table: the files stacked, a column a table lacks NULL (of the type the other
+    files give it), each row naming its table in the record-table column."""
+    files = {name: reader.read_file(str(path / file), "parquet") for name, file in layout["files"].items()}
+    types = {name: reader.types(file) for name, file in files.items()}
+    for name, file in files.items():
+        reader.run(sb.create_view_as(sb.table(name), exp.select(exp.Star()).from_(file)))
+    if table is None:
+        return
+    column_types = {c: t for name in files for c, t in types[name].items()}
+    parts = []
+    for name in files:
+        parts.append(exp.select(*[
+            sb.lit(name).as_(c, quoted=True) if c == layout["record_table"]
+            else sb.col(c) if c in types[name]
+            else exp.cast(exp.Null(), exp.DataType.build(column_types[c], dialect="duckdb", udt=True)).as_(c, quoted=True)
+            for c in layout["columns"]]).from_(sb.table(name)))
+    stacked = parts[0]
+    for part in parts[1:]:
+        stacked = exp.union(stacked, part, distinct=False)
+    reader.run(sb.create_view_as(sb.table(table), stacked))
 
 
 def _is_own_release_folder(target: Path) -> bool:
@@ -773,4 +856,5 @@ def _sha256(path: Path) -> str:
 
 _WRITERS: dict[str, _Writer] = {"duckdb": _DuckDBFile(), "parquet": _ParquetFile(), "csv": _CsvFile()}
 _FOLDER = _ParquetFolder()
+_TABLES_FOLDER = _ParquetTables()
 FORMATS = tuple(_WRITERS)

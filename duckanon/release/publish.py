@@ -32,7 +32,14 @@ from ..hierarchy.shares import log_domain_shares, log_domain_size
 from ..privacy.checks import CheckReport, check, class_verdicts, verdict_report
 from ..privacy.classes import SIZE, VIOLATED, Classes, Pricing
 from ..privacy.models import prices_classes
-from ..privacy.people import PERSON, PeopleCheckReport, people_check, settled_people
+from ..privacy.people import (
+    PERSON,
+    PeopleCheckReport,
+    lacking_tables,
+    people_check,
+    settled_people,
+    table_holds,
+)
 from ..recode.generalization import FullDomainGeneralization, Transformation
 from ..recode.protect import protected
 from ..recode.ranges import Ranges
@@ -131,9 +138,10 @@ def publish(workspace: Workspace, bound: BoundPolicy, transformation: Transforma
             transformation=transformation.describe(), metrics=metrics or {}, classes_by=quasi)
         verification = verification_view(table, ranges.columns(bound.columns), quasi, bound.policy.models,
                                           bound.allowed_suppressed, bound.policy.suppression, bound.policy.person,
-                                          bound.policy.record_table)
-        views = {f"{table}_classes": classes_view, VIEW: verification, **table_views(bound, table, ranges)}
-        content = ReleaseContent(table, final, views, info, sources=[bound.source])
+                                          bound.policy.record_table, _lacking(bound))
+        content = ReleaseContent(table, final, {f"{table}_classes": classes_view, VIEW: verification}, info,
+                                 sources=[bound.source], parts=released_parts(bound, ranges),
+                                 record_table=bound.policy.record_table)
         dropped = suppressed if bound.policy.drops else 0
         expected = bound.facts.records - dropped
         workspace.announce(f"writing and verifying {path}")
@@ -161,18 +169,12 @@ def checked_table_names(source, table: str) -> None:
                                      f"table otherwise (table=) or the source table")
 
 
-def table_views(bound: BoundPolicy, table: str, ranges: Ranges) -> dict[str, exp.Select]:
-    """Under a source of several tables, one view per table over the released ``table``: its rows, its released
-    columns (with their bounds), in its own order; none otherwise."""
+def released_parts(bound: BoundPolicy, ranges: Ranges) -> dict[str, list[str]]:
+    """Under a source of several tables, each table's released columns (with their bounds) in its own order; none
+    otherwise."""
     if bound.tables is None:
         return {}
-    record_table = bound.policy.record_table
-    views = {}
-    for name, columns in bound.tables.items():
-        released = ranges.columns([c for c in columns if c in bound.columns])
-        views[name] = exp.select(*[sb.col(c) for c in released]).from_(sb.table(table)).where(
-            sb.col(record_table).eq(sb.lit(name)))
-    return views
+    return {name: ranges.columns([c for c in columns if c in bound.columns]) for name, columns in bound.tables.items()}
 
 
 def signing(workspace: Workspace, sign_with: object | None) -> Workspace:
@@ -270,8 +272,13 @@ def _suppress_people(engine: Engine, bound: BoundPolicy, generalized: exp.Table,
         exposed = temporaries.create(exp.select(sb.col(PERSON)).from_(sb.derived(suppressed, "s")))
     on = exp.NullSafeEQ(this=sb.col(PERSON_CARRIED, "g"), expression=sb.col(PERSON, "s"))
     final = _suppressed_query(generalized, bound.columns, bound.quasi_identifiers, exposed, [PERSON], on,
-                              policy.drops)
+                              policy.drops, _lacking(bound), policy.record_table)
     return report, final, report.violating_records
+
+
+def _lacking(bound: BoundPolicy) -> dict[str, list[str]]:
+    """:func:`lacking_tables` of ``bound``'s source (none but for several tables)."""
+    return lacking_tables(bound.tables or {}, bound.quasi_identifiers)
 
 
 @dataclass(frozen=True)
@@ -343,9 +350,13 @@ def _population_classes(population: exp.Table, quasi: Sequence[str], starred: bo
 
 
 def _suppressed_query(generalized: exp.Table, columns: Sequence[str], quasi: Sequence[str], suppressed: exp.Table,
-                      keys: Sequence[str], on: exp.Expression, drops: bool) -> exp.Select:
+                      keys: Sequence[str], on: exp.Expression, drops: bool,
+                      lacking: Mapping[str, Sequence[str]] | None = None, record_table: str | None = None
+                      ) -> exp.Select:
     """``columns`` of ``generalized`` (``g``) with the records matching a row of ``suppressed`` (``s``, by its
-    ``keys``, as ``on`` says) suppressed: dropped, or their quasi-identifiers '*'."""
+    ``keys``, as ``on`` says) suppressed: dropped, or their quasi-identifiers '*' -- but those their table lacks
+    (``lacking``: each such column's tables, as column ``record_table`` names them), which stay NULL as in the
+    table's own file or view."""
     marked = exp.select(*[sb.col(k) for k in keys], exp.true().as_("__suppressed", quoted=True)).from_(suppressed)
     flag = sb.col("__suppressed", "s")
     query = exp.select().from_(exp.alias_(generalized, "g", quoted=True)).join(
@@ -353,7 +364,10 @@ def _suppressed_query(generalized: exp.Table, columns: Sequence[str], quasi: Seq
     for column in columns:
         value = sb.col(column, "g")
         if column in quasi and not drops:
-            value = exp.Case().when(flag.is_(exp.Null()).not_(), sb.lit(SUPPRESSED)).else_(value).as_(column, quoted=True)
+            starred = flag.is_(exp.Null()).not_()
+            if lacking and column in lacking:
+                starred = exp.and_(starred, table_holds(column, lacking, record_table))
+            value = exp.Case().when(starred, sb.lit(SUPPRESSED)).else_(value).as_(column, quoted=True)
         query = query.select(value)
     return query.where(flag.is_(exp.Null())) if drops else query
 

@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 from sqlglot import exp
 
-from ..declare.policy import PERSON_ROLE, RECORD_TABLE_ROLE, SUPPRESSED, exempt_class
+from ..declare.policy import PERSON_ROLE, RECORD_TABLE_ROLE, exempt_class
 from ..errors import (
     DigestMismatch,
     GuaranteeFails,
@@ -39,9 +39,11 @@ from ..privacy.classes import SIZE, VIOLATED, Classes, every_key_is
 from ..privacy.models import PrivacyModel
 from ..privacy.people import (
     PEOPLE,
+    lacking_tables,
     people_check,
     people_k,
     person_values,
+    shows_suppressed,
     signature_groups,
 )
 from ..privacy.registry import model_from_params
@@ -204,7 +206,7 @@ def _suppression(reader, released, quasi: Sequence[str], info: dict, policy: dic
         return Check(guarantee, f"{claimed:,} suppressed", f"{missing:,} of the source's {info['source_records']:,} "
                                                             f"records missing", missing == claimed <= allowed)
     starred = int(reader.value(exp.select(exp.func("COUNT", exp.Star())).from_(released).where(
-        sb.and_all(sb.col(q).eq(sb.lit(SUPPRESSED)) for q in quasi)))) if quasi else 0
+        shows_suppressed(quasi)))) if quasi else 0
     return Check(guarantee, f"{claimed:,} suppressed", f"{starred:,} records show '*' for every quasi-identifier",
                  claimed <= allowed and starred >= claimed)
 
@@ -255,10 +257,12 @@ def _people_suppression(reader, released, quasi: Sequence[str], person: str, pol
         missing = source - int(reader.value(exp.select(people).from_(released)))
         return Check(guarantee, f"{claimed:,} suppressed", f"{missing:,} of the source's {source:,} people missing",
                      missing == claimed <= allowed)
-    starred = int(reader.value(exp.select(people).from_(released).where(
-        sb.and_all(sb.col(q).eq(sb.lit(SUPPRESSED)) for q in quasi))))
+    record_table = record_table_of(policy)
+    starred = int(reader.value(exp.select(people).from_(released).where(shows_suppressed(
+        quasi, lacking_tables(policy.get("tables") or {}, quasi), record_table))))
     return Check(guarantee, f"{claimed:,} suppressed", f"{starred:,} people's records show '*' for every "
-                                                       f"quasi-identifier", claimed <= allowed and starred >= claimed)
+                                                       f"quasi-identifier{' of their table' if record_table else ''}",
+                 claimed <= allowed and starred >= claimed)
 
 
 # What a check says of a model the release alone cannot decide: it compares classes with a population table, or
@@ -370,13 +374,15 @@ OVER_PEOPLE = " over people"
 
 def verification_view(table: str, columns: Sequence[str], quasi: Sequence[str], models: Sequence[PrivacyModel],
                       allowed_suppressed: int, suppression: str, person: str | None = None,
-                      record_table: str | None = None) -> exp.Select:
+                      record_table: str | None = None, lacking: Mapping[str, Sequence[str]] | None = None
+                      ) -> exp.Select:
     """The plain-SQL view a DuckDB release carries (:data:`VIEW`): per guarantee, what ``release_info`` claims, what
     the rows give, and whether they agree, so that a recipient with only the ``duckdb`` shell sees them.  The content
     digest, the record count, the classes and every model are recomputed by the view's own SQL from the table (the
     '*' class left out of the models under ARX's ``replace-unchecked``); under a policy that counts people (column
     ``person``), the people's signatures (of (table, class) pairs, by ``record_table``, in a release of several
-    tables) and the people suppressed, against ``allowed_suppressed`` people."""
+    tables, where a suppressed record shows '*' in the quasi-identifiers its table holds, ``lacking`` the others) and
+    the people suppressed, against ``allowed_suppressed`` people."""
     released = sb.table(table)
     exempt = exempt_class(suppression)
     checkable = [m for m in models if not_recomputed(m) is None and not m.risk_threshold]
@@ -412,8 +418,8 @@ def verification_view(table: str, columns: Sequence[str], quasi: Sequence[str], 
             rows.append(_suppression_row(row, claimed, value, released, counted, quasi, allowed_suppressed,
                                          suppression))
         else:
-            rows += _people_rows(row, value, released, quasi, person, record_table, models, allowed_suppressed,
-                                 suppression)
+            rows += _people_rows(row, value, released, quasi, person, record_table, lacking or {}, models,
+                                 allowed_suppressed, suppression)
         keys = Classes.of(released, quasi).key_columns
         counted_class = exp.true() if exempt is None else exp.not_(every_key_is(keys, exempt))
         judged = [(plain_model(m.name, m.params()), sb.col(verdict_column(i)), verdicts)
@@ -457,14 +463,15 @@ def _suppression_row(row, claimed, value, released: exp.Table, counted: exp.Expr
     drop = suppression == "drop"
     shown = (exp.Sub(this=claimed("source_records"), expression=counted.copy()) if drop else
              value(exp.select(exp.func("COUNT", exp.Star())).from_(released.copy()).where(
-                 sb.and_all(sb.col(q).eq(sb.lit(SUPPRESSED)) for q in quasi))))
+                 shows_suppressed(quasi))))
     agrees = (exp.EQ if drop else exp.GTE)(this=shown.copy(), expression=claimed("suppressed_records"))
     return row(f"at most {allowed_suppressed:,} records suppressed ({suppression})", claimed("suppressed_records"),
                shown, exp.and_(agrees, exp.LTE(this=claimed("suppressed_records"), expression=sb.lit(allowed_suppressed))))
 
 
 def _people_rows(row, value, released: exp.Table, quasi: Sequence[str], person: str, record_table: str | None,
-                 models: Sequence[PrivacyModel], allowed_suppressed: int, suppression: str) -> list[exp.Select]:
+                 lacking: Mapping[str, Sequence[str]], models: Sequence[PrivacyModel], allowed_suppressed: int,
+                 suppression: str) -> list[exp.Select]:
     """The view's rows of a policy that counts people: people whose signature fewer than k people share (none may
     be), and the people suppressed against the limit, as :func:`_people` and :func:`_people_suppression`."""
     k = people_k(models)
@@ -484,7 +491,7 @@ def _people_rows(row, value, released: exp.Table, quasi: Sequence[str], person: 
     people = exp.func("COUNT", exp.Distinct(expressions=[sb.col(person)]))
     shown = (exp.Sub(this=source, expression=value(exp.select(people).from_(released.copy())))
              if suppression == "drop" else value(exp.select(people.copy()).from_(released.copy()).where(
-                 sb.and_all(sb.col(q).eq(sb.lit(SUPPRESSED)) for q in quasi))))
+                 shows_suppressed(quasi, lacking, record_table))))
     agrees = (exp.EQ if suppression == "drop" else exp.GTE)(this=shown.copy(), expression=claimed.copy())
     rows.append(row(f"at most {allowed_suppressed:,} people suppressed ({suppression})", claimed.copy(), shown,
                     exp.and_(agrees, exp.LTE(this=claimed.copy(), expression=sb.lit(allowed_suppressed)))))
