@@ -201,6 +201,10 @@ def test_on_longitudinal_adult_the_person_release_protects_whom_the_record_relea
     info = read_release_info(by_people[1].path)
     assert info["policy"]["people"] == {"source": 30_162, "suppressed": starred}
     assert starred <= int(0.05 * 30_162)
+    # The risk it claims is a person's: 1 / the people sharing their signature (the suppressed sharing theirs).
+    everyone = signature_sizes(released, quasi, "patient_id")
+    assert info["highest_risk"] == pytest.approx(1 / everyone.min())
+    assert info["average_risk"] == pytest.approx((1 / everyone).mean())
 
 
 def test_a_recipient_verifies_the_people_and_catches_a_person_made_unique(longitudinal, tmp_path):
@@ -299,6 +303,7 @@ def test_the_report_shows_the_people_and_their_verification(longitudinal, tmp_pa
     page = by_people[1].report(tmp_path / "people.html").read_text()
     info = read_release_info(by_people[1].path)
     assert "people suppressed" in page and f"{info['policy']['people']['suppressed']:,}" in page
+    assert "highest prosecutor risk of a person" in page and "a person's prosecutor risk is 1 / the people" in page
     assert "k-anonymity over people with k = 5 (by patient_id)" in page
 
 

@@ -27,6 +27,7 @@ from duckanon.engine.duckdb_engine import DuckDBEngine
 from duckanon.errors import PolicyError, PolicyNotSatisfied
 from duckanon.release.files import open_release, read_release_info
 from duckanon.release.verify import guarantees
+from duckanon.report.figures import collect
 from duckanon.search.run import evaluator
 from duckanon.sqlgen import build as sb
 
@@ -302,6 +303,31 @@ def test_a_parquet_release_is_a_folder_of_one_file_per_table_that_joins_verifies
     visits.loc[0, "age"] = "*"
     visits.to_parquet(folder / "visits.parquet")
     assert not verify(folder).holds
+
+
+def test_the_risk_a_release_that_counts_people_claims_and_reports_is_a_persons(tmp_path):
+    """A person's prosecutor risk is 1 / the people sharing their signature, however many records their classes
+    hold: release_info, verify and the report (both sides) give pandas' figures over the tables."""
+    frames = two_ages(tables([3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3] * 2, 4))
+    con, anon = connected(frames)
+    _, release = anon.anonymize(source(frames), policy(3, 0.3), tmp_path / "r.duckdb")
+    info = read_release_info(release.path)
+    shared = sharing(released_tables(release.path))
+    assert info["highest_risk"] == pytest.approx(1 / shared.min())
+    assert info["average_risk"] == pytest.approx((1 / shared).mean())  # the signatures per person
+    checks = verify(release.path).frame().set_index("guarantee")
+    assert checks.loc["highest prosecutor risk of a person", "holds"]
+    figures = collect(anon.workspace, release.path, source=source(frames).stack(anon.workspace.engine).relation)
+    risk = figures.risk.table().set_index("measure")
+    for side, shown in (("release", released_tables(release.path)), ("source", frames)):
+        people = sharing(shown)
+        assert risk.loc["people", side] == len(people) == len(frames["patients"])
+        assert risk.loc["signatures", side] == len(set(signatures(shown)))
+        assert risk.loc["highest prosecutor risk of a person", side] == pytest.approx(1 / people.min())
+        assert risk.loc["average prosecutor risk of a person", side] == pytest.approx((1 / people).mean())
+        assert risk.loc["people alone in their signature", side] == (people == 1).sum()
+    assert figures.risk.prosecutor("release")["highest"] == pytest.approx(info["highest_risk"])
+    con.close()
 
 
 def test_a_column_of_several_tables_is_generalized_alike_in_each(tmp_path):

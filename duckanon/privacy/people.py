@@ -158,6 +158,18 @@ def signature_groups(classes: Classes, person: str, record_table: str | None = N
         signatures(classes, person, record_table).subquery("signed"))
 
 
+def signature_group_histogram(engine: Engine, relation: exp.Expression, quasi: Sequence[str], person: str,
+                              record_table: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The sizes of ``relation``'s signature groups (how many people share a signature; ascending) and how many
+    groups have each: the class-size histogram of people, whose prosecutor risk is 1 / their group's size."""
+    groups = signature_groups(Classes.of(relation, quasi), person, record_table).subquery("g")
+    by_group = exp.select(exp.func("MIN", sb.col(PEOPLE)).as_(PEOPLE, quoted=True)).from_(groups).group_by(
+        sb.col(SIGNATURE)).subquery("s")
+    rows = engine.rows(exp.select(sb.col(PEOPLE), exp.func("COUNT", exp.Star())).from_(by_group).group_by(
+        sb.col(PEOPLE)).order_by(sb.col(PEOPLE)))
+    return np.array([r[0] for r in rows], dtype=np.int64), np.array([r[1] for r in rows], dtype=np.int64)
+
+
 def exposed_people(classes: Classes, person: str, k: int, record_table: str | None = None) -> exp.Select:
     """``__person`` of each person whose signature fewer than ``k`` people share (those a policy suppresses)."""
     return exp.select(sb.col(PERSON)).from_(signature_groups(classes, person, record_table).subquery("g")).where(

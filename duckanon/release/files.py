@@ -4,7 +4,9 @@ DuckDB has no permissions, so a view beside the raw table protects nothing: the 
 formats: a DuckDB database (the default; the table, plain-SQL views over it and a ``release_info`` table), Parquet
 (the table; ``release_info`` as the file's key/value metadata) and CSV (the table with a header; ``release_info`` in a
 JSON file beside it, ``<name>.release_info.json``, holding the CSV's SHA-256).  The format follows the extension
-(``.duckdb``/``.db``/``.ddb``, ``.parquet``, ``.csv``) or ``format=``; any other extension is an error.
+(``.duckdb``/``.db``/``.ddb``, ``.parquet``, ``.csv``) or ``format=``; any other extension is an error.  Parquet is a
+folder where one file cannot hold the release: written on Spark (a folder of parts), and a release of several tables
+(a file per table); the folder's ``_release_info.json`` holds the info.
 
 Every format is written the same way: under a temporary name next to the target, verified by reading it back in a
 fresh connection (where no Python UDF, replacement scan or source table exists), and only then renamed over the
@@ -38,6 +40,7 @@ from sqlglot import exp
 from .._version import version
 from ..engine import DuckDBEngine, Engine
 from ..errors import AnonymizationError, DigestMismatch, NotARelease, ReleaseCheckFailed
+from ..privacy.people import signature_group_histogram
 from ..risk.counting import class_size_histogram
 from ..risk.population import ClassSizes, prosecutor_risk
 from ..sqlgen import build as sb
@@ -70,7 +73,8 @@ _JSON_COLUMNS = ("policy", "transformation", "metrics")
 @dataclass(frozen=True)
 class ReleaseInfo:
     """What the caller knows of a release; :func:`write_release` adds the tool, the time and what it measures on the
-    released rows (their number, and the classes of ``classes_by`` with the prosecutor risk).  Never a random seed:
+    released rows (their number, and the classes of ``classes_by`` with the prosecutor risk: of a record, or under a
+    policy that counts people by column ``person``, of a person, 1 / the people sharing their signature).  Never a random seed:
     with it the noise of a perturbation or the choices of a clustering could be regenerated."""
 
     kind: str  # generalization, partitioning, clustering or perturbation
@@ -81,6 +85,7 @@ class ReleaseInfo:
     transformation: Mapping | None = None
     metrics: Mapping[str, object] = field(default_factory=dict)
     classes_by: Sequence[str] = ()  # the quasi-identifiers whose equal values form the released classes
+    person: str | None = None  # under a policy that counts people, the risk is a person's (of their signature)
 
     def __post_init__(self):
         described = json.dumps([self.policy, self.transformation, self.metrics], default=str).lower()
@@ -387,7 +392,8 @@ def _info_row(engine: Engine, content: ReleaseContent) -> dict:
         sample = ClassSizes(*class_size_histogram(engine, released, info.classes_by))
         released_records = sample.records
         if sample.classes:
-            prosecutor = prosecutor_risk(sample, 1.0)
+            prosecutor = prosecutor_risk(sample if info.person is None else ClassSizes(*signature_group_histogram(
+                engine, released, info.classes_by, info.person, content.record_table)), 1.0)
             classes, smallest = sample.classes, int(sample.sizes[0])
             highest, average = prosecutor.highest, prosecutor.average
     else:

@@ -135,7 +135,8 @@ def publish(workspace: Workspace, bound: BoundPolicy, transformation: Transforma
             kind="full-domain generalization" if isinstance(transformation, FullDomainGeneralization)
             else "recoding by groups", source_records=bound.facts.records, suppressed_records=suppressed,
             suppression=bound.policy.suppression, policy=described_policy(bound, report),
-            transformation=transformation.describe(), metrics=metrics or {}, classes_by=quasi)
+            transformation=transformation.describe(), metrics=metrics or {}, classes_by=quasi,
+            person=bound.policy.person)
         verification = verification_view(table, ranges.columns(bound.columns), quasi, bound.policy.models,
                                           bound.allowed_suppressed, bound.policy.suppression, bound.policy.person,
                                           bound.policy.record_table, _lacking(bound))

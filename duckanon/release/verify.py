@@ -44,6 +44,7 @@ from ..privacy.people import (
     people_k,
     person_values,
     shows_suppressed,
+    signature_group_histogram,
     signature_groups,
 )
 from ..privacy.registry import model_from_params
@@ -175,21 +176,27 @@ def guarantees(reader, released: exp.Table, info: dict) -> list[Check]:
         checks.append(_people_suppression(reader, released, quasi, person, policy) if person
                       else _suppression(reader, released, quasi, info, policy, counted))
     if quasi:
-        checks += _classes(reader, released, quasi, info)
+        checks += _classes(reader, released, quasi, info, person, record_table)
     checks += _bounds(reader, released, quasi)
     return checks
 
 
-def _classes(reader, released, quasi: Sequence[str], info: dict) -> list[Check]:
+def _classes(reader, released, quasi: Sequence[str], info: dict, person: str | None, record_table: str | None
+             ) -> list[Check]:
+    """The classes, the smallest, and the prosecutor risk: of a record, or of a person under a policy that counts
+    people (1 / the people sharing their signature)."""
     sizes = ClassSizes(*class_size_histogram(reader, released, quasi))
     classes = int(sizes.classes)
     smallest = int(sizes.sizes[0]) if classes else None
-    risk = prosecutor_risk(sizes, 1.0) if classes else None
+    risky = sizes if person is None else ClassSizes(*signature_group_histogram(reader, released, quasi, person,
+                                                                                record_table))
+    risk = prosecutor_risk(risky, 1.0) if classes else None
+    of = "" if person is None else " of a person"
     checks = [Check("classes", _shown(info.get("classes")), _shown(classes), classes == (info.get("classes") or 0)),
               Check("smallest class", _shown(info.get("smallest_class")), _shown(smallest),
                     smallest == info.get("smallest_class"))]
-    for name, claimed, computed in (("highest prosecutor risk", info.get("highest_risk"), risk and risk.highest),
-                                    ("average prosecutor risk", info.get("average_risk"), risk and risk.average)):
+    for name, claimed, computed in ((f"highest prosecutor risk{of}", info.get("highest_risk"), risk and risk.highest),
+                                    (f"average prosecutor risk{of}", info.get("average_risk"), risk and risk.average)):
         same = (claimed is None and computed is None) or (
             claimed is not None and computed is not None and math.isclose(claimed, computed, rel_tol=1e-9))
         checks.append(Check(name, _shown(claimed), _shown(computed), same))

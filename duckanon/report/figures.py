@@ -23,9 +23,10 @@ from ..errors import AnonymizationError
 from ..hierarchy.hierarchy import Hierarchy
 from ..parameters import checked_number
 from ..privacy.models import KAnonymity
+from ..privacy.people import signature_group_histogram
 from ..recode.generalization import FullDomainGeneralization
 from ..release.files import open_release
-from ..release.verify import verify
+from ..release.verify import person_of, record_table_of, verify
 from ..risk.counting import class_size_histogram, population_pairs, records
 from ..risk.population import ClassSizes, prosecutor_risk
 from ..risk.summary import RiskSummary, summarize
@@ -170,12 +171,27 @@ def _risk(workspace, reader, released, source, quasi, info, policy, population, 
         notes.append("No population was given: journalist risk and population uniqueness are not estimated (give a "
                      "sampling fraction or a population table).")
     risk = summarize(released_sizes, source_sizes, threshold=threshold, population_records=population_records,
-                     source_pairs=source_pairs, release_pairs=release_pairs)
+                     source_pairs=source_pairs, release_pairs=release_pairs,
+                     people=_signature_groups(workspace, reader, released, source, quasi, info))
     buckets = pd.DataFrame({"bucket": [_bucket_name(b) for b in BUCKETS]})
     for side, histogram in (("source", source_sizes), ("release", released_sizes)):
         if histogram is not None:
             buckets[side] = _bucket_shares(*histogram)
     return risk, buckets
+
+
+def _signature_groups(workspace, reader, released, source, quasi, info) -> dict | None:
+    """Under a policy that counts people, each side's signature-group sizes (the source's where it names its
+    people, and its records' tables in a source of several tables); None otherwise."""
+    policy = info.get("policy") or {}
+    person, record_table = person_of(policy), record_table_of(policy)
+    if person is None:
+        return None
+    groups = {"release": signature_group_histogram(reader, released, quasi, person, record_table)}
+    if source is not None and person in (columns := workspace.engine.columns(source)):
+        groups["source"] = signature_group_histogram(workspace.engine, source, quasi, person,
+                                                     record_table if record_table in columns else None)
+    return groups
 
 
 def _release_population_pairs(workspace, reader, released, quasi, info, policy, population, notes):

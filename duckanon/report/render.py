@@ -105,9 +105,9 @@ def _cards(figures: ReportFigures) -> str:
         cards += [("people suppressed", people["suppressed"], "release.suppressed_people", _count),
                   ("source people", people["source"], "source.people", _count)]
     if figures.risk is not None:
-        prosecutor = figures.risk.prosecutor("release")
-        cards += [("highest prosecutor risk", prosecutor["highest"], "release.highest_risk", _percent),
-                  ("average prosecutor risk", prosecutor["average"], "release.average_risk", _percent)]
+        prosecutor, of = figures.risk.prosecutor("release"), " of a person" if figures.risk.counts_people else ""
+        cards += [(f"highest prosecutor risk{of}", prosecutor["highest"], "release.highest_risk", _percent),
+                  (f"average prosecutor risk{of}", prosecutor["average"], "release.average_risk", _percent)]
     return '<div class="cards">' + "".join(
         f'<div class="card"><div class="value" {_tag(key, value)}>{shown(value)}</div>'
         f'<div class="name">{_text(name)}</div></div>' for name, value, key, shown in cards) + "</div>"
@@ -199,7 +199,11 @@ def _risk(figures: ReportFigures) -> str:
     parts.append("<p>Prosecutor: the attacker knows the target is in the data. Journalist: the attacker knows only "
                   "that the target is in the population. Marketer: the share of records an attacker who re-identifies "
                   "as many as possible gets right. A record is <em>at risk</em> when its risk exceeds the threshold "
-                  f"{_percent(figures.risk.threshold)}. Risks and shares are in percent.</p>")
+                  f"{_percent(figures.risk.threshold)}. Risks and shares are in percent."
+                  + (" The policy counts people: a person's prosecutor risk is 1 / the people who share their "
+                     "signature (the set of classes of all their records), whatever the size of those classes; the "
+                     "records' figures count each record as if it were a person." if figures.risk.counts_people
+                     else "") + "</p>")
     parts.append(_table(figures.risk.table(), "risk"))
     estimates = figures.risk.population_table()
     if estimates is not None:

@@ -9,6 +9,7 @@ the population (:mod:`.population`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,9 +28,17 @@ class RiskSummary:
     population: dict[str, pd.DataFrame]  # per side, the estimators' table
 
     def prosecutor(self, side: str) -> dict[str, float]:
+        """The side's prosecutor risk: of a person where people are counted, else of a record."""
         figures = self.sides[side]
+        if PERSON_HIGHEST in figures:
+            return {"highest": figures[PERSON_HIGHEST], "average": figures[PERSON_AVERAGE],
+                    "records_at_risk": figures[PEOPLE_AT_RISK]}
         return {"highest": figures["highest prosecutor risk"], "average": figures["average prosecutor risk"],
                 "records_at_risk": figures["records at risk (prosecutor)"]}
+
+    @property
+    def counts_people(self) -> bool:
+        return any(PERSON_HIGHEST in figures for figures in self.sides.values())
 
     def table(self) -> pd.DataFrame:
         measures = list(dict.fromkeys(m for side in self.sides.values() for m in side))
@@ -49,17 +58,20 @@ class RiskSummary:
 
 def summarize(released: Histogram, source: Histogram | None, *, threshold: float,
               population_records: int | None = None, source_pairs: tuple | None = None,
-              release_pairs: tuple | None = None) -> RiskSummary:
+              release_pairs: tuple | None = None, people: Mapping[str, Histogram] | None = None) -> RiskSummary:
     """Each side's figures: prosecutor and marketer risk, records and share at risk above ``threshold``, sample
     uniques; given the population's size, journalist risk and population uniqueness.  ``source_pairs`` and
     ``release_pairs`` (sample size, population size, classes) give a side's journalist risk from a population table
-    instead of an estimate."""
+    instead of an estimate.  ``people``: per side, the sizes of its signature groups (how many people share a
+    signature) under a policy that counts people, whose prosecutor risk is a person's."""
     sides, tables = {}, {}
     for side, histogram in (("source", source), ("release", released)):
         if histogram is None:
             continue
         sizes = estimators.ClassSizes(*histogram)
         figures = _sample_figures(sizes, threshold)
+        if people and side in people:
+            figures.update(_people_figures(estimators.ClassSizes(*people[side]), threshold))
         if population_records is not None and sizes.classes:
             pairs = source_pairs if side == "source" else release_pairs
             figures.update(_journalist(sizes, population_records, pairs, threshold))
@@ -79,6 +91,20 @@ def _sample_figures(sizes: estimators.ClassSizes, threshold: float) -> dict[str,
         "marketer risk": estimators.marketer_risk(sizes),
         "sample uniques": uniques.records, "share of sample uniques": uniques.share,
     }
+
+
+PERSON_HIGHEST, PERSON_AVERAGE = "highest prosecutor risk of a person", "average prosecutor risk of a person"
+PEOPLE_AT_RISK = "people at risk (prosecutor)"
+
+
+def _people_figures(groups: estimators.ClassSizes, threshold: float) -> dict[str, float]:
+    """The prosecutor risk of people: a person is picked among those sharing their signature."""
+    prosecutor = estimators.prosecutor_risk(groups, threshold)
+    return {"people": groups.records, "signatures": groups.classes,
+            "smallest signature group": int(groups.sizes[0]) if groups.classes else 0,
+            PERSON_HIGHEST: prosecutor.highest, PERSON_AVERAGE: prosecutor.average,
+            PEOPLE_AT_RISK: prosecutor.records_at_risk,
+            "people alone in their signature": estimators.sample_uniqueness(groups).records}
 
 
 def _journalist(sizes: estimators.ClassSizes, population_records: int, pairs, threshold: float) -> dict[str, float]:
