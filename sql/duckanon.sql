@@ -864,6 +864,9 @@ WITH info AS (
     FROM shares JOIN models USING (i) GROUP BY i, class_key
 ), verdicts AS (
     SELECT models.i, models.model, models.params,
+           -- In a release of several tables a model over sensitive values counts each table's classes, of the tables
+           -- that hold the column: not recomputed here (the view release_verification and duckanon.verify do).
+           CASE WHEN models.sensitive IS NOT NULL AND (SELECT record_table FROM quasi) IS NOT NULL THEN NULL ELSE
            CASE model
                WHEN 'k-anonymity' THEN count(*) FILTER (WHERE sizes.n < CAST(json_extract_string(params, '$.k') AS BIGINT))
                WHEN 'k-map' THEN CASE WHEN json_extract_string(params, '$.population') IS NULL
@@ -891,7 +894,7 @@ WITH info AS (
                    WHERE disclosure >= CAST(json_extract_string(params, '$.delta') AS DOUBLE) - 1e-9)
                WHEN 't-closeness' THEN CASE WHEN coalesce(json_extract_string(params, '$.distance'), 'equal') = 'equal'
                    THEN count(*) FILTER (WHERE emd > CAST(json_extract_string(params, '$.t') AS DOUBLE) + 1e-9) END
-           END AS violating,
+           END END AS violating,
            count(*) AS classes
     FROM models CROSS JOIN sizes
          LEFT JOIN per_class ON per_class.i = models.i AND per_class.class_key = sizes.class_key
@@ -901,7 +904,7 @@ WITH info AS (
     WHERE NOT ((SELECT coalesce(json_extract_string(policy, '$.suppression'), 'replace') FROM info) = 'replace-unchecked'
                AND len(sizes.class_key) > 0
                AND list_bool_and(list_transform(sizes.class_key, lambda x: coalesce(x = '*', false))))
-    GROUP BY models.i, models.model, models.params
+    GROUP BY models.i, models.model, models.params, models.sensitive
 ), signed AS (
     -- A policy that counts people: each person's signature, the sorted set of the classes of their records (of
     -- (class, table) pairs in a release of several tables; the '*' class left out under 'replace-unchecked', as for

@@ -25,7 +25,7 @@ from ..hierarchy.bound import BoundHierarchy, require_coverage
 from ..hierarchy.hierarchy import level_column
 from ..privacy.checks import CheckReport, check
 from ..privacy.models import DataFacts, prices_classes
-from ..privacy.people import PeopleCheckReport, people_check, require_people
+from ..privacy.people import PeopleCheckReport, lacking_tables, people_check, require_people
 from ..privacy.risk_report import RiskReport, risk
 from ..recode.generalization import FullDomainGeneralization
 from ..recode.protect import check_methods
@@ -86,6 +86,12 @@ class BoundPolicy:
     @property
     def quasi_identifiers(self) -> list[str]:
         return self.policy.quasi_identifier_names
+
+    @property
+    def lacking(self) -> dict[str, list[str]]:
+        """Under a source of several tables, each quasi-identifier and sensitive column some tables lack, with those
+        tables (:func:`~duckanon.privacy.people.lacking_tables`); empty otherwise."""
+        return lacking_tables(self.tables or {}, [*self.quasi_identifiers, *self.policy.sensitive])
 
     @property
     def allowed_suppressed(self) -> int:
@@ -287,7 +293,8 @@ class EncodedSource:
         policy = self.bound.policy
         return people_check(self.engine, self.encoding.classes(levels), policy.person, policy.person_k,
                             models=policy.models, allowed_suppressed=self.bound.allowed_suppressed,
-                            replaced_checked=policy.checks_replaced, record_table=policy.record_table)
+                            replaced_checked=policy.checks_replaced, record_table=policy.record_table,
+                            lacking=self.bound.lacking)
 
     def risk(self, levels: Mapping[str, int], threshold: int = 5) -> RiskReport:
         if self.bound.policy.person is not None:

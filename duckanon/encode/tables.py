@@ -6,10 +6,12 @@ in column :data:`RECORD_TABLE` and NULL in the columns its table lacks (a NULL s
 hierarchy, so it forms no class with a value).  A column of one name in several tables is one column: one role, one
 hierarchy and one level, so it is generalized alike in every table.  The policy counts people by the key: a person's
 signature is the set of their (table, class) pairs, which k people must share, and a person suppressed loses every
-record in every table.  The key keeps its role (pseudonymized, it gets one pseudonym in every table).
+record in every table (their records show '*' in the quasi-identifiers their table holds, NULL in the others).  A
+model over a sensitive column (the l-diversity forms) judges the classes of the tables that hold that column.  The key
+keeps its role (pseudonymized, it gets one pseudonym in every table).
 
 A DuckDB release holds the stacked rows as its table and one view per source table (its columns, its rows), which BI
-tools join by the key.
+tools join by the key; a Parquet release is a folder of one file per source table.
 
 Refused before any work, naming the table and column: a table without the key, a key or a shared column whose type
 differs between tables, a NULL key, a person table that holds a key twice, and event records whose key the person
@@ -27,7 +29,7 @@ from sqlglot import exp
 from ..declare.policy import Policy
 from ..engine import Engine
 from ..errors import PolicyError
-from ..privacy.people import PersonExposure, person_exposure, valued_models
+from ..privacy.people import PersonExposure, person_exposure
 from ..sqlgen import build as sb
 from .sources import source_relation
 
@@ -51,10 +53,6 @@ class Stacked:
         if policy.suppression == "replace-unchecked":
             raise PolicyError("suppression 'replace-unchecked' (ARX's semantics, for one table) leaves the '*' class "
                               "out of the checks; a release of several tables suppresses by 'replace' or 'drop'")
-        valued = [m.describe() for models in valued_models(policy.models).values() for m in models]
-        if valued:
-            raise PolicyError(f"{', '.join(valued)}: a release of several tables enforces k-anonymity over people's "
-                              f"signatures so far; models over sensitive values count people in one table")
         return dataclasses.replace(policy, person=self.key, insensitive=[*policy.insensitive, RECORD_TABLE],
                                    record_table=RECORD_TABLE)
 

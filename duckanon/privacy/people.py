@@ -224,11 +224,18 @@ def counts_people(model: PrivacyModel) -> bool:
         and model.population is None and not model.prices_classes and not model.risk_threshold)
 
 
-def person_values(relation: exp.Expression, keys: Sequence[str], person: str, sensitive: str) -> exp.Select:
-    """The distinct (class, person, value) rows of ``relation``: each person's value of ``sensitive`` once per
-    class, as a model over sensitive values counts them under a policy that counts people."""
-    return exp.select(*[sb.col(k) for k in keys], sb.col(person), sb.col(sensitive)).distinct().from_(
+def person_values(relation: exp.Expression, keys: Sequence[str], person: str, sensitive: str,
+                  record_table: str | None = None, lacking: Mapping[str, Sequence[str]] | None = None) -> Classes:
+    """The distinct (class, person, value) rows of ``relation`` as classes: each person's value of ``sensitive``
+    once per class, as a model over sensitive values counts them under a policy that counts people.  In a release
+    of several tables, a class is one table's (``record_table`` joins the keys), and only the tables that hold
+    ``sensitive`` count (``lacking``: :func:`lacking_tables`)."""
+    keyed = [*keys, *([record_table] if record_table is not None else [])]
+    rows = exp.select(*[sb.col(k) for k in keyed], sb.col(person), sb.col(sensitive)).distinct().from_(
         sb.derived(relation, "r"))
+    if record_table is not None and sensitive in (lacking or {}):
+        rows = rows.where(table_holds(sensitive, lacking, record_table))
+    return Classes.of(rows.subquery("v"), keyed)
 
 
 def valued_models(models: Sequence[PrivacyModel]) -> dict[str, list[PrivacyModel]]:
@@ -252,18 +259,19 @@ def _without(classes: Classes, person: str, people: exp.Expression) -> Classes:
     return dataclasses.replace(classes, relation=kept.subquery("kept"))
 
 
-def _in_violating_classes(classes: Classes, person: str, valued: Mapping[str, Sequence[PrivacyModel]]
+def _in_violating_classes(classes: Classes, person: str, valued: Mapping[str, Sequence[PrivacyModel]],
+                          record_table: str | None = None, lacking: Mapping[str, Sequence[str]] | None = None
                           ) -> exp.Select:
     """``__person`` of each person with a row in a class that violates a model over sensitive values, each
-    person's value counted once per class."""
+    person's value counted once per class (per table's class, of the tables holding it: :func:`person_values`)."""
     keys = list(classes.keys)
     selects = []
     for sensitive, models in valued.items():
-        counted = Classes.of(person_values(classes.relation, keys, person, sensitive).subquery("v"), keys)
+        counted = person_values(classes.relation, keys, person, sensitive, record_table, lacking)
         violating = exp.select(*counted.keys_of()).from_(class_verdicts(counted, models).subquery("verdicts")).where(
             sb.col(VIOLATED))
         on = sb.and_all(exp.NullSafeEQ(this=sb.col(k, "r"), expression=sb.col(c, "x"))
-                        for k, c in zip(keys, counted.key_columns))
+                        for k, c in zip(counted.keys, counted.key_columns))
         selects.append(exp.select(sb.col(person, "r").as_(PERSON, quoted=True)).from_(classes.source("r")).join(
             violating.subquery("x"), on=on, join_type="INNER"))
     union = selects[0]
@@ -274,7 +282,8 @@ def _in_violating_classes(classes: Classes, person: str, valued: Mapping[str, Se
 
 @contextlib.contextmanager
 def settled_people(engine: Engine, classes: Classes, person: str, k: int, models: Sequence[PrivacyModel] = (),
-                   record_table: str | None = None) -> Iterator[exp.Expression]:
+                   record_table: str | None = None, lacking: Mapping[str, Sequence[str]] | None = None
+                   ) -> Iterator[exp.Expression]:
     """A query of ``__person``: the people a policy that counts people suppresses.  With k alone, those whose
     signature fewer than ``k`` people share (signature groups are apart: that is final).  With models over
     sensitive values, round after round over the people left, those too with a row in a class that violates one,
@@ -289,8 +298,8 @@ def settled_people(engine: Engine, classes: Classes, person: str, k: int, models
     try:
         while True:
             kept = classes if current is None else _without(classes, person, current)
-            found = exp.union(exposed_people(kept, person, k, record_table), _in_violating_classes(kept, person, valued),
-                              distinct=False)
+            found = exp.union(exposed_people(kept, person, k, record_table),
+                              _in_violating_classes(kept, person, valued, record_table, lacking), distinct=False)
             newly = exp.select(sb.col(PERSON)).distinct().from_(found.subquery("n"))
             if not engine.value(exp.select(exp.func("COUNT", exp.Star())).from_(newly.subquery("n"))):
                 break
@@ -306,26 +315,30 @@ def settled_people(engine: Engine, classes: Classes, person: str, k: int, models
 
 
 def _starred_violates(engine: Engine, classes: Classes, person: str, suppressed: exp.Expression,
-                      models: Sequence[PrivacyModel]) -> bool:
-    """Whether the suppressed people's rows, one class once all their values are '*', violate a model over
-    sensitive values (each person's value counted once)."""
+                      models: Sequence[PrivacyModel], record_table: str | None = None,
+                      lacking: Mapping[str, Sequence[str]] | None = None) -> bool:
+    """Whether the suppressed people's rows, one class once all their values are '*' (one per table, in a release
+    of several tables), violate a model over sensitive values (each person's value counted once)."""
     # One class: every row keyed alike.
     rows = exp.select(sb.lit(1).as_("__starred", quoted=True), exp.Star()).from_(classes.source("c")).where(
         exp.In(this=sb.col(person), query=_people_of(suppressed)))
     starred = dataclasses.replace(classes, relation=rows.subquery("starred"), keys=("__starred",))
     return bool(engine.rows(exp.select(sb.col(PERSON)).from_(
-        _in_violating_classes(starred, person, valued_models(models)).subquery("v")).limit(1)))
+        _in_violating_classes(starred, person, valued_models(models), record_table, lacking).subquery("v")
+    ).limit(1)))
 
 
 def people_check(engine: Engine, classes: Classes, person: str, k: int, *, models: Sequence[PrivacyModel] = (),
                  allowed_suppressed: int = 0, replaced_checked: bool = True, exempt: str | None = None,
-                 record_table: str | None = None) -> PeopleCheckReport:
+                 record_table: str | None = None, lacking: Mapping[str, Sequence[str]] | None = None
+                 ) -> PeopleCheckReport:
     """How ``classes`` fare when every signature must be shared by ``k`` people and every class satisfy the
     ``models`` over sensitive values, each person's value counted once per class (the people suppressed:
     :func:`settled_people`).  ``replaced_checked``: suppressed people, all their values '*', must share a signature
     of k people too (under ``record_table``, with those that have records in the same tables), and satisfy the
     models as one class.  Records of the class whose every key is ``exempt`` (a release's '*' class under ARX's
-    semantics) are left out of the check."""
+    semantics) are left out of the check.  ``lacking``: in a release of several tables, the columns some tables
+    lack (:func:`lacking_tables`), whose models count the other tables' records."""
     if record_table is not None:
         classes = dataclasses.replace(classes, carry=(*classes.carry, record_table))
     models = [m for m in models if m.sensitive is not None]
@@ -335,7 +348,7 @@ def people_check(engine: Engine, classes: Classes, person: str, k: int, *, model
         classes = Classes.of(kept.subquery("checked"), classes.keys, classes.weight, classes.carry)
     groups = signature_groups(classes, person, record_table).subquery("g")
     count = exp.func("COUNT", exp.Star())
-    with settled_people(engine, classes, person, k, models, record_table) as suppressed:
+    with settled_people(engine, classes, person, k, models, record_table, lacking) as suppressed:
         hit = exp.In(this=sb.col(PERSON), query=_people_of(suppressed))
 
         def where(value: exp.Expression) -> exp.Expression:
@@ -353,7 +366,8 @@ def people_check(engine: Engine, classes: Classes, person: str, k: int, *, model
         replaced_violates = replaced_checked and violating_people > 0 and (
             (violating_people < k if record_table is None
              else _smallest_starred_group(engine, classes, person, record_table, suppressed) < k)
-            or (bool(models) and _starred_violates(engine, classes, person, suppressed, models)))
+            or (bool(models) and _starred_violates(engine, classes, person, suppressed, models, record_table,
+                                                   lacking)))
     sizes = classes.sizes().subquery("s")
     class_count, smallest_class = engine.rows(exp.select(
         count.copy(), exp.func("COALESCE", exp.func("MIN", sb.col("__size")), sb.lit(0))).from_(sizes))[0]

@@ -35,7 +35,6 @@ from ..privacy.models import prices_classes
 from ..privacy.people import (
     PERSON,
     PeopleCheckReport,
-    lacking_tables,
     people_check,
     settled_people,
     table_holds,
@@ -139,7 +138,7 @@ def publish(workspace: Workspace, bound: BoundPolicy, transformation: Transforma
             person=bound.policy.person)
         verification = verification_view(table, ranges.columns(bound.columns), quasi, bound.policy.models,
                                           bound.allowed_suppressed, bound.policy.suppression, bound.policy.person,
-                                          bound.policy.record_table, _lacking(bound))
+                                          bound.policy.record_table, bound.lacking)
         content = ReleaseContent(table, final, {f"{table}_classes": classes_view, VIEW: verification}, info,
                                  sources=[bound.source], parts=released_parts(bound, ranges),
                                  record_table=bound.policy.record_table)
@@ -265,21 +264,16 @@ def _suppress_people(engine: Engine, bound: BoundPolicy, generalized: exp.Table,
     classes = Classes.of(generalized, bound.quasi_identifiers)
     report = people_check(engine, classes, PERSON_CARRIED, policy.person_k, models=policy.models,
                           allowed_suppressed=bound.allowed_suppressed, replaced_checked=policy.checks_replaced,
-                          record_table=policy.record_table)
+                          record_table=policy.record_table, lacking=bound.lacking)
     if not report.within_limit:
         raise PolicyNotSatisfied(report.summary(), report)
     with settled_people(engine, classes, PERSON_CARRIED, policy.person_k, policy.models,
-                        policy.record_table) as suppressed:
+                        policy.record_table, bound.lacking) as suppressed:
         exposed = temporaries.create(exp.select(sb.col(PERSON)).from_(sb.derived(suppressed, "s")))
     on = exp.NullSafeEQ(this=sb.col(PERSON_CARRIED, "g"), expression=sb.col(PERSON, "s"))
     final = _suppressed_query(generalized, bound.columns, bound.quasi_identifiers, exposed, [PERSON], on,
-                              policy.drops, _lacking(bound), policy.record_table)
+                              policy.drops, bound.lacking, policy.record_table)
     return report, final, report.violating_records
-
-
-def _lacking(bound: BoundPolicy) -> dict[str, list[str]]:
-    """:func:`lacking_tables` of ``bound``'s source (none but for several tables)."""
-    return lacking_tables(bound.tables or {}, bound.quasi_identifiers)
 
 
 @dataclass(frozen=True)
@@ -424,7 +418,8 @@ def verify_release(reader: Engine, table: str, bound: BoundPolicy, transformatio
         classes = priced_classes(reader, registered, released, bound.quasi_identifiers, population, prices)
         if policy.person is not None:  # the released person column (a pseudonym) tells people apart
             report = people_check(reader, classes, policy.person, policy.person_k, models=policy.models,
-                                  exempt=policy.exempt_class, record_table=policy.record_table)
+                                  exempt=policy.exempt_class, record_table=policy.record_table,
+                                  lacking=bound.lacking)
         else:
             report = check(reader, classes, policy.models, key_names=bound.quasi_identifiers,
                            exempt=policy.exempt_class, unmendable_checked=False)

@@ -240,7 +240,8 @@ def _people(reader, released, quasi: Sequence[str], person: str, record_table: s
     tables) shared by k people."""
     k = person_k(policy)
     report = people_check(reader, Classes.of(released, quasi), person, k,
-                          exempt=exempt_class(policy.get("suppression", "replace")), record_table=record_table)
+                          exempt=exempt_class(policy.get("suppression", "replace")), record_table=record_table,
+                          lacking=_lacking(policy, quasi))
     if report.satisfied:
         how = (f"all {report.signatures:,} signatures of {report.people:,} people are shared by {k} or more "
                f"(smallest {report.smallest_signature_group:,})")
@@ -266,7 +267,7 @@ def _people_suppression(reader, released, quasi: Sequence[str], person: str, pol
                      missing == claimed <= allowed)
     record_table = record_table_of(policy)
     starred = int(reader.value(exp.select(people).from_(released).where(shows_suppressed(
-        quasi, lacking_tables(policy.get("tables") or {}, quasi), record_table))))
+        quasi, _lacking(policy, quasi), record_table))))
     return Check(guarantee, f"{claimed:,} suppressed", f"{starred:,} people's records show '*' for every "
                                                        f"quasi-identifier{' of their table' if record_table else ''}",
                  claimed <= allowed and starred >= claimed)
@@ -310,13 +311,13 @@ def _models(reader, released, quasi: Sequence[str], policy: dict, info: dict) ->
     # One check of every model: its per-model counts say which hold, its listing names the first failing class.
     # Under a policy that counts people, a model over sensitive values counts each person's value once per class.
     exempt = exempt_class(policy.get("suppression", "replace"))
-    person = person_of(policy)
+    person, record_table = person_of(policy), record_table_of(policy)
     by_people, by_records = _split_by_people(models, person)
     judged = []
-    for group, relation in ([(by_records, released)] if by_records else []) + [
-            ([m], person_values(released, quasi, person, m.sensitive).subquery("values")) for m in by_people]:
-        report = check(reader, Classes.of(relation, quasi), group, key_names=quasi, most_violations=100,
-                       exempt=exempt)
+    for group, classes in ([(by_records, Classes.of(released, quasi))] if by_records else []) + [
+            ([m], person_values(released, quasi, person, m.sensitive, record_table, _lacking(policy, quasi)))
+            for m in by_people]:
+        report = check(reader, classes, group, key_names=list(classes.keys), most_violations=100, exempt=exempt)
         judged += [(m, bad, report) for m, bad in zip(group, report.per_model.itertuples(index=False))]
     for model, bad, report in judged:
         if model.risk_threshold:
@@ -338,6 +339,13 @@ def _models(reader, released, quasi: Sequence[str], policy: dict, info: dict) ->
         named_model = plain_model(model.name, model.params()) + (OVER_PEOPLE if model in by_people else "")
         checks.append(Check(named_model, "holds", how, bad.violating_classes == 0))
     return checks
+
+
+def _lacking(policy: dict, quasi: Sequence[str]) -> dict[str, list[str]]:
+    """The quasi-identifiers and sensitive columns some tables of a release of several tables lack (with those
+    tables), from its policy's tables; empty for a release of one table."""
+    sensitive = [m["sensitive"] for m in policy.get("models") or [] if m.get("sensitive")]
+    return lacking_tables(policy.get("tables") or {}, [*quasi, *sensitive])
 
 
 def _split_by_people(models: Sequence[PrivacyModel], person: str | None
@@ -432,7 +440,7 @@ def verification_view(table: str, columns: Sequence[str], quasi: Sequence[str], 
         judged = [(plain_model(m.name, m.params()), sb.col(verdict_column(i)), verdicts)
                   for i, m in enumerate(by_records)]
         for model in by_people:  # each person's value once per class
-            counted = Classes.of(person_values(released, quasi, person, model.sensitive).subquery("values"), quasi)
+            counted = person_values(released, quasi, person, model.sensitive, record_table, lacking)
             judged.append((plain_model(model.name, model.params()) + OVER_PEOPLE, sb.col(VIOLATED),
                            class_verdicts(counted, [model]).subquery("person_verdicts")))
         for guarantee, verdict, relation in judged:

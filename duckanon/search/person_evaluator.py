@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -44,12 +45,17 @@ _BOUNDED = (Loss, NormalizedCertaintyPenalty, NonUniformEntropy, DiscernibilityS
 class PersonNodeEvaluator(MemoryNodeEvaluator):
     """A :class:`MemoryNodeEvaluator` whose classes are judged by people's signatures (see the module's text)."""
 
-    def __init__(self, *args, person: str, k: int, record_table: str | None = None, **kwargs):
+    def __init__(self, *args, person: str, k: int, record_table: str | None = None,
+                 lacking: Mapping[str, Sequence[str]] | None = None, **kwargs):
         super().__init__(*args, **kwargs)
         self.person, self.k, self.record_table = person, k, record_table
         self.people = len(self.values[person])
         self.attributes = len(self.hierarchies)
         self.valued = valued_models(self.models)
+        # Per sensitive column some tables lack, the codes of the tables that hold it (whose records its models count).
+        self.holders = {} if record_table is None else {
+            name: np.flatnonzero(~np.isin(np.asarray(self.values[record_table].texts, dtype=object), lacking[name]))
+            for name in self.valued if name in (lacking or {})}
 
     # Every node is computed from the frequency table itself: a snapshot groups rows by class and would merge people.
     def _may_snapshot(self, index, node, source, classes) -> bool:
@@ -71,21 +77,23 @@ class PersonNodeEvaluator(MemoryNodeEvaluator):
         signed = classes if self.record_table is None else _group(
             [classes.ids, rows.sensitive[self.record_table]], [classes.count, len(self.values[self.record_table])],
             rows.weights)
-        exposed = self._settled(signed.ids, classes.ids, person, rows)
+        exposed = self._settled(signed.ids, person, rows)
         suppressed_rows = exposed[person]
         parts = _group([*codes, suppressed_rows.astype(np.int32)], [*cards, 2], rows.weights)
         violated = parts.codes[-1].astype(bool)
         split = _NodeClasses(node, rows, codes, parts, parts.sizes, {}, violated)
         sizes = classes.sizes
         people = int(exposed.sum())
+        starred = (np.zeros(int(suppressed_rows.sum()), dtype=np.int64) if self.record_table is None
+                   else rows.sensitive[self.record_table][suppressed_rows].astype(np.int64))  # one class per table
         starred_violates = people > 0 and (self._starred_group(exposed, person, rows) < self.k or (
-            bool(self.valued) and self._violating(np.zeros(int(suppressed_rows.sum()), dtype=np.int64),
-                                                  person[suppressed_rows], rows, suppressed_rows).any()))
+            bool(self.valued) and self._violating(starred, person[suppressed_rows], rows, suppressed_rows).any()))
         return split, people, classes.count, float(np.dot(sizes, sizes)), starred_violates
 
-    def _settled(self, signed: np.ndarray, class_ids: np.ndarray, person: np.ndarray, rows) -> np.ndarray:
+    def _settled(self, signed: np.ndarray, person: np.ndarray, rows) -> np.ndarray:
         """Per person, whether the policy suppresses them: as :func:`~duckanon.privacy.people.settled_people`
-        (``signed``: each row's class as signatures count it; ``class_ids``: its class as the models count it)."""
+        (``signed``: each row's class, one table's in a release of several tables, as signatures and models count
+        it)."""
         if not self.valued:
             return signature_sharing(signed, person, self.people) < self.k
         suppressed = np.zeros(self.people, dtype=bool)
@@ -94,29 +102,36 @@ class PersonNodeEvaluator(MemoryNodeEvaluator):
             who, codes = np.unique(person[on], return_inverse=True)
             newly = np.zeros(self.people, dtype=bool)
             newly[who[signature_sharing(signed[on], codes, len(who)) < self.k]] = True
-            newly[person[on][self._violating(class_ids[on], person[on], rows, on)]] = True
+            newly[person[on][self._violating(signed[on], person[on], rows, on)]] = True
             if not newly.any():
                 return suppressed
             suppressed |= newly
 
     def _violating(self, class_ids: np.ndarray, person: np.ndarray, rows, taken: np.ndarray) -> np.ndarray:
         """Per row (of those ``taken``), whether its class violates a model over sensitive values, each person's
-        value counted once per class (the distinct (class, person, value) rows, as the SQL counts them)."""
+        value counted once per class (the distinct (class, person, value) rows, as the SQL counts them), of the
+        tables that hold the sensitive column."""
         dense, classes = pd.factorize(class_ids)
         hit = np.zeros(len(classes), dtype=bool)
         for name, models in self.valued.items():
             values = self.values[name]
-            triples = np.unique(np.stack([dense.astype(np.int64), rows.sensitive[name][taken].astype(np.int64),
-                                          person.astype(np.int64)]), axis=1)
+            counted = (np.ones(len(dense), dtype=bool) if name not in self.holders
+                       else np.isin(rows.sensitive[self.record_table][taken], self.holders[name]))
+            if not counted.any():
+                continue
+            # The classes of the counted records only: a class of a table without the column has no value to judge.
+            judged, judged_classes = pd.factorize(dense[counted])
+            triples = np.unique(np.stack([judged.astype(np.int64), rows.sensitive[name][taken][counted].astype(np.int64),
+                                          person[counted].astype(np.int64)]), axis=1)
             cells, counts = np.unique(triples[0] * len(values) + triples[1], return_counts=True)
             cells_of = ClassCells(sizes=np.bincount(cells // len(values), weights=counts,
-                                                    minlength=len(classes)).astype(np.int64),
+                                                    minlength=len(judged_classes)).astype(np.int64),
                                   cell_class=cells // len(values), cell_value=cells % len(values),
                                   cell_count=counts.astype(np.int64),
                                   table_counts=np.bincount(cells % len(values), weights=counts,
                                                            minlength=len(values)).astype(np.int64), values=values)
             for model in models:
-                hit |= model.cell_violations(cells_of)
+                hit[judged_classes[model.cell_violations(cells_of)]] = True
         return hit[dense]
 
     def _starred_group(self, exposed: np.ndarray, person: np.ndarray, rows) -> int:

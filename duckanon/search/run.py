@@ -127,7 +127,7 @@ def evaluator(workspace: Workspace, bound: BoundPolicy, metrics: Sequence[Metric
                                   f"(--memory-budget), or evaluator='memory' to search regardless")
             workspace.announce(f"evaluating nodes in process, by people's signatures: they need {_size(needed)}")
             built = PersonNodeEvaluator(*arguments, **settings, person=policy.person, k=policy.person_k,
-                                        record_table=policy.record_table)
+                                        record_table=policy.record_table, lacking=bound.lacking)
         else:
             kind = _chosen(workspace, encoding, bound, resolved, kind, memory_budget)
             built = EVALUATOR_CLASSES[kind](*arguments, **settings)
