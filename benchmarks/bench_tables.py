@@ -12,7 +12,10 @@ tables.  Per k, three releases (optimal Loss, ARX's Adult hierarchies, at most 5
   its records (what a tool without a person column does);
 - **each table counting people**: the same, the visits under ``Policy(person=...)`` (each signature of visit classes
   shared by k people), the patients counting records (one record per person);
-- **both tables together**: ``Tables`` — a signature is the set of a person's (table, class) pairs.
+- **both tables together**: ``Tables`` — a signature is the set of a person's (table, class) pairs;
+- **both together, as Parquet**: the same release written as a folder of one Parquet file per table;
+- **both together, diagnosis 3-diverse**: the same, with distinct 3-diversity of the visits' diagnosis over people
+  (each person's diagnosis once per visit class; the patients table, which lacks it, not judged).
 
 Then, in pandas, from the released tables alone, joined by the pseudonym: people whose signature over both tables is
 shared by fewer than k people, and by nobody else; and the utility, per released cell of each quasi-identifier, by
@@ -23,6 +26,7 @@ over the cells of both tables, with the people and records suppressed.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import tempfile
 from pathlib import Path
@@ -37,7 +41,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 import duckanon  # noqa: E402
-from duckanon import Hierarchy, KAnonymity, Policy, Pseudonymize, Tables  # noqa: E402
+from duckanon import DistinctLDiversity, Hierarchy, KAnonymity, Policy, Pseudonymize, Tables  # noqa: E402
 from duckanon.datasets import adult_hierarchy_dir  # noqa: E402
 from duckanon.datasets.longitudinal import load_adult_patients_and_visits  # noqa: E402
 
@@ -90,7 +94,7 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as scratch:
         for k in args.k:
-            for how in ("each table counting records", "each table counting people", "both tables together"):
+            for how in ("each table counting records", "each table counting people", *TOGETHER):
                 common.progress(f"k = {k}: {how}")
                 folder = Path(scratch) / f"k{k}-{how.replace(' ', '-')}"
                 folder.mkdir()
@@ -112,15 +116,28 @@ def main() -> None:
     common.write_text(args.output, text)
 
 
+# Each way of releasing both tables together: its file, and what its policy adds.
+TOGETHER = {"both tables together": ("both.duckdb", {}),
+            "both together, as Parquet": ("both.parquet", {}),
+            "both together, diagnosis 3-diverse": ("both.duckdb", {"sensitive": ["diagnosis"]})}
+
+
 def release(anon, how: str, folder: Path, k: int):
     """The released patients and visits of one way of releasing them, each table's levels, and the people and visit
     records suppressed."""
-    if how == "both tables together":
+    if how in TOGETHER:
         quasi = PERSON_QUASI + VISIT_QUASI
+        file, changes = TOGETHER[how]
+        declared = policy(quasi, k, **changes)
+        if changes:
+            declared = dataclasses.replace(declared, models=[*declared.models, DistinctLDiversity("diagnosis", 3)])
         _, released = anon.anonymize(Tables({"patients": "patients", "visits": "visits"}, key="patient_id"),
-                                     policy(quasi, k), folder / "both.duckdb")
-        with duckdb.connect(str(released.path), read_only=True) as con:
-            patients, visits = (con.execute(f"SELECT * FROM {t}").df() for t in ("patients", "visits"))
+                                     declared, folder / file)
+        if released.path.is_dir():
+            patients, visits = (pd.read_parquet(released.path / f"{t}.parquet") for t in ("patients", "visits"))
+        else:
+            with duckdb.connect(str(released.path), read_only=True) as con:
+                patients, visits = (con.execute(f"SELECT * FROM {t}").df() for t in ("patients", "visits"))
         levels = duckanon.read_release_info(released.path)["transformation"]["full-domain generalization"]
         starred = visits[(visits[VISIT_QUASI] == "*").all(axis=1)]
         return (patients, visits, {"patients": {q: levels[q] for q in PERSON_QUASI},

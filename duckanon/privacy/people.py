@@ -30,7 +30,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import itertools
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -330,15 +330,17 @@ def _starred_violates(engine: Engine, classes: Classes, person: str, suppressed:
 
 def people_check(engine: Engine, classes: Classes, person: str, k: int, *, models: Sequence[PrivacyModel] = (),
                  allowed_suppressed: int = 0, replaced_checked: bool = True, exempt: str | None = None,
-                 record_table: str | None = None, lacking: Mapping[str, Sequence[str]] | None = None
-                 ) -> PeopleCheckReport:
+                 record_table: str | None = None, lacking: Mapping[str, Sequence[str]] | None = None,
+                 keep: Callable[[exp.Select], object] | None = None) -> PeopleCheckReport:
     """How ``classes`` fare when every signature must be shared by ``k`` people and every class satisfy the
     ``models`` over sensitive values, each person's value counted once per class (the people suppressed:
     :func:`settled_people`).  ``replaced_checked``: suppressed people, all their values '*', must share a signature
     of k people too (under ``record_table``, with those that have records in the same tables), and satisfy the
     models as one class.  Records of the class whose every key is ``exempt`` (a release's '*' class under ARX's
     semantics) are left out of the check.  ``lacking``: in a release of several tables, the columns some tables
-    lack (:func:`lacking_tables`), whose models count the other tables' records."""
+    lack (:func:`lacking_tables`), whose models count the other tables' records.  ``keep`` is given the query of the
+    people suppressed (``__person``) while it reads, to keep them (a publish suppresses them without settling
+    again)."""
     if record_table is not None:
         classes = dataclasses.replace(classes, carry=(*classes.carry, record_table))
     models = [m for m in models if m.sensitive is not None]
@@ -349,6 +351,8 @@ def people_check(engine: Engine, classes: Classes, person: str, k: int, *, model
     groups = signature_groups(classes, person, record_table).subquery("g")
     count = exp.func("COUNT", exp.Star())
     with settled_people(engine, classes, person, k, models, record_table, lacking) as suppressed:
+        if keep is not None:
+            keep(exp.select(sb.col(PERSON)).from_(sb.derived(suppressed, "s")))
         hit = exp.In(this=sb.col(PERSON), query=_people_of(suppressed))
 
         def where(value: exp.Expression) -> exp.Expression:

@@ -36,7 +36,6 @@ from ..privacy.people import (
     PERSON,
     PeopleCheckReport,
     people_check,
-    settled_people,
     table_holds,
 )
 from ..recode.generalization import FullDomainGeneralization, Transformation
@@ -262,14 +261,14 @@ def _suppress_people(engine: Engine, bound: BoundPolicy, generalized: exp.Table,
     people share is suppressed (``generalized`` carries each record's person as ``__duckanon_person``)."""
     policy = bound.policy
     classes = Classes.of(generalized, bound.quasi_identifiers)
+    kept: list[exp.Table] = []  # the people the check suppresses, settled once
     report = people_check(engine, classes, PERSON_CARRIED, policy.person_k, models=policy.models,
                           allowed_suppressed=bound.allowed_suppressed, replaced_checked=policy.checks_replaced,
-                          record_table=policy.record_table, lacking=bound.lacking)
+                          record_table=policy.record_table, lacking=bound.lacking,
+                          keep=lambda people: kept.append(temporaries.create(people)))
     if not report.within_limit:
         raise PolicyNotSatisfied(report.summary(), report)
-    with settled_people(engine, classes, PERSON_CARRIED, policy.person_k, policy.models,
-                        policy.record_table, bound.lacking) as suppressed:
-        exposed = temporaries.create(exp.select(sb.col(PERSON)).from_(sb.derived(suppressed, "s")))
+    exposed, = kept
     on = exp.NullSafeEQ(this=sb.col(PERSON_CARRIED, "g"), expression=sb.col(PERSON, "s"))
     final = _suppressed_query(generalized, bound.columns, bound.quasi_identifiers, exposed, [PERSON], on,
                               policy.drops, bound.lacking, policy.record_table)
