@@ -274,7 +274,7 @@ def test_a_parquet_release_is_a_folder_of_one_file_per_table_that_joins_verifies
     keyed = policy(3, 0.3, insensitive=["vid", "rx", "dx", "drug"],
                    pseudonymize={"pid": Pseudonymize(key="env:TABLES_TEST_KEY")})
     folder = tmp_path / "hospital.parquet"
-    anon.anonymize(source(frames), keyed, folder)
+    _, release = anon.anonymize(source(frames), keyed, folder)
     anon.anonymize(source(frames), keyed, tmp_path / "hospital.duckdb")
     assert sorted(p.name for p in folder.iterdir()) == [
         "_release_info.json", "patients.parquet", "prescriptions.parquet", "visits.parquet"]
@@ -290,6 +290,8 @@ def test_a_parquet_release_is_a_folder_of_one_file_per_table_that_joins_verifies
                                f"JOIN '{folder}/patients.parquet' p USING (pid)").fetchone()[0]
     assert joined == len(frames["visits"])
     assert verify(folder).holds
+    page = release.report(tmp_path / "hospital.html").read_text()
+    assert "The release holds 3 tables joined by pid, each a file of the release&#x27;s folder" in page
     reader, info = open_release(folder)
     assert reader.value(exp.select(exp.func("COUNT", exp.Star())).from_(sb.table("visits"))) == len(frames["visits"])
     reader.close()
@@ -545,6 +547,11 @@ def test_the_command_line_releases_and_measures_several_tables(tmp_path):
     assert code == 0
     levels = read_release_info(target)["transformation"]["full-domain generalization"]
     check_release(frames, released_tables(target), levels, 3, 0.3, "replace")
+    folder = tmp_path / "r.parquet"  # the same release as a folder of one Parquet file per table
+    assert run([str(tmp_path / "patients.parquet"), *events, "--person", "pid", *roles, "-k", "3",
+                "--suppression-limit", "0.3", "-o", str(folder)]) == 0
+    check_release(frames, released_tables(folder), levels, 3, 0.3, "replace")
+    assert run(["verify", str(folder)]) == 0
     measured = duckanon.connect().person_exposure(
         Tables({n: str(tmp_path / f"{n}.parquet") for n in frames}, key="pid"), ["sex", "zone", "age"], "pid", 3)
     assert measured.people == len(frames["patients"])

@@ -136,10 +136,12 @@ def _policy(figures: ReportFigures) -> str:
                "a model over sensitive values, round after round until none more" if valued else "") if person
             else "Records in classes that violate the policy are suppressed")
     if tables:
-        what = (f"The release holds {len(tables)} tables joined by {person}, each a view of the released table: "
+        each = "a file of the release's folder" if figures.path.is_dir() else "a view of the released table"
+        what = (f"The release holds {len(tables)} tables joined by {person}, each {each}: "
                 + ", ".join(f"{name} ({', '.join(columns)})" for name, columns in tables.items())
                 + ". A class is one table's combination of values, and a person's signature the set of (table, "
-                  "class) pairs of all their records. " + what)
+                  "class) pairs of all their records; a model of a sensitive column judges the classes of the tables "
+                  "that hold it. " + what)
     return ("<h2>Policy</h2>" + _table(models, "policy.models") + _table(columns, "policy.columns")
             + f"<p>{_text(what)} ({_text(how)}): {_text(limit)}. "
             + (f"Columns the policy does not name are {_text(others)}." if others else "") + "</p>")
