@@ -681,7 +681,9 @@ class _ParquetFolder(_Writer):
 
     def reader(self, path, table, *, info: bool = True):
         reader = _fresh_reader()
-        described = json.loads((path / FOLDER_INFO).read_text(encoding="utf-8"))
+        # Spark's parts are digested before their info is written.
+        info_file = path / FOLDER_INFO
+        described = json.loads(info_file.read_text(encoding="utf-8")) if info or info_file.is_file() else {}
         if TABLES in described:
             _stack_tables(reader, path, table, described[TABLES])
         elif table is not None:
