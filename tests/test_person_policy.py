@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from test_sql_macros import needs_macros, release_verdicts
 
 import duckanon
-from duckanon import DateShift, Hierarchy, KAnonymity, Policy, verify
+from duckanon import AverageReidentificationRisk, DateShift, Hierarchy, KAnonymity, Policy, SampleUniqueness, verify
 from duckanon.cli import run
 from duckanon.engine.duckdb_engine import DuckDBEngine
 from duckanon.errors import PolicyError, PolicyNotSatisfied
@@ -461,3 +461,72 @@ def test_the_view_the_macro_and_verify_count_each_persons_value_once(tmp_path):
     assert all(shell.values()) and any(g.startswith("entropy-l-diversity") for g in shell)
     assert all(view.values()) and "entropy-l-diversity of dx with l = 2.5 over people" in view
     assert verify(tmp_path / "r.duckdb").holds
+
+
+# Risk thresholds over people: the figure of the signature groups (a person's risk), the smallest groups cut.
+def average_risk_holds(threshold: float):
+    return lambda groups: not groups or len(groups) / sum(groups) <= threshold
+
+
+def uniques_hold(threshold: float):
+    return lambda groups: not groups or sum(g == 1 for g in groups) / sum(groups) <= threshold
+
+
+THRESHOLDS = [(2, AverageReidentificationRisk(0.2), average_risk_holds(0.2)),
+              (1, SampleUniqueness(0.05), uniques_hold(0.05))]
+
+
+def cut_by_groups(frame: pd.DataFrame, levels: dict[str, int], k: int, holds) -> tuple[set, bool]:
+    """By the definition: the people whose signature fewer than k people share, then the smallest signature groups
+    left (of one size, the group whose lowest pid comes first) until the groups left meet the threshold; and
+    whether the release's groups (the suppressed people's own too, under replacement) meet it."""
+    out = generalized(frame, levels)
+    classes = out[["age", "code"]].astype(str).agg("\x1f".join, axis=1)
+    signature = classes.groupby(out["pid"]).agg(frozenset)
+    sizes = signature.map(signature.value_counts())
+    suppressed = set(sizes[sizes < k].index)
+    kept = signature[~signature.index.isin(suppressed)]
+    groups = sorted((len(people), min(people), set(people)) for people in kept.groupby(kept).groups.values())
+    cut = 0
+    while not holds([g[0] for g in groups[cut:]]):
+        cut += 1
+    for _, _, people in groups[:cut]:
+        suppressed |= people
+    return suppressed, [g[0] for g in groups[cut:]]
+
+
+@pytest.mark.parametrize("k,model,holds", THRESHOLDS, ids=["average-risk", "sample-uniqueness"])
+@pytest.mark.parametrize("suppression", ["replace", "drop"])
+def test_a_risk_threshold_over_people_cuts_the_smallest_signature_groups_alike_everywhere(k, model, holds,
+                                                                                          suppression, tmp_path):
+    frame = records([1, 2, 5, 9, 3, 1, 14, 2, 7, 30, 4, 1, 2, 6, 50, 3, 4, 4, 2, 8] * 3, 5)
+    con, anon = connected(frame)
+    policy = person_policy(k, 0.4, suppression, models=[KAnonymity(k), model])
+    allowed = int(0.4 * frame["pid"].nunique() + 1e-9)
+    cuts = 0  # nodes where the threshold suppresses people whose signature k people share
+    with anon.encode("visits", policy) as encoded, evaluator(anon.workspace, encoded.bound, ["loss"], None,
+                                                             encoding=encoded.encoding) as nodes:
+        for index in range(nodes.lattice.size):
+            levels = dict(zip(["age", "code"], nodes.lattice.node(index)))
+            suppressed, left = cut_by_groups(frame, levels, k, holds)
+            sizes = signature_sizes(generalized(frame, levels))
+            cuts += len(suppressed) > int((sizes < k).sum())
+            shown = left + ([len(suppressed)] if suppression == "replace" and suppressed else [])
+            within = len(suppressed) <= allowed and holds(shown)
+            satisfied = within and not (suppression == "replace" and 0 < len(suppressed) < k)
+            hidden = int(frame["pid"].isin(suppressed).sum())
+            result, report = nodes.evaluate(index), encoded.check(levels)
+            assert (report.violating_people, report.violating_records) == (len(suppressed), hidden), levels
+            assert (result.suppressed, bool(nodes.satisfies(index)), report.within_limit) == (
+                hidden, satisfied, satisfied), levels
+    assert cuts > 0
+    result, release = anon.anonymize("visits", policy, tmp_path / "r.duckdb")
+    con.close()
+    suppressed, left = cut_by_groups(frame, result.levels, k, holds)
+    assert release.check.violating_people == len(suppressed)
+    checks = verify(tmp_path / "r.duckdb").frame().set_index("guarantee")
+    over_people = [g for g in checks.index if g.startswith(model.name) and g.endswith(" over people")]
+    assert checks["holds"].all() and len(over_people) == 1
+    with duckdb.connect(str(tmp_path / "r.duckdb"), read_only=True) as written:
+        view = dict(written.execute("SELECT guarantee, holds FROM release_verification").fetchall())
+    assert view[over_people[0]] and all(view.values())

@@ -22,6 +22,7 @@ from test_sql_macros import MACROS, needs_macros, release_verdicts
 
 import duckanon
 from duckanon import (
+    AverageReidentificationRisk,
     DistinctLDiversity,
     EntropyLDiversity,
     Hierarchy,
@@ -417,6 +418,35 @@ def test_l_diversity_of_a_column_of_one_table_counts_its_classes_people_at_every
     with duckdb.connect(str(tmp_path / "r.duckdb"), read_only=True) as written:
         view = dict(written.execute("SELECT guarantee, holds FROM release_verification").fetchall())
     assert all(view.values()) and any(g.endswith(" over people") for g in view)
+
+
+@pytest.mark.parametrize("suppression", ["replace", "drop"])
+def test_a_risk_threshold_over_several_tables_is_judged_alike_in_the_search_the_check_and_the_release(
+        tmp_path, suppression):
+    """Average risk over people's signature groups of (table, class) pairs: the search's verdicts equal the SQL
+    check's at every node (the smallest groups cut, the suppressed people's groups per set of tables), and the release
+    meets it as verify, its view and pandas recompute it."""
+    frames = two_ages(tables([3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3] * 2, 4))
+    con, anon = connected(frames)
+    declared = policy(2, 0.4, suppression, models=[KAnonymity(2), AverageReidentificationRisk(0.2)])
+    cut = 0  # nodes where the threshold suppresses people beyond k
+    with anon.encode(source(frames), declared) as encoded, evaluator(
+            anon.workspace, encoded.bound, ["loss"], None, encoding=encoded.encoding) as nodes:
+        names = list(encoded.bound.quasi_identifiers)
+        for index in range(nodes.lattice.size):
+            levels = dict(zip(names, nodes.lattice.node(index)))
+            result, report = nodes.evaluate(index), encoded.check(levels)
+            assert (result.suppressed, bool(nodes.satisfies(index))) == (report.violating_records,
+                                                                        report.within_limit), levels
+            cut += report.violating_people > int((sharing(generalized(frames, levels)) < 2).sum())
+    assert cut > 0
+    _, release = anon.anonymize(source(frames), declared, tmp_path / "r.duckdb")
+    con.close()
+    shared = sharing(released_tables(tmp_path / "r.duckdb"))
+    assert (1 / shared).mean() <= 0.2 and verify(tmp_path / "r.duckdb").holds
+    with duckdb.connect(str(tmp_path / "r.duckdb"), read_only=True) as written:
+        view = dict(written.execute("SELECT guarantee, holds FROM release_verification").fetchall())
+    assert view["average-reidentification-risk with threshold = 0.2 over people"] and all(view.values())
 
 
 @needs_macros

@@ -45,6 +45,7 @@ from ..sqlgen import build as sb
 from .checks import CheckReport, class_verdicts
 from .classes import VALUE, VIOLATED, WEIGHT, Classes, every_key_is
 from .models import KAnonymity, PrivacyModel
+from .thresholds import RiskThreshold, cut, risk_thresholds
 
 PERSON, SIGNATURE, PEOPLE, RECORDS = "__person", "__signature", "__people", "__records"
 _KEY = "__class_key"
@@ -91,7 +92,9 @@ class PeopleCheckReport(CheckReport):
 
     @property
     def within_limit(self) -> bool:
-        return self.violating_people <= self.allowed_suppressed and not self.replaced_class_violates
+        # ``unmendable``: the risk thresholds the groups left still fail
+        return (self.violating_people <= self.allowed_suppressed and not self.replaced_class_violates
+                and not self.unmendable)
 
     def _share(self) -> str:
         return f"{self.violating_people / self.people:.2%}" if self.people else "0%"
@@ -176,10 +179,13 @@ def exposed_people(classes: Classes, person: str, k: int, record_table: str | No
         sb.col(PEOPLE) < sb.lit(k))
 
 
-def _smallest_starred_group(engine: Engine, classes: Classes, person: str, record_table: str,
-                            suppressed: exp.Expression) -> int:
-    """Among the people ``suppressed`` (a query of ``__person``), the fewest that have records in the same tables:
-    once their values are all '*', that set of tables is their signature."""
+def _starred_groups(engine: Engine, classes: Classes, person: str, record_table: str | None,
+                    suppressed: exp.Expression, people: int) -> np.ndarray:
+    """The sizes of the groups the ``people`` ``suppressed`` (a query of ``__person``) form once their values are all
+    '*': one group, or in a release of several tables one per set of tables they have records in (their
+    signature then)."""
+    if record_table is None:
+        return np.array([people] if people else [], dtype=np.int64)
     keyed = classes.normalized(person).subquery("records")
     tables = (exp.select(sb.col(VALUE), _sorted_set("__table").as_(SIGNATURE, quoted=True))
               .from_(exp.select(sb.col(VALUE), sb.length_prefixed(sb.col(record_table)).as_("__table", quoted=True))
@@ -188,8 +194,14 @@ def _smallest_starred_group(engine: Engine, classes: Classes, person: str, recor
               .group_by(sb.col(VALUE)))
     sizes = exp.select(exp.func("COUNT", exp.Star()).as_(PEOPLE, quoted=True)).from_(tables.subquery("s")).group_by(
         sb.col(SIGNATURE))
-    return int(engine.value(exp.select(exp.func("COALESCE", exp.func("MIN", sb.col(PEOPLE)), sb.lit(0)))
-                            .from_(sizes.subquery("g"))))
+    return np.array([r[0] for r in engine.rows(sizes)], dtype=np.int64)
+
+
+def thresholds_failing(thresholds: Sequence[RiskThreshold], groups: np.ndarray) -> list[str]:
+    """The risk ``thresholds`` that signature groups of ``groups`` people (the release's: those kept, and under
+    replacement the suppressed people's own) fail."""
+    sizes, counts = np.unique(np.asarray(groups, dtype=np.int64), return_counts=True)
+    return [t.describe() for t in thresholds if not t.holds(sizes, counts)]
 
 
 def lacking_tables(tables: Mapping[str, Sequence[str]], quasi: Sequence[str]) -> dict[str, list[str]]:
@@ -217,9 +229,10 @@ def shows_suppressed(quasi: Sequence[str], lacking: Mapping[str, Sequence[str]] 
 
 
 def counts_people(model: PrivacyModel) -> bool:
-    """Whether a policy that counts people can enforce ``model``: k-anonymity (over signatures), or a model of a
-    class's sensitive values alone (the l-diversity forms), which then counts each person's value once per class."""
-    return isinstance(model, KAnonymity) or (
+    """Whether a policy that counts people can enforce ``model``: k-anonymity (over signatures), a risk threshold
+    (over signature groups, a person's risk), or a model of a class's sensitive values alone (the l-diversity
+    forms), which then counts each person's value once per class."""
+    return isinstance(model, (KAnonymity, RiskThreshold)) or (
         model.sensitive is not None and model.minimum_size is None and not model.compares_with_table
         and model.population is None and not model.prices_classes and not model.risk_threshold)
 
@@ -287,22 +300,36 @@ def settled_people(engine: Engine, classes: Classes, person: str, k: int, models
     """A query of ``__person``: the people a policy that counts people suppresses.  With k alone, those whose
     signature fewer than ``k`` people share (signature groups are apart: that is final).  With models over
     sensitive values, round after round over the people left, those too with a row in a class that violates one,
-    until a round suppresses nobody more: a person suppressed leaves every class of theirs, which may then violate
-    (each round's people are kept in a temporary table, dropped after)."""
-    valued = valued_models(models)
-    if not valued:
+    until a round suppresses nobody more: a person suppressed leaves every class of theirs, which may then violate.
+    With risk thresholds, once a round suppresses nobody more, the smallest signature groups left go as ARX cuts the
+    smallest classes (:func:`group_cut`); with models over values the rounds then go on, else that is final (each
+    round's people are kept in a temporary table, dropped after)."""
+    valued, thresholds = valued_models(models), risk_thresholds(models)
+    if not valued and not thresholds:
         yield exposed_people(classes, person, k, record_table)
         return
     tables: list[exp.Table] = []
     current: exp.Select | None = None  # nobody, before the first round
+    cuts = 0
+
+    def count(query: exp.Select) -> int:
+        return int(engine.value(exp.select(exp.func("COUNT", exp.Star())).from_(query.subquery("n"))))
+
     try:
         while True:
             kept = classes if current is None else _without(classes, person, current)
-            found = exp.union(exposed_people(kept, person, k, record_table),
-                              _in_violating_classes(kept, person, valued, record_table, lacking), distinct=False)
+            found = exposed_people(kept, person, k, record_table)
+            if valued:
+                found = exp.union(found, _in_violating_classes(kept, person, valued, record_table, lacking),
+                                  distinct=False)
             newly = exp.select(sb.col(PERSON)).distinct().from_(found.subquery("n"))
-            if not engine.value(exp.select(exp.func("COUNT", exp.Star())).from_(newly.subquery("n"))):
-                break
+            if not count(newly):
+                if not thresholds or (cuts and not valued):
+                    break
+                cuts += 1
+                newly = _cut_people(engine, kept, person, record_table, thresholds)
+                if not count(newly):
+                    break
             table = sb.table(f"__duckanon_settled_{next(_rounds)}")
             engine.run(sb.create_table_as(table, newly if current is None else exp.union(
                 current, newly, distinct=False), temporary=True))
@@ -312,6 +339,31 @@ def settled_people(engine: Engine, classes: Classes, person: str, k: int, models
     finally:
         for table in tables:
             engine.run(sb.drop("TABLE", table))
+
+
+def group_cut(thresholds: Sequence[RiskThreshold], sizes: np.ndarray) -> int:
+    """How many of the signature groups of ``sizes`` people the risk ``thresholds`` suppress, the smallest first
+    (:func:`~duckanon.privacy.thresholds.cut`, which cuts classes by their records, applied to groups by their
+    people); among groups of one size those whose first person (in the person column's order) comes first."""
+    return cut(thresholds, sizes).classes
+
+
+def _cut_people(engine: Engine, classes: Classes, person: str, record_table: str | None,
+                thresholds: Sequence[RiskThreshold]) -> exp.Select:
+    """``__person`` of the people in the signature groups :func:`group_cut` suppresses among ``classes``."""
+    signed = signatures(classes, person, record_table).subquery("signed")
+    groups = (exp.select(sb.col(SIGNATURE), exp.func("COUNT", exp.Star()).as_(PEOPLE, quoted=True),
+                         exp.func("MIN", sb.col(PERSON)).as_("__first", quoted=True))
+              .from_(signed).group_by(sb.col(SIGNATURE)))
+    sizes = np.array([r[0] for r in engine.rows(exp.select(sb.col(PEOPLE)).from_(groups.subquery("g")))],
+                     dtype=np.int64)
+    cut_groups = group_cut(thresholds, sizes)
+    order = exp.Order(expressions=[exp.Ordered(this=sb.col(PEOPLE)), exp.Ordered(this=sb.col("__first"))])
+    ranked = exp.select(sb.col(SIGNATURE), exp.Window(this=exp.func("ROW_NUMBER"), order=order).as_(
+        "__rank", quoted=True)).from_(groups.subquery("g"))
+    chosen = exp.select(sb.col(SIGNATURE)).from_(ranked.subquery("r")).where(sb.col("__rank") <= sb.lit(cut_groups))
+    return exp.select(sb.col(PERSON)).from_(signed.copy()).where(exp.In(this=sb.col(SIGNATURE),
+                                                                        query=chosen.subquery()))
 
 
 def _starred_violates(engine: Engine, classes: Classes, person: str, suppressed: exp.Expression,
@@ -343,6 +395,7 @@ def people_check(engine: Engine, classes: Classes, person: str, k: int, *, model
     again)."""
     if record_table is not None:
         classes = dataclasses.replace(classes, carry=(*classes.carry, record_table))
+    thresholds = risk_thresholds(models)
     models = [m for m in models if m.sensitive is not None]
     if exempt is not None:
         kept = exp.select(exp.Star()).from_(classes.source("c")).where(
@@ -350,7 +403,7 @@ def people_check(engine: Engine, classes: Classes, person: str, k: int, *, model
         classes = Classes.of(kept.subquery("checked"), classes.keys, classes.weight, classes.carry)
     groups = signature_groups(classes, person, record_table).subquery("g")
     count = exp.func("COUNT", exp.Star())
-    with settled_people(engine, classes, person, k, models, record_table, lacking) as suppressed:
+    with settled_people(engine, classes, person, k, [*models, *thresholds], record_table, lacking) as suppressed:
         if keep is not None:
             keep(exp.select(sb.col(PERSON)).from_(sb.derived(suppressed, "s")))
         hit = exp.In(this=sb.col(PERSON), query=_people_of(suppressed))
@@ -367,15 +420,22 @@ def people_check(engine: Engine, classes: Classes, person: str, k: int, *, model
         violating_people = int(violating_people)
         violating_groups = engine.rows(exp.select(exp.func("COUNT", exp.Distinct(expressions=[sb.col(SIGNATURE)])))
                                        .from_(groups.copy()).where(hit.copy()))[0][0]
+        starred = (_starred_groups(engine, classes, person, record_table, suppressed, violating_people)
+                   if replaced_checked else np.zeros(0, dtype=np.int64))
         replaced_violates = replaced_checked and violating_people > 0 and (
-            (violating_people < k if record_table is None
-             else _smallest_starred_group(engine, classes, person, record_table, suppressed) < k)
+            int(starred.min()) < k
             or (bool(models) and _starred_violates(engine, classes, person, suppressed, models, record_table,
                                                    lacking)))
+        failing = []
+        if thresholds:  # over the groups the release shows: those kept, and the suppressed people's own
+            kept = signature_groups(_without(classes, person, suppressed), person, record_table).subquery("k")
+            shown = engine.rows(exp.select(exp.func("MIN", sb.col(PEOPLE))).from_(kept).group_by(sb.col(SIGNATURE)))
+            failing = thresholds_failing(thresholds, np.concatenate([[r[0] for r in shown], starred]))
     sizes = classes.sizes().subquery("s")
     class_count, smallest_class = engine.rows(exp.select(
         count.copy(), exp.func("COALESCE", exp.func("MIN", sb.col("__size")), sb.lit(0))).from_(sizes))[0]
-    model = "; ".join([f"k-anonymity over people (k={k})", *(f"{m.describe()} over people" for m in models)])
+    model = "; ".join([f"k-anonymity over people (k={k})",
+                       *(f"{m.describe()} over people" for m in [*models, *thresholds])])
     per_model = pd.DataFrame({"model": [model], "violating_signatures": [int(violating_groups)],
                               "violating_people": [int(violating_people)],
                               "violating_records": [int(violating_records)]})
@@ -384,7 +444,7 @@ def people_check(engine: Engine, classes: Classes, person: str, k: int, *, model
         violating_classes=int(violating_groups), violating_records=int(violating_records),
         allowed_suppressed=allowed_suppressed, per_model=per_model,
         violations=pd.DataFrame({"violating_people": [], "violating_records": []}),
-        replaced_class_violates=replaced_violates, k=k, people=int(people),
+        replaced_class_violates=replaced_violates, unmendable=failing, k=k, people=int(people),
         signatures=int(sigs), smallest_signature_group=int(smallest), violating_people=int(violating_people))
 
 
@@ -433,11 +493,11 @@ def require_people(engine: Engine, relation: exp.Expression, person: str) -> Non
         raise PolicyError(f"the person column {person!r} is NULL in {nulls} records: each record needs its person")
 
 
-def signature_sharing(class_ids: np.ndarray, person: np.ndarray, people: int) -> np.ndarray:
-    """Per person (codes ``0 … people-1``; every one holds a row), how many people have the same set of classes as
-    they do, from each row's class id and person code.  Exactly: each person's sorted class list is folded into a
-    dense id one position at a time (the id so far paired with the next class, or none past the list's end, and
-    numbered again), so that two people end with one id exactly when their lists are equal."""
+def signature_groups_of(class_ids: np.ndarray, person: np.ndarray, people: int) -> np.ndarray:
+    """Per person (codes ``0 … people-1``; every one holds a row), a dense id of their set of classes, from each row's
+    class id and person code.  Exactly: each person's sorted class list is folded into a dense id one position at a
+    time (the id so far paired with the next class, or none past the list's end, and numbered again), so that two
+    people end with one id exactly when their lists are equal."""
     classes = int(class_ids.max()) + 1 if len(class_ids) else 1
     pairs = np.unique(person.astype(np.int64) * classes + class_ids.astype(np.int64))
     owner, owned = pairs // classes, pairs % classes
@@ -449,4 +509,11 @@ def signature_sharing(class_ids: np.ndarray, person: np.ndarray, people: int) ->
         following = np.full(people, classes, dtype=np.int64)  # ``classes``: the list has ended
         following[owner[at]] = owned[at]
         ids = pd.factorize(ids * (classes + 1) + following)[0].astype(np.int64)
+    return ids
+
+
+def signature_sharing(class_ids: np.ndarray, person: np.ndarray, people: int) -> np.ndarray:
+    """Per person (codes ``0 … people-1``), how many people have the same set of classes as they do
+    (:func:`signature_groups_of`)."""
+    ids = signature_groups_of(class_ids, person, people)
     return np.bincount(ids)[ids]

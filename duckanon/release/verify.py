@@ -39,6 +39,7 @@ from ..privacy.classes import SIZE, VIOLATED, Classes, every_key_is
 from ..privacy.models import PrivacyModel
 from ..privacy.people import (
     PEOPLE,
+    SIGNATURE,
     lacking_tables,
     people_check,
     people_k,
@@ -320,10 +321,12 @@ def _models(reader, released, quasi: Sequence[str], policy: dict, info: dict) ->
         report = check(reader, classes, group, key_names=list(classes.keys), most_violations=100, exempt=exempt)
         judged += [(m, bad, report) for m, bad in zip(group, report.per_model.itertuples(index=False))]
     for model, bad, report in judged:
-        if model.risk_threshold:
-            sizes, counts = class_size_histogram(reader, _counted_classes(released, quasi, exempt), quasi)
+        if model.risk_threshold:  # over classes of records, or under a policy that counts people its groups
+            counted = _counted_classes(released, quasi, exempt)
+            sizes, counts = (class_size_histogram(reader, counted, quasi) if person is None else
+                             signature_group_histogram(reader, counted, quasi, person, record_table))
             holds = model.holds(sizes, counts)
-            checks.append(Check(plain_model(model.name, model.params()), "holds",
+            checks.append(Check(plain_model(model.name, model.params()) + (OVER_PEOPLE if person else ""), "holds",
                                 f"{model.figure(sizes, counts)}: {'holds' if holds else 'fails'}", holds))
             continue
         if bad.violating_classes == 0:
@@ -450,10 +453,13 @@ def verification_view(table: str, columns: Sequence[str], quasi: Sequence[str], 
                             exp.Concat(expressions=[text(violating), sb.lit(" classes violate it")], safe=False),
                             exp.EQ(this=violating.copy(), expression=sb.lit(0))))
         for model in models:
-            guarantee = plain_model(model.name, model.params())
+            guarantee = plain_model(model.name, model.params()) + (
+                OVER_PEOPLE if person is not None and model.risk_threshold else "")
             holds = model.sql_holds(sb.col(SIZE)) if model.risk_threshold else None
-            if holds is not None:  # a figure of the counted classes' sizes
-                recomputed = value(exp.select(holds).from_(verdicts.copy()).where(counted_class.copy()))
+            if holds is not None:  # a figure of the counted classes' sizes, or of people's signature groups
+                sized = (exp.select(exp.Star()).from_(verdicts.copy()).where(counted_class.copy()) if person is None
+                         else _group_sizes(released, quasi, person, record_table, exempt))
+                recomputed = value(exp.select(holds).from_(sized.subquery("sized")))
                 rows.append(row(guarantee, sb.lit("holds"), exp.Case().when(recomputed, sb.lit("holds")).else_(
                     sb.lit("fails")), recomputed.copy()))
             elif model not in checkable:  # not recomputed here: holds stays NULL
@@ -482,6 +488,16 @@ def _suppression_row(row, claimed, value, released: exp.Table, counted: exp.Expr
     agrees = (exp.EQ if drop else exp.GTE)(this=shown.copy(), expression=claimed("suppressed_records"))
     return row(f"at most {allowed_suppressed:,} records suppressed ({suppression})", claimed("suppressed_records"),
                shown, exp.and_(agrees, exp.LTE(this=claimed("suppressed_records"), expression=sb.lit(allowed_suppressed))))
+
+
+def _group_sizes(released: exp.Table, quasi: Sequence[str], person: str, record_table: str | None,
+                 exempt: str | None) -> exp.Select:
+    """One row per signature group of ``released`` (the '*' class left out where ``exempt`` names it), its people
+    as the class-size column :meth:`~duckanon.privacy.thresholds.RiskThreshold.sql_holds` reads."""
+    counted = released if exempt is None else _counted_classes(released, quasi, exempt)
+    groups = signature_groups(Classes.of(counted, quasi), person, record_table).subquery("g")
+    return exp.select(exp.func("MIN", sb.col(PEOPLE)).as_(SIZE, quoted=True)).from_(groups).group_by(
+        sb.col(SIGNATURE))
 
 
 def _people_rows(row, value, released: exp.Table, quasi: Sequence[str], person: str, record_table: str | None,

@@ -26,7 +26,14 @@ import numpy as np
 import pandas as pd
 
 from ..privacy.cells import ClassCells
-from ..privacy.people import signature_sharing, valued_models
+from ..privacy.people import (
+    group_cut,
+    signature_groups_of,
+    signature_sharing,
+    thresholds_failing,
+    valued_models,
+)
+from ..privacy.thresholds import risk_thresholds
 from ..utility.metrics import (
     DiscernibilityStar,
     Loss,
@@ -51,7 +58,7 @@ class PersonNodeEvaluator(MemoryNodeEvaluator):
         self.person, self.k, self.record_table = person, k, record_table
         self.people = len(self.values[person])
         self.attributes = len(self.hierarchies)
-        self.valued = valued_models(self.models)
+        self.valued, self.thresholds = valued_models(self.models), risk_thresholds(self.models)
         # Per sensitive column some tables lack, the codes of the tables that hold it (whose records its models count).
         self.holders = {} if record_table is None else {
             name: np.flatnonzero(~np.isin(np.asarray(self.values[record_table].texts, dtype=object), lacking[name]))
@@ -64,11 +71,12 @@ class PersonNodeEvaluator(MemoryNodeEvaluator):
     def _snapshot_meets(self, nodes) -> None:
         return None
 
-    def _people_classes(self, node: np.ndarray) -> tuple[_NodeClasses, int, int, float, bool]:
+    def _people_classes(self, node: np.ndarray) -> tuple[_NodeClasses, int, int, float, bool, bool]:
         """The node's classes split into kept and suppressed parts (``violated`` marks the latter), the people
         suppressed, the unsplit classes' count and squares, and whether the suppressed people, all their values '*',
         violate the policy (fewer than k with records in the same tables, or their values one class violating a
-        model), as :func:`~duckanon.privacy.people.people_check`'s ``replaced_class_violates``."""
+        model), as :func:`~duckanon.privacy.people.people_check`'s ``replaced_class_violates``, and whether a risk
+        threshold fails the signature groups the release would show (its ``unmendable``)."""
         rows = self.base
         codes = self._codes(rows, node)
         cards = [self.cards[i][level] for i, level in enumerate(node)]
@@ -86,26 +94,53 @@ class PersonNodeEvaluator(MemoryNodeEvaluator):
         people = int(exposed.sum())
         starred = (np.zeros(int(suppressed_rows.sum()), dtype=np.int64) if self.record_table is None
                    else rows.sensitive[self.record_table][suppressed_rows].astype(np.int64))  # one class per table
-        starred_violates = people > 0 and (self._starred_group(exposed, person, rows) < self.k or (
+        starred_groups = self._starred_groups(exposed, person, rows)
+        starred_violates = people > 0 and (int(starred_groups.min()) < self.k or (
             bool(self.valued) and self._violating(starred, person[suppressed_rows], rows, suppressed_rows).any()))
-        return split, people, classes.count, float(np.dot(sizes, sizes)), starred_violates
+        failing = bool(self.thresholds) and bool(thresholds_failing(self.thresholds, np.concatenate([
+            self._groups(signed.ids, person, ~suppressed_rows)[0],
+            starred_groups if self.suppressed_class else starred_groups[:0]])))
+        return split, people, classes.count, float(np.dot(sizes, sizes)), starred_violates, failing
 
     def _settled(self, signed: np.ndarray, person: np.ndarray, rows) -> np.ndarray:
         """Per person, whether the policy suppresses them: as :func:`~duckanon.privacy.people.settled_people`
         (``signed``: each row's class, one table's in a release of several tables, as signatures and models count
         it)."""
-        if not self.valued:
+        if not self.valued and not self.thresholds:
             return signature_sharing(signed, person, self.people) < self.k
         suppressed = np.zeros(self.people, dtype=bool)
+        cuts = 0
         while True:
             on = ~suppressed[person]
-            who, codes = np.unique(person[on], return_inverse=True)
+            sizes, who, group = self._groups(signed, person, on)
             newly = np.zeros(self.people, dtype=bool)
-            newly[who[signature_sharing(signed[on], codes, len(who)) < self.k]] = True
-            newly[person[on][self._violating(signed[on], person[on], rows, on)]] = True
+            newly[who[sizes[group] < self.k]] = True
+            if self.valued:
+                newly[person[on][self._violating(signed[on], person[on], rows, on)]] = True
             if not newly.any():
-                return suppressed
+                if not self.thresholds or (cuts and not self.valued):
+                    return suppressed
+                cuts += 1
+                newly[who[np.isin(group, self._cut_groups(sizes, who, group))]] = True
+                if not newly.any():
+                    return suppressed
             suppressed |= newly
+
+    def _groups(self, signed: np.ndarray, person: np.ndarray, on: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The signature groups of the rows ``on``: each group's people, the people (codes, ascending), and each
+        one's group."""
+        who, codes = np.unique(person[on], return_inverse=True)
+        group = signature_groups_of(signed[on], codes, len(who))
+        return np.bincount(group), who, group
+
+    def _cut_groups(self, sizes: np.ndarray, who: np.ndarray, group: np.ndarray) -> np.ndarray:
+        """The groups :func:`~duckanon.privacy.people.group_cut` suppresses: the smallest, among those of one size
+        those whose first person (the lowest code: the column's order) comes first."""
+        first = np.full(len(sizes), np.iinfo(np.int64).max)
+        np.minimum.at(first, group, who)
+        order = np.lexsort((first, sizes))
+        return order[:group_cut(self.thresholds, sizes)]
 
     def _violating(self, class_ids: np.ndarray, person: np.ndarray, rows, taken: np.ndarray) -> np.ndarray:
         """Per row (of those ``taken``), whether its class violates a model over sensitive values, each person's
@@ -139,15 +174,15 @@ class PersonNodeEvaluator(MemoryNodeEvaluator):
                 hit[judged_classes[model.cell_violations(cells_of)]] = True
         return hit[dense]
 
-    def _starred_group(self, exposed: np.ndarray, person: np.ndarray, rows) -> int:
-        """The fewest of the ``exposed`` people that have records in the same set of tables (all of them in one
-        table)."""
+    def _starred_groups(self, exposed: np.ndarray, person: np.ndarray, rows) -> np.ndarray:
+        """The sizes of the groups the ``exposed`` people form once their values are all '*': one, or per set of
+        tables they have records in."""
         count = int(exposed.sum())
         if self.record_table is None or count == 0:
-            return count
+            return np.array([count] if count else [], dtype=np.int64)
         mine = exposed[person]
         who, index = np.unique(person[mine], return_inverse=True)
-        return int(signature_sharing(rows.sensitive[self.record_table][mine], index, len(who)).min())
+        return np.bincount(signature_groups_of(rows.sensitive[self.record_table][mine], index, len(who)))
 
     def _suppressed_entropy(self, classes: _NodeClasses) -> tuple[float, ...]:
         # the split's last column marks the suppressed part
@@ -157,13 +192,14 @@ class PersonNodeEvaluator(MemoryNodeEvaluator):
         results = {}
         for index in indices:
             node = np.asarray(self.lattice.node(index), dtype=np.int64)
-            split, people, count, squares, starred_violates = self._people_classes(node)
+            split, people, count, squares, starred_violates, failing = self._people_classes(node)
             totals = dataclasses.replace(self._totals(split), classes=count, squares=squares)
-            results[index] = self._people_result(index, totals, people, starred_violates)
+            results[index] = self._people_result(index, totals, people, starred_violates, failing)
         return results
 
-    def _people_result(self, index: int, totals: NodeTotals, people: int, starred_violates: bool) -> NodeResult:
-        within_limit = people <= self.allowed_suppressed
+    def _people_result(self, index: int, totals: NodeTotals, people: int, starred_violates: bool,
+                       failing: bool) -> NodeResult:
+        within_limit = people <= self.allowed_suppressed and not failing  # failing: a risk threshold the cut left
         satisfied = within_limit and not (self.suppressed_class and starred_violates)
         return NodeResult(node=self.lattice.node(index), suppressed=totals.suppressed, within_limit=within_limit,
                           satisfied=satisfied, values={m.name: m.value(totals) for m in self.metrics},
