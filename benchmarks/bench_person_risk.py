@@ -1,0 +1,90 @@
+"""An average re-identification risk threshold when one person has several records: over classes of records, or
+over people's signature groups.
+
+    python benchmarks/bench_person_risk.py [--threshold 0.02 0.01 0.005] [--output results/person_risk.md]
+
+The data is Adult made longitudinal (``duckanon.datasets.longitudinal``: 30,162 people, 136,844 visits).  Per
+threshold t, two optimal full-domain generalizations (Loss, at most 5 % suppressed, ARX's Adult hierarchies for age,
+sex, race and marital status, k = 2, ``AverageReidentificationRisk(t)``), the patient's id pseudonymized: one counting
+records (the figure ARX bounds: classes / records), one counting people (``Policy(person=...)``: signature groups /
+people, the smallest groups cut until it holds).  Then, in pandas, from each release alone: the average and highest
+risk of a record (1 / its class's records) and of a person (1 / the people sharing their signature, the suppressed
+people's own group included), and the people whose signature nobody else has.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+import common
+from longitudinal_setup import loaded
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+import duckanon  # noqa: E402
+from duckanon import AverageReidentificationRisk, KAnonymity, Policy  # noqa: E402
+from duckanon.datasets.longitudinal import load_adult_visits  # noqa: E402
+
+QUASI = ["age", "sex", "race", "marital-status"]
+K = 2
+
+
+def risks(release: pd.DataFrame) -> tuple[float, float, float, float, int]:
+    """(a record's average and highest risk, a person's average and highest risk, people alone in their signature)
+    of ``release``, every row counted ('*' rows form their class and group, as a recipient sees them)."""
+    classes = release[QUASI].astype(str).agg("|".join, axis=1)
+    records = classes.map(classes.value_counts())
+    signatures = classes.groupby(release["patient_id"]).agg(frozenset)
+    people = signatures.map(signatures.value_counts())
+    return (float((1 / records).mean()), float(1 / records.min()), float((1 / people).mean()),
+            float(1 / people.min()), int((people == 1).sum()))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--threshold", type=float, nargs="+", default=[0.02, 0.01, 0.005])
+    parser.add_argument("--output", type=Path, default=HERE / "results" / "person_risk.md")
+    args = parser.parse_args()
+    con, anon, hierarchies, pseudonym = loaded(load_adult_visits, QUASI)
+    rows = []
+    with tempfile.TemporaryDirectory() as scratch:
+        for threshold in args.threshold:
+            base = {"quasi_identifiers": hierarchies, "models": [KAnonymity(K), AverageReidentificationRisk(threshold)],
+                    "pseudonymize": {"patient_id": pseudonym}, "others": "drop", "suppression_limit": 0.05}
+            for unit, policy in (("records", Policy(**base)), ("people", Policy(**base, person="patient_id"))):
+                common.progress(f"average risk {threshold:g}: searching and publishing, counting {unit}")
+                target = Path(scratch) / f"t{threshold}-{unit}.parquet"
+                try:
+                    wall, _cpu, (result, release) = common.timed(
+                        lambda policy=policy, target=target: anon.anonymize("adult_visits", policy, target))
+                except duckanon.PolicyNotSatisfied:
+                    rows.append([f"{threshold:g}", unit, "no transformation satisfies the policy", *["–"] * 9])
+                    continue
+                released = pd.read_parquet(target)
+                levels = ", ".join(f"{a}={v}" for a, v in result.levels.items() if v) or "none"
+                people = released.loc[(released[QUASI] == "*").all(axis=1), "patient_id"].nunique()
+                record_average, record_highest, person_average, person_highest, alone = risks(released)
+                rows.append([f"{threshold:g}", unit, levels, f"{result.best.values['loss']:.4f}",
+                             f"{release.suppressed:,}", f"{people:,}", f"{record_average:.4f}",
+                             f"{record_highest:.3f}", f"{person_average:.4f}", f"{person_highest:.3f}", f"{alone:,}",
+                             f"{wall:.1f}"])
+    table = common.markdown_table(
+        ["threshold", "counting", "levels above 0", "loss", "records suppressed", "people suppressed",
+         "record: average risk", "record: highest", "person: average risk", "person: highest",
+         "people alone in their signature", "s"], rows)
+    text = (f"# An average-risk threshold when one person has several visits\n\n"
+            f"Longitudinal Adult (`duckanon.datasets.longitudinal`, seed 27), k = {K}, quasi-identifiers "
+            f"{', '.join(QUASI)}; risks computed with pandas from each release.\n\n{table}\n\n"
+            f"{common.facts_markdown(common.machine_facts(con))}\n")
+    print(text)
+    common.write_text(args.output, text)
+
+
+if __name__ == "__main__":
+    main()
