@@ -23,13 +23,12 @@ import numpy as np
 import pandas as pd
 
 import common
-from longitudinal_setup import loaded
+from longitudinal_setup import both_ways, loaded
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-import duckanon  # noqa: E402
-from duckanon import EntropyLDiversity, KAnonymity, Policy  # noqa: E402
+from duckanon import EntropyLDiversity, KAnonymity  # noqa: E402
 from duckanon.datasets.longitudinal import load_adult_visits  # noqa: E402
 
 QUASI = ["age", "sex", "race", "marital-status"]
@@ -67,16 +66,11 @@ def main() -> None:
             base = {"quasi_identifiers": hierarchies, "models": [KAnonymity(K), EntropyLDiversity("diagnosis", l)],
                     "pseudonymize": {"patient_id": pseudonym}, "others": "drop",
                     "suppression_limit": 0.05}
-            for unit, policy in (("records", Policy(**base)), ("people", Policy(**base, person="patient_id"))):
-                common.progress(f"l = {l}: searching and publishing, counting {unit}")
-                target = Path(scratch) / f"l{l}-{unit}.parquet"
-                try:
-                    wall, _cpu, (result, release) = common.timed(
-                        lambda policy=policy, target=target: anon.anonymize("adult_visits", policy, target))
-                except duckanon.PolicyNotSatisfied:
+            for unit, outcome in both_ways(anon, base, Path(scratch), f"l = {l}"):
+                if outcome is None:
                     rows.append([f"{l:g}", unit, "no transformation satisfies the policy", *["–"] * 8])
                     continue
-                released = pd.read_parquet(target)
+                wall, result, release, released = outcome.wall, outcome.result, outcome.release, outcome.rows
                 levels = ", ".join(f"{a}={v}" for a, v in result.levels.items() if v) or "none"
                 people = released.loc[(released[QUASI] == "*").all(axis=1), "patient_id"].nunique()
                 short_people, in_short = short_classes(released, l, by_people=True)

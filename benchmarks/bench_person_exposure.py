@@ -29,12 +29,12 @@ from pathlib import Path
 import pandas as pd
 
 import common
-from longitudinal_setup import loaded
+from longitudinal_setup import both_ways, loaded
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from duckanon import KAnonymity, Policy  # noqa: E402
+from duckanon import KAnonymity  # noqa: E402
 from duckanon.datasets.longitudinal import load_adult_visits  # noqa: E402
 
 QUASI = ["age", "sex", "race", "marital-status", "education", "native-country", "workclass"]
@@ -69,14 +69,10 @@ def main() -> None:
             base = {"quasi_identifiers": hierarchies, "models": [KAnonymity(k)], "sensitive": ["diagnosis"],
                     "pseudonymize": {"patient_id": pseudonym}, "others": "drop",
                     "suppression_limit": 0.05}
-            for unit, policy in (("records", Policy(**base)), ("people", Policy(**base, person="patient_id"))):
-                common.progress(f"k = {k}: searching and publishing, counting {unit}")
-                target = Path(scratch) / f"k{k}-{unit}.parquet"
-                wall, _cpu, (result, release) = common.timed(
-                    lambda policy=policy, target=target: anon.anonymize("adult_visits", policy, target))
-                released = pd.read_parquet(target)
+            for unit, outcome in both_ways(anon, base, Path(scratch), f"k = {k}"):
+                wall, result, release, released = outcome.wall, outcome.result, outcome.release, outcome.rows
                 figures = exposure(released, k)
-                measured = anon.person_exposure(target, QUASI, "patient_id", k)  # duckanon's SQL, held to pandas's
+                measured = anon.person_exposure(outcome.path, QUASI, "patient_id", k)  # duckanon's SQL, held to pandas's
                 assert (measured.records, measured.people, measured.people_in_small_classes, measured.people_below_k,
                         measured.unique_people) == tuple(figures.values()), (measured, figures)
                 levels = ", ".join(f"{a}={level}" for a, level in zip(result.attributes, result.best.node) if level)

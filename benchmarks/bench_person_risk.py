@@ -22,13 +22,12 @@ from pathlib import Path
 import pandas as pd
 
 import common
-from longitudinal_setup import loaded
+from longitudinal_setup import both_ways, loaded
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-import duckanon  # noqa: E402
-from duckanon import AverageReidentificationRisk, KAnonymity, Policy  # noqa: E402
+from duckanon import AverageReidentificationRisk, KAnonymity  # noqa: E402
 from duckanon.datasets.longitudinal import load_adult_visits  # noqa: E402
 
 QUASI = ["age", "sex", "race", "marital-status"]
@@ -57,23 +56,18 @@ def main() -> None:
         for threshold in args.threshold:
             base = {"quasi_identifiers": hierarchies, "models": [KAnonymity(K), AverageReidentificationRisk(threshold)],
                     "pseudonymize": {"patient_id": pseudonym}, "others": "drop", "suppression_limit": 0.05}
-            for unit, policy in (("records", Policy(**base)), ("people", Policy(**base, person="patient_id"))):
-                common.progress(f"average risk {threshold:g}: searching and publishing, counting {unit}")
-                target = Path(scratch) / f"t{threshold}-{unit}.parquet"
-                try:
-                    wall, _cpu, (result, release) = common.timed(
-                        lambda policy=policy, target=target: anon.anonymize("adult_visits", policy, target))
-                except duckanon.PolicyNotSatisfied:
+            for unit, released in both_ways(anon, base, Path(scratch), f"average risk {threshold:g}"):
+                if released is None:
                     rows.append([f"{threshold:g}", unit, "no transformation satisfies the policy", *["–"] * 9])
                     continue
-                released = pd.read_parquet(target)
-                levels = ", ".join(f"{a}={v}" for a, v in result.levels.items() if v) or "none"
-                people = released.loc[(released[QUASI] == "*").all(axis=1), "patient_id"].nunique()
-                record_average, record_highest, person_average, person_highest, alone = risks(released)
-                rows.append([f"{threshold:g}", unit, levels, f"{result.best.values['loss']:.4f}",
-                             f"{release.suppressed:,}", f"{people:,}", f"{record_average:.4f}",
+                shown = released.rows
+                levels = ", ".join(f"{a}={v}" for a, v in released.result.levels.items() if v) or "none"
+                people = shown.loc[(shown[QUASI] == "*").all(axis=1), "patient_id"].nunique()
+                record_average, record_highest, person_average, person_highest, alone = risks(shown)
+                rows.append([f"{threshold:g}", unit, levels, f"{released.result.best.values['loss']:.4f}",
+                             f"{released.release.suppressed:,}", f"{people:,}", f"{record_average:.4f}",
                              f"{record_highest:.3f}", f"{person_average:.4f}", f"{person_highest:.3f}", f"{alone:,}",
-                             f"{wall:.1f}"])
+                             f"{released.wall:.1f}"])
     table = common.markdown_table(
         ["threshold", "counting", "levels above 0", "loss", "records suppressed", "people suppressed",
          "record: average risk", "record: highest", "person: average risk", "person: highest",

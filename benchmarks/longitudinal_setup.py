@@ -1,22 +1,26 @@
-"""What the benchmarks on longitudinal Adult share: the data loaded, the anonymizer, the hierarchies, and a pseudonym
-key drawn for the run (given through an environment variable, as a custodian gives it)."""
+"""What the benchmarks on longitudinal Adult share: the data loaded, the anonymizer, the hierarchies, a pseudonym key
+drawn for the run (given through an environment variable, as a custodian gives it), and a policy released counting
+records and counting people."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import secrets
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
+import pandas as pd
 
 import common
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import duckanon  # noqa: E402
-from duckanon import Hierarchy, Pseudonymize  # noqa: E402
+from duckanon import Hierarchy, Policy, Pseudonymize  # noqa: E402
 from duckanon.datasets import adult_hierarchy_dir  # noqa: E402
 
 KEY_VARIABLE = "DUCKANON_BENCH_PSEUDONYM_KEY"
@@ -32,3 +36,34 @@ def loaded(load: Callable[[duckdb.DuckDBPyConnection], object], quasi: Sequence[
     load(con)
     hierarchies = {q: Hierarchy.from_arx_csv(adult_hierarchy_dir() / f"{q}.csv") for q in quasi}
     return con, duckanon.connect(con), hierarchies, Pseudonymize(f"env:{KEY_VARIABLE}")
+
+
+@dataclass(frozen=True)
+class Released:
+    """One release of :func:`both_ways`: its file, wall seconds, the search's result, the release, and its rows."""
+
+    path: Path
+    wall: float
+    result: object
+    release: object
+    rows: pd.DataFrame
+
+
+def both_ways(anon: duckanon.Anonymizer, base: dict, folder: Path, label: str
+              ) -> Iterator[tuple[str, Released | None]]:
+    """The policy ``base`` (a Policy's arguments) counting records, then counting people by ``patient_id``, each
+    searched and published from ``adult_visits`` into ``folder`` (announced as ``label``): per unit, its release, or
+    None where no transformation satisfies the policy."""
+    for unit, policy in (("records", Policy(**base)), ("people", Policy(**base, person="patient_id"))):
+        common.progress(f"{label}: searching and publishing, counting {unit}")
+        target = folder / f"{next(_releases)}-{unit}.parquet"
+        try:
+            wall, _cpu, (result, release) = common.timed(
+                lambda policy=policy, target=target: anon.anonymize("adult_visits", policy, target))
+        except duckanon.PolicyNotSatisfied:
+            yield unit, None
+            continue
+        yield unit, Released(target, wall, result, release, pd.read_parquet(target))
+
+
+_releases = itertools.count()
