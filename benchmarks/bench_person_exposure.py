@@ -72,7 +72,8 @@ def main() -> None:
             for unit, outcome in both_ways(anon, base, Path(scratch), f"k = {k}"):
                 wall, result, release, released = outcome.wall, outcome.result, outcome.release, outcome.rows
                 figures = exposure(released, k)
-                measured = anon.person_exposure(outcome.path, QUASI, "patient_id", k)  # duckanon's SQL, held to pandas's
+                # duckanon's SQL, held to pandas's
+                measured = anon.person_exposure(outcome.path, QUASI, "patient_id", k)
                 assert (measured.records, measured.people, measured.people_in_small_classes, measured.people_below_k,
                         measured.unique_people) == tuple(figures.values()), (measured, figures)
                 levels = ", ".join(f"{a}={level}" for a, level in zip(result.attributes, result.best.node) if level)

@@ -161,14 +161,22 @@ def signature_groups(classes: Classes, person: str, record_table: str | None = N
         signatures(classes, person, record_table).subquery("signed"))
 
 
+FIRST = "__first"  # a signature group's first person, in the person column's order
+
+
+def group_sizes(classes: Classes, person: str, record_table: str | None = None) -> exp.Select:
+    """One row per signature group: the signature, its people (``__people``) and its first person (``__first``)."""
+    return (exp.select(sb.col(SIGNATURE), exp.func("COUNT", exp.Star()).as_(PEOPLE, quoted=True),
+                       exp.func("MIN", sb.col(PERSON)).as_(FIRST, quoted=True))
+            .from_(signatures(classes, person, record_table).subquery("signed")).group_by(sb.col(SIGNATURE)))
+
+
 def signature_group_histogram(engine: Engine, relation: exp.Expression, quasi: Sequence[str], person: str,
                               record_table: str | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The sizes of ``relation``'s signature groups (how many people share a signature; ascending) and how many
     groups have each: the class-size histogram of people, whose prosecutor risk is 1 / their group's size."""
-    groups = signature_groups(Classes.of(relation, quasi), person, record_table).subquery("g")
-    by_group = exp.select(exp.func("MIN", sb.col(PEOPLE)).as_(PEOPLE, quoted=True)).from_(groups).group_by(
-        sb.col(SIGNATURE)).subquery("s")
-    rows = engine.rows(exp.select(sb.col(PEOPLE), exp.func("COUNT", exp.Star())).from_(by_group).group_by(
+    groups = group_sizes(Classes.of(relation, quasi), person, record_table).subquery("g")
+    rows = engine.rows(exp.select(sb.col(PEOPLE), exp.func("COUNT", exp.Star())).from_(groups).group_by(
         sb.col(PEOPLE)).order_by(sb.col(PEOPLE)))
     return np.array([r[0] for r in rows], dtype=np.int64), np.array([r[1] for r in rows], dtype=np.int64)
 
@@ -342,28 +350,24 @@ def settled_people(engine: Engine, classes: Classes, person: str, k: int, models
 
 
 def group_cut(thresholds: Sequence[RiskThreshold], sizes: np.ndarray) -> int:
-    """How many of the signature groups of ``sizes`` people the risk ``thresholds`` suppress, the smallest first
-    (:func:`~duckanon.privacy.thresholds.cut`, which cuts classes by their records, applied to groups by their
-    people); among groups of one size those whose first person (in the person column's order) comes first."""
+    """How many of the signature groups of ``sizes`` people the risk ``thresholds`` suppress, the smallest first:
+    :func:`~duckanon.privacy.thresholds.cut`, which cuts classes by their records, applied to groups by their
+    people.  Which groups of one size go, the callers decide alike: those whose first person comes first."""
     return cut(thresholds, sizes).classes
 
 
 def _cut_people(engine: Engine, classes: Classes, person: str, record_table: str | None,
                 thresholds: Sequence[RiskThreshold]) -> exp.Select:
     """``__person`` of the people in the signature groups :func:`group_cut` suppresses among ``classes``."""
-    signed = signatures(classes, person, record_table).subquery("signed")
-    groups = (exp.select(sb.col(SIGNATURE), exp.func("COUNT", exp.Star()).as_(PEOPLE, quoted=True),
-                         exp.func("MIN", sb.col(PERSON)).as_("__first", quoted=True))
-              .from_(signed).group_by(sb.col(SIGNATURE)))
-    sizes = np.array([r[0] for r in engine.rows(exp.select(sb.col(PEOPLE)).from_(groups.subquery("g")))],
-                     dtype=np.int64)
-    cut_groups = group_cut(thresholds, sizes)
-    order = exp.Order(expressions=[exp.Ordered(this=sb.col(PEOPLE)), exp.Ordered(this=sb.col("__first"))])
+    groups = group_sizes(classes, person, record_table).subquery("g")
+    sizes = np.array([r[0] for r in engine.rows(exp.select(sb.col(PEOPLE)).from_(groups))], dtype=np.int64)
+    order = exp.Order(expressions=[exp.Ordered(this=sb.col(PEOPLE)), exp.Ordered(this=sb.col(FIRST))])
     ranked = exp.select(sb.col(SIGNATURE), exp.Window(this=exp.func("ROW_NUMBER"), order=order).as_(
-        "__rank", quoted=True)).from_(groups.subquery("g"))
-    chosen = exp.select(sb.col(SIGNATURE)).from_(ranked.subquery("r")).where(sb.col("__rank") <= sb.lit(cut_groups))
-    return exp.select(sb.col(PERSON)).from_(signed.copy()).where(exp.In(this=sb.col(SIGNATURE),
-                                                                        query=chosen.subquery()))
+        "__rank", quoted=True)).from_(groups.copy())
+    chosen = exp.select(sb.col(SIGNATURE)).from_(ranked.subquery("r")).where(
+        sb.col("__rank") <= sb.lit(group_cut(thresholds, sizes)))
+    return exp.select(sb.col(PERSON)).from_(signatures(classes, person, record_table).subquery("signed")).where(
+        exp.In(this=sb.col(SIGNATURE), query=chosen.subquery()))
 
 
 def _starred_violates(engine: Engine, classes: Classes, person: str, suppressed: exp.Expression,
@@ -428,9 +432,9 @@ def people_check(engine: Engine, classes: Classes, person: str, k: int, *, model
                                                    lacking)))
         failing = []
         if thresholds:  # over the groups the release shows: those kept, and the suppressed people's own
-            kept = signature_groups(_without(classes, person, suppressed), person, record_table).subquery("k")
-            shown = engine.rows(exp.select(exp.func("MIN", sb.col(PEOPLE))).from_(kept).group_by(sb.col(SIGNATURE)))
-            failing = thresholds_failing(thresholds, np.concatenate([[r[0] for r in shown], starred]))
+            kept = group_sizes(_without(classes, person, suppressed), person, record_table).subquery("k")
+            shown = [r[0] for r in engine.rows(exp.select(sb.col(PEOPLE)).from_(kept))]
+            failing = thresholds_failing(thresholds, np.concatenate([shown, starred]))
     sizes = classes.sizes().subquery("s")
     class_count, smallest_class = engine.rows(exp.select(
         count.copy(), exp.func("COALESCE", exp.func("MIN", sb.col("__size")), sb.lit(0))).from_(sizes))[0]

@@ -74,8 +74,8 @@ _JSON_COLUMNS = ("policy", "transformation", "metrics")
 class ReleaseInfo:
     """What the caller knows of a release; :func:`write_release` adds the tool, the time and what it measures on the
     released rows (their number, and the classes of ``classes_by`` with the prosecutor risk: of a record, or under a
-    policy that counts people by column ``person``, of a person, 1 / the people sharing their signature).  Never a random seed:
-    with it the noise of a perturbation or the choices of a clustering could be regenerated."""
+    policy that counts people by column ``person``, of a person, 1 / the people sharing their signature).  Never a
+    random seed: with it the noise of a perturbation or the choices of a clustering could be regenerated."""
 
     kind: str  # generalization, partitioning, clustering or perturbation
     source_records: int
@@ -773,7 +773,8 @@ def _stack_tables(reader: DuckDBEngine, path: Path, table: str | None, layout: M
         parts.append(exp.select(*[
             sb.lit(name).as_(c, quoted=True) if c == layout["record_table"]
             else sb.col(c) if c in types[name]
-            else exp.cast(exp.Null(), exp.DataType.build(column_types[c], dialect="duckdb", udt=True)).as_(c, quoted=True)
+            else exp.cast(exp.Null(), exp.DataType.build(column_types[c], dialect="duckdb", udt=True)).as_(
+                c, quoted=True)
             for c in layout["columns"]]).from_(sb.table(name)))
     stacked = parts[0]
     for part in parts[1:]:

@@ -39,7 +39,7 @@ from ..privacy.classes import SIZE, VIOLATED, Classes, every_key_is
 from ..privacy.models import PrivacyModel
 from ..privacy.people import (
     PEOPLE,
-    SIGNATURE,
+    group_sizes,
     lacking_tables,
     people_check,
     people_k,
@@ -495,9 +495,8 @@ def _group_sizes(released: exp.Table, quasi: Sequence[str], person: str, record_
     """One row per signature group of ``released`` (the '*' class left out where ``exempt`` names it), its people
     as the class-size column :meth:`~duckanon.privacy.thresholds.RiskThreshold.sql_holds` reads."""
     counted = released if exempt is None else _counted_classes(released, quasi, exempt)
-    groups = signature_groups(Classes.of(counted, quasi), person, record_table).subquery("g")
-    return exp.select(exp.func("MIN", sb.col(PEOPLE)).as_(SIZE, quoted=True)).from_(groups).group_by(
-        sb.col(SIGNATURE))
+    groups = group_sizes(Classes.of(counted, quasi), person, record_table).subquery("g")
+    return exp.select(sb.col(PEOPLE).as_(SIZE, quoted=True)).from_(groups)
 
 
 def _people_rows(row, value, released: exp.Table, quasi: Sequence[str], person: str, record_table: str | None,
