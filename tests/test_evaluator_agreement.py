@@ -412,3 +412,16 @@ def test_population_records_per_class_match_a_pandas_join(cards):
     keys = list(zip(*grouped[1].codes))
     assert found.tolist() == [expected[tuple(int(v) for v in key)] for key in keys]
     assert population_only == len(expected) - len(data.groupby(columns))
+
+
+@pytest.mark.parametrize("cards", [[3, 5, 4], [2**60, 8, 8], [2**21, 2**21, 2**21]],
+                         ids=["packed", "made dense, then counted", "made dense, then hashed"])
+def test_every_group_knows_the_values_of_its_rows(cards):
+    """A group's codes are its rows' values, however its keys were grouped: packed and unpacked, or made dense on the
+    way (a key space past 2**62, as a wide table's) and grouped by counting or by hashing, the rows in any order."""
+    rng = np.random.default_rng(5)
+    columns = [rng.integers(0, 6, 500) * (card // 6) for card in cards]
+    groups = memory_evaluator._group(columns, cards, np.ones(500))
+    assert (groups.radices is None) == (cards[0] > 10)
+    for column, codes in zip(columns, groups.codes):
+        assert len(codes) == groups.count and (codes[groups.ids] == column).all()

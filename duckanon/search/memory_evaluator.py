@@ -132,7 +132,10 @@ class _Groups:
         """What gives each group's value per column later, holding on to nothing the size of the rows: the values are
         unpacked from the keys, or, where the keys were made dense, read now at each group's first row."""
         if self.radices is None:
-            first = np.flatnonzero(np.diff(np.maximum.accumulate(self.ids), prepend=-1) > 0)
+            if self._ids is not None:  # hashed: groups numbered in order of first appearance, so read where each opens
+                first = np.flatnonzero(np.diff(np.maximum.accumulate(self.ids), prepend=-1) > 0)
+            else:  # counted: groups numbered in their keys' order, which the rows' order need not follow
+                first = np.unique(self.ids, return_index=True)[1]
             values = [column[first] for column in self.columns]
             return lambda: values
         keys, radices, types = self.keys, list(self.radices), [column.dtype for column in self.columns]
