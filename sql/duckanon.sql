@@ -833,17 +833,25 @@ WITH info AS (
 ), models AS (
     SELECT json_extract_string(m, '$.model') AS model, json_extract_string(m, '$.sensitive') AS sensitive, json_extract(m, '$.params') AS params, i
     FROM info, unnest(coalesce(json_extract(policy, '$.models[*]'), [])) WITH ORDINALITY AS u(m, i)
+), valued AS (
+    -- Per model over a sensitive attribute and released record: its class, its value and its person (if counted).
+    SELECT models.i, class_key, json_extract_string(r, anon__key(models.sensitive)) AS v,
+           json_extract_string(r, anon__key(quasi.person)) AS who
+    FROM keyed, models, quasi WHERE models.sensitive IS NOT NULL
 ), cells AS (
-    -- Per model over a sensitive attribute, class and value: the records; under a policy that counts people, the
-    -- people (each person's value once per class).
+    -- Per model, class and value: the records; under a policy that counts people, the people (each person's value
+    -- once per class).
     SELECT i, class_key, v, CASE WHEN (SELECT person FROM quasi) IS NULL THEN records ELSE people END AS c
-    FROM (SELECT models.i, class_key, json_extract_string(r, anon__key(models.sensitive)) AS v, count(*) AS records,
-                 count(DISTINCT json_extract_string(r, anon__key(quasi.person))) AS people
-          FROM keyed, models, quasi WHERE models.sensitive IS NOT NULL GROUP BY ALL)
+    FROM (SELECT i, class_key, v, count(*) AS records, count(DISTINCT who) AS people FROM valued GROUP BY ALL)
+), table_shares AS (
+    -- Per model and value, its share q of the released table: of its records, or of its people (each person's
+    -- value once in the table).
+    SELECT i, v, c / sum(c) OVER (PARTITION BY i) AS q
+    FROM (SELECT i, v, CASE WHEN (SELECT person FROM quasi) IS NULL THEN records ELSE people END AS c
+          FROM (SELECT i, v, count(*) AS records, count(DISTINCT who) AS people FROM valued GROUP BY ALL))
 ), shares AS (
-    SELECT *, c / sum(c) OVER (PARTITION BY i, class_key) AS p,
-           sum(c) OVER (PARTITION BY i, v) / sum(c) OVER (PARTITION BY i) AS q
-    FROM cells
+    SELECT cells.*, c / sum(c) OVER (PARTITION BY cells.i, class_key) AS p, q
+    FROM cells JOIN table_shares ON table_shares.i = cells.i AND table_shares.v IS NOT DISTINCT FROM cells.v
 ), per_class AS (
     SELECT i, class_key, sum(c) AS n, count(*) AS values_, max(p) AS top_share,
            ln(sum(c)) - sum(c * ln(c)) / sum(c) AS entropy,
@@ -919,8 +927,11 @@ WITH info AS (
                AND len(class_key) > 0 AND list_bool_and(list_transform(class_key, lambda x: coalesce(x = '*', false))))
     GROUP BY who
 ), people_exposed AS (
+    -- The k a signature needs: the largest of k-anonymity's and of the models of sensitive values with a k.
     SELECT coalesce(sum(people) FILTER (WHERE people < (SELECT max(CAST(json_extract_string(params, '$.k') AS BIGINT))
-                                                        FROM models WHERE model = 'k-anonymity')), 0) AS exposed
+                                                        FROM models
+                                                        WHERE model = 'k-anonymity' OR sensitive IS NOT NULL)), 0)
+               AS exposed
     FROM (SELECT signature, count(*) AS people FROM signed GROUP BY signature)
 ), people_suppression AS (
     SELECT CAST(json_extract_string(policy, '$.people.suppressed') AS BIGINT) AS claimed,

@@ -14,14 +14,33 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_sql_macros import needs_macros, release_verdicts
+from test_sql_macros import MACROS, needs_macros, release_verdicts
 
 import duckanon
-from duckanon import AverageReidentificationRisk, DateShift, Hierarchy, KAnonymity, Policy, SampleUniqueness, verify
+from duckanon import (
+    AverageReidentificationRisk,
+    DateShift,
+    DeltaPresence,
+    Hierarchy,
+    KAnonymity,
+    Policy,
+    SampleUniqueness,
+    verify,
+)
 from duckanon.cli import run
 from duckanon.engine.duckdb_engine import DuckDBEngine
 from duckanon.errors import PolicyError, PolicyNotSatisfied
-from duckanon.privacy.models import DistinctLDiversity, EntropyLDiversity, RecursiveCLDiversity, TCloseness
+from duckanon.privacy.models import (
+    AlphaKAnonymity,
+    BasicBetaLikeness,
+    DeltaDisclosurePrivacy,
+    DistinctLDiversity,
+    EnhancedBetaLikeness,
+    EntropyLDiversity,
+    PSensitiveKAnonymity,
+    RecursiveCLDiversity,
+    TCloseness,
+)
 from duckanon.release.files import read_release_info
 from duckanon.release.verify import guarantees
 from duckanon.search.run import evaluator
@@ -265,16 +284,15 @@ def test_a_stored_policy_keeps_its_person():
 
 BAD = [
     (lambda: person_policy(insensitive=["row"], identifiers=["pid"]), "'pid' must be released", PolicyError),
-    (lambda: person_policy(models=[KAnonymity(3), TCloseness("row", 0.2)], insensitive=["pid"]),
-     "cannot count people yet",
-     PolicyError),
-    (lambda: person_policy(models=[DistinctLDiversity("row", 2)], insensitive=["pid"]), "needs KAnonymity",
+    (lambda: person_policy(models=[KAnonymity(3), DeltaPresence(0.0, 0.5, "everyone")], insensitive=["pid"]),
+     "delta-presence.* cannot count people yet", PolicyError),
+    (lambda: person_policy(models=[DistinctLDiversity("row", 2)], insensitive=["pid"]), "needs KAnonymity .* or another model with a k",
      PolicyError),
     (lambda: person_policy(person=""), "person must name", PolicyError),
 ]
 
 
-@pytest.mark.parametrize("build,message,error", BAD, ids=["dropped person", "t-closeness", "no k", "empty"])
+@pytest.mark.parametrize("build,message,error", BAD, ids=["dropped person", "delta-presence", "no k", "empty"])
 def test_bad_declarations_are_refused_by_name(build, message, error):
     with pytest.raises(error, match=message):
         build()
@@ -337,23 +355,71 @@ def diagnosed(people: list[int], seed: int) -> pd.DataFrame:
     return frame
 
 
-def diverse_enough(kept: pd.DataFrame, model) -> pd.Series:
+def diverse_enough(kept: pd.DataFrame, model, table: pd.DataFrame | None = None) -> pd.Series:
     """Per class of ``kept`` (generalized records), whether ``model`` holds with each person's value once per class
-    (pandas over the distinct (class, person, value) rows)."""
+    (pandas over the distinct (class, person, value) rows) and, for a model that compares a class with its table,
+    once in ``table`` (``kept`` when None)."""
     people = kept[["age", "code", "pid", "dx"]].drop_duplicates().groupby(["age", "code", "dx"]).size()
+    if model.compares_with_table:
+        table = kept if table is None else table
+        return compared_with_table(people, table[["pid", "dx"]].drop_duplicates()["dx"].value_counts(), model)
     if isinstance(model, DistinctLDiversity):
         return people.groupby(level=[0, 1]).size() >= model.l
+    shares = people / people.groupby(level=[0, 1]).transform("sum")
     if isinstance(model, EntropyLDiversity):
-        shares = people / people.groupby(level=[0, 1]).transform("sum")
         return (-(shares * np.log(shares)).groupby(level=[0, 1]).sum()) >= np.log(model.l) - 1e-9
+    if isinstance(model, AlphaKAnonymity):  # its k is a signature's, which every class of kept people meets
+        return shares.groupby(level=[0, 1]).max() <= model.alpha
+    if isinstance(model, PSensitiveKAnonymity):
+        return people.groupby(level=[0, 1]).size() >= model.p
     ordered = people.groupby(level=[0, 1]).apply(lambda c: sorted(c.tolist(), reverse=True))
     return ordered.map(lambda c: c[0] < model.c * sum(c[model.l - 1:]))
 
 
-def settled(frame: pd.DataFrame, levels: dict[str, int], k: int, models, rounds: list | None = None) -> set:
+DX_GROUPS = {"flu": "respiratory", "cold": "respiratory", "asthma": "respiratory", "gout": "joints"}
+DX = Hierarchy.from_mapping({dx: [group, "*"] for dx, group in DX_GROUPS.items()})
+
+
+def compared_with_table(people: pd.Series, table: pd.Series, model) -> pd.Series:
+    """Per class (the index levels of ``people`` but its last, the value), whether ``model`` holds, by the papers'
+    definitions: ``people`` holds each class's people per value, ``table`` the table's per value.  t-closeness: Li et
+    al.'s earth mover's distances (equal: half the summed gaps; ordered: the summed running gaps over m - 1, values
+    in text order; hierarchical over :data:`DX`: per inner node, its height over the tree's times the lesser of its
+    children's positive and negative extras); β-likeness: Cao & Karras's relative gains; δ-disclosure: Brickell &
+    Shmatikov's |log2 p/q| < δ."""
+    q = table / table.sum()
+    levels = list(range(people.index.nlevels - 1))
+
+    def holds(cell: pd.Series) -> bool:
+        p = (cell / cell.sum()).droplevel(levels)
+        if isinstance(model, TCloseness):
+            gap = p.reindex(sorted(q.index), fill_value=0.0) - q.reindex(sorted(q.index))
+            if model.distance == "equal":
+                distance = gap.abs().sum() / 2
+            elif model.distance == "ordered":
+                distance = gap.cumsum().abs().sum() / max(len(gap) - 1, 1)
+            else:
+                def lesser(extra: pd.Series) -> float:
+                    return min(extra[extra > 0].sum(), -extra[extra < 0].sum())
+                by_group = gap.groupby(DX_GROUPS)
+                distance = by_group.apply(lesser).sum() / 2 + lesser(by_group.sum())
+            return distance <= model.t + 1e-9
+        shared = q[p.index]
+        if isinstance(model, BasicBetaLikeness):
+            return bool(((p - shared) / shared <= model.beta + 1e-9).all())
+        if isinstance(model, EnhancedBetaLikeness):
+            return bool(((p - shared) / shared <= np.minimum(model.beta, -np.log(shared)) + 1e-9).all())
+        return bool((np.abs(np.log2(p / shared)) < model.delta - 1e-9).all())
+
+    return people.groupby(level=levels).apply(holds)
+
+
+def settled(frame: pd.DataFrame, levels: dict[str, int], k: int, models, rounds: list | None = None,
+            drops: bool = False) -> set:
     """The people the policy suppresses at ``levels``, by the definition: round after round over the people left,
     those whose signature fewer than k people share and those in a class that violates a model, until none more
-    (each round's new people appended to ``rounds``)."""
+    (each round's new people appended to ``rounds``).  A model comparing a class with its table compares it with
+    every person's values (replacement keeps them), or when ``drops`` with the people left."""
     out = generalized(frame, levels)
     suppressed: set = set()
     rounds = [] if rounds is None else rounds
@@ -364,7 +430,7 @@ def settled(frame: pd.DataFrame, levels: dict[str, int], k: int, models, rounds:
         sizes = signature_sizes(kept)
         newly = set(sizes[sizes < k].index)
         for model in models:
-            holds = diverse_enough(kept, model)
+            holds = diverse_enough(kept, model, kept if drops else out)
             bad = holds[~holds].index
             newly |= set(kept[kept.set_index(["age", "code"]).index.isin(bad)]["pid"])
         if not newly:
@@ -374,15 +440,27 @@ def settled(frame: pd.DataFrame, levels: dict[str, int], k: int, models, rounds:
 
 
 L_MODELS = [[DistinctLDiversity("dx", 2)], [EntropyLDiversity("dx", 1.6)], [RecursiveCLDiversity("dx", 2, 2)]]
+# Models that compare a class with its table, each biting on diagnosed() data.
+TABLE_MODELS = [[TCloseness("dx", 0.3)], [TCloseness("dx", 0.2, "ordered")], [TCloseness("dx", 0.2, "hierarchical", DX)],
+                [BasicBetaLikeness("dx", 1.0)], [EnhancedBetaLikeness("dx", 1.0)], [DeltaDisclosurePrivacy("dx", 1.2)]]
+# Models of values with a k, which a signature then needs (4 > the policy's k-anonymity's 3 for (α,k)).
+K_MODELS = [[AlphaKAnonymity("dx", 0.5, 4)], [PSensitiveKAnonymity("dx", 3, 3)]]
+VALUED_IDS = ["distinct", "entropy", "recursive", "t-equal", "t-ordered", "t-hierarchical", "basic-beta",
+              "enhanced-beta", "delta-disclosure", "alpha-k", "p-sensitive"]
+
+
+def signature_k(models) -> int:
+    """The k of a signature under :func:`diverse_policy`: its k-anonymity's 3, or a model's larger k."""
+    return max([3, *(getattr(m, "k", 0) for m in models)])
 
 
 def diverse_policy(models, suppression: str = "replace", limit: float = 0.3) -> Policy:
     return person_policy(3, limit, suppression, models=[KAnonymity(3), *models], sensitive=["dx"])
 
 
-@pytest.mark.parametrize("models", L_MODELS, ids=["distinct", "entropy", "recursive"])
+@pytest.mark.parametrize("models", L_MODELS + TABLE_MODELS + K_MODELS, ids=VALUED_IDS)
 @pytest.mark.parametrize("suppression", ["replace", "drop"])
-def test_l_diversity_over_people_search_check_and_pandas_agree_at_every_node(models, suppression):
+def test_models_of_values_over_people_search_check_and_pandas_agree_at_every_node(models, suppression):
     frame = diagnosed([1, 2, 5, 9, 3, 1, 14, 2, 7, 30, 4, 1, 2, 6, 50, 3, 4, 4, 2, 8], 5)
     con, anon = connected(frame)
     policy = diverse_policy(models, suppression)
@@ -394,22 +472,22 @@ def test_l_diversity_over_people_search_check_and_pandas_agree_at_every_node(mod
         for index in range(nodes.lattice.size):
             levels = dict(zip(["age", "code"], nodes.lattice.node(index)))
             result, report = nodes.evaluate(index), encoded.check(levels)
-            suppressed = settled(frame, levels, 3, models, rounds := [])
+            suppressed = settled(frame, levels, signature_k(models), models, rounds := [], suppression == "drop")
             cascades += len(rounds) > 1
             sizes = signature_sizes(generalized(frame, levels))
-            bites += len(suppressed) > int((sizes < 3).sum())
+            bites += len(suppressed) > int((sizes < signature_k(models)).sum())
             records = int(frame["pid"].isin(suppressed).sum())
             assert (report.violating_people, report.violating_records) == (len(suppressed), records), levels
             assert (result.suppressed, result.within_limit) == (records, len(suppressed) <= allowed), levels
             assert bool(nodes.satisfies(index)) == report.within_limit, levels
     con.close()
-    assert bites > 0 and (cascades > 0 or isinstance(models[0], RecursiveCLDiversity))
+    assert bites > 0 and (cascades > 0 or not isinstance(models[0], (DistinctLDiversity, EntropyLDiversity)))
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(people=PEOPLE, seed=st.integers(0, 2**32 - 1), models=st.sampled_from(L_MODELS),
+@given(people=PEOPLE, seed=st.integers(0, 2**32 - 1), models=st.sampled_from(L_MODELS + TABLE_MODELS + K_MODELS),
        suppression=st.sampled_from(["replace", "drop"]))
-def test_every_l_diverse_release_over_people_is_the_definitions_and_verifies(tmp_path_factory, people, seed, models,
+def test_every_release_of_a_model_of_values_over_people_is_the_definitions_and_verifies(tmp_path_factory, people, seed, models,
                                                                             suppression):
     frame = diagnosed(people, seed)
     con, anon = connected(frame)
@@ -418,12 +496,15 @@ def test_every_l_diverse_release_over_people_is_the_definitions_and_verifies(tmp
         result, release = anon.anonymize("visits", diverse_policy(models, suppression, 0.5), target)
     except PolicyNotSatisfied:
         return
+    except PolicyError as error:  # a value too common among people's values for (α,k) at any generalization
+        assert "of all people's values" in str(error)
+        return
     finally:
         con.close()
     with duckdb.connect(str(target), read_only=True) as written:
         released = written.execute("SELECT * FROM release").df()
         view = dict(written.execute("SELECT guarantee, holds FROM release_verification").fetchall())
-    suppressed = settled(frame, result.levels, 3, models)
+    suppressed = settled(frame, result.levels, signature_k(models), models, drops=suppression == "drop")
     assert release.check.violating_people == len(suppressed)
     expected = generalized(frame, result.levels)
     hit = expected["pid"].isin(suppressed)
@@ -440,27 +521,77 @@ def test_every_l_diverse_release_over_people_is_the_definitions_and_verifies(tmp
     assert all(view.values()) and any(g.endswith(" over people") for g in view)
 
 
+# Two classes of three people, one of whom visits six times with one diagnosis.  Over people each class holds three
+# values once each: entropy ln 3 >= ln 2.5; against the table's people (flu 2, cold 2, asthma 1, gout 1 of 6) an
+# equal distance of 1/6 <= 0.2.  Over records a class holds six, one and one: entropy 0.74 < ln 2.5; against the
+# table's records (flu 7, cold 2, asthma 1, gout 6 of 16) a distance of 6/16 > 0.2.  And flu is 2 of the 6 people's
+# values (every class's share at most 1/3 <= 0.4) but 7 of the 16 records, which no release may hold below 0.4.
+COUNTED_ONCE = [(EntropyLDiversity("dx", 2.5), "entropy-l-diversity of dx with l = 2.5 over people"),
+                (TCloseness("dx", 0.2), "t-closeness of dx with t = 0.2, distance = equal over people"),
+                (AlphaKAnonymity("dx", 0.4, 3), "alpha-k-anonymity of dx with alpha = 0.4, k = 3 over people")]
+
+
 @needs_macros
-def test_the_view_the_macro_and_verify_count_each_persons_value_once(tmp_path):
-    """Two classes of three people, one of whom visits six times with one diagnosis: over people each class holds
-    three values once each (entropy ln 3 >= ln 2.5); over records six and one and one (entropy 0.74 < ln 2.5).  The
-    release counts people, and every recomputation of it must too."""
+@pytest.mark.parametrize("model,guarantee", COUNTED_ONCE, ids=["entropy", "t-closeness", "alpha-k"])
+def test_the_view_the_macro_and_verify_count_each_persons_value_once(tmp_path, model, guarantee):
+    """The release counts people (see :data:`COUNTED_ONCE`), and every recomputation of it must too."""
     rows = [(pid, code, dx) for pid, code, dx, times in (
         (1, "a1", "flu", 6), (2, "a1", "cold", 1), (3, "a1", "asthma", 1),
         (4, "b1", "gout", 6), (5, "b1", "cold", 1), (6, "b1", "flu", 1)) for _ in range(times)]
     frame = pd.DataFrame({"row": range(len(rows)), "pid": [r[0] for r in rows], "age": 30,
                           "code": [r[1] for r in rows], "dx": [r[2] for r in rows]})
     con, anon = connected(frame)
-    policy = diverse_policy([EntropyLDiversity("dx", 2.5)], "replace", 0.0)
+    policy = diverse_policy([model], "replace", 0.0)
     result, _ = anon.anonymize("visits", policy, tmp_path / "r.duckdb")
     by_records = dataclasses.replace(policy, person=None)
     assert result.levels == {"age": 0, "code": 0}
-    assert not anon.check("visits", by_records, result.levels).within_limit  # counting records, it would fail
+    try:  # counting records, it would fail
+        assert not anon.check("visits", by_records, result.levels).within_limit
+    except PolicyError as error:
+        assert "no release can satisfy alpha=0.4: value 'flu' of 'dx' makes up 0.4375 of all records" in str(error)
     con.close()
     shell, view = release_verdicts(tmp_path / "r.duckdb")
-    assert all(shell.values()) and any(g.startswith("entropy-l-diversity") for g in shell)
-    assert all(view.values()) and "entropy-l-diversity of dx with l = 2.5 over people" in view
+    assert all(shell.values()) and any(g.startswith(model.name) for g in shell)
+    assert all(view.values()) and guarantee in view
     assert verify(tmp_path / "r.duckdb").holds
+
+
+@needs_macros
+def test_a_class_is_compared_with_each_persons_value_once_in_the_table(tmp_path):
+    """Person 1 has a flu visit in both classes: A = {1 flu, 2 cold, 3 cold}, B = {1 flu, 4 flu, 5 cold}.  Each
+    person's value once in the table: flu 2/5, cold 3/5, so B (flu 2/3) is 4/15 ≈ 0.267 away (equal distance) and
+    fails t = 0.25.  Counting person 1's flu once per class, or each record, the table would be flu 1/2 and both
+    classes 1/6 away.  The release generalizes code to '*'; the release with code left as it is (forged) fails verify, the
+    view's recomputation and the macro alike."""
+    visits = [(1, "a1", "flu"), (2, "a1", "cold"), (3, "a1", "cold"), (1, "b1", "flu"), (4, "b1", "flu"),
+              (5, "b1", "cold")]
+    frame = pd.DataFrame({"row": range(6), "pid": [v[0] for v in visits], "age": 30, "code": [v[1] for v in visits],
+                          "dx": [v[2] for v in visits]})
+    con, anon = connected(frame)
+    policy = person_policy(1, 0.0, models=[KAnonymity(1), TCloseness("dx", 0.25)], sensitive=["dx"])
+    assert anon.check("visits", dataclasses.replace(policy, person=None), {"age": 0, "code": 0}).within_limit
+    assert not anon.check("visits", policy, {"age": 0, "code": 0}).within_limit
+    result, _ = anon.anonymize("visits", policy, tmp_path / "r.duckdb")
+    assert result.levels == {"age": 0, "code": 2}  # a* and b* still part A from B
+    con.close()
+    guarantee = "t-closeness of dx with t = 0.25, distance = equal over people"
+    shell, view = release_verdicts(tmp_path / "r.duckdb")
+    assert all(shell.values()) and view[guarantee]
+    forged = duckdb.connect()
+    forged.execute(MACROS.read_text(encoding="utf-8"))
+    forged.execute(f"ATTACH '{tmp_path / 'r.duckdb'}' AS r (READ_ONLY)")
+    forged.execute("CREATE SCHEMA f")
+    forged.execute("CREATE TABLE f.release_info AS SELECT * FROM r.release_info")
+    released = forged.execute("SELECT * FROM r.release ORDER BY row").df()
+    released["code"] = frame["code"]
+    forged.register("forged", released)
+    forged.execute("CREATE TABLE f.release AS SELECT * FROM forged")
+    macro = dict(forged.execute("SELECT guarantee, holds FROM anon_verify('f.release')").fetchall())
+    checks = {c.guarantee: c.holds for c in guarantees(DuckDBEngine(forged), sb.table("release", "f"),
+                                                        read_release_info(tmp_path / "r.duckdb"))}
+    forged.close()
+    assert macro['t-closeness {"distance":"equal","sensitive":"dx","t":0.25}'] is False
+    assert checks[guarantee] is False and checks["k-anonymity over people with k = 1 (by pid)"]
 
 
 # Risk thresholds over people: the figure of the signature groups (a person's risk), the smallest groups cut.

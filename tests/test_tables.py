@@ -18,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlglot import exp
+from test_person_policy import compared_with_table
 from test_sql_macros import MACROS, needs_macros, release_verdicts
 
 import duckanon
@@ -30,6 +31,7 @@ from duckanon import (
     Policy,
     Pseudonymize,
     Tables,
+    TCloseness,
     verify,
 )
 from duckanon.cli import run
@@ -345,7 +347,8 @@ def test_the_risk_a_release_that_counts_people_claims_and_reports_is_a_persons(t
 def diagnosed_settled(frames, levels, k: int, model) -> set:
     """The people suppressed at ``levels`` by the definition: round after round over the people left, those whose
     signature fewer than k people share and those with a visit in a visits class whose diagnoses (each person's
-    once) ``model`` finds too little diverse; the other tables do not hold dx and do not count."""
+    once) ``model`` finds too little diverse (or too far from all visits' diagnoses, each person's once); the other
+    tables do not hold dx and do not count."""
     out = generalized(frames, levels)
     suppressed: set = set()
     while True:
@@ -355,7 +358,10 @@ def diagnosed_settled(frames, levels, k: int, model) -> set:
         sizes = sharing(kept)
         newly = set(sizes[sizes < k].index)
         people = kept["visits"].drop_duplicates(["age", "pid", "dx"]).groupby(["age", "dx"]).size()
-        if isinstance(model, DistinctLDiversity):
+        if model.compares_with_table:  # with every visit's diagnosis, each person's once: replacement keeps them
+            diverse = compared_with_table(people, out["visits"].drop_duplicates(["pid", "dx"])["dx"].value_counts(),
+                                          model)
+        elif isinstance(model, DistinctLDiversity):
             diverse = people.groupby(level=0).size() >= model.l
         else:
             shares = people / people.groupby(level=0).transform("sum")
@@ -366,7 +372,7 @@ def diagnosed_settled(frames, levels, k: int, model) -> set:
         suppressed |= newly
 
 
-DIAGNOSES = [DistinctLDiversity("dx", 2), EntropyLDiversity("dx", 1.8)]
+DIAGNOSES = [DistinctLDiversity("dx", 2), EntropyLDiversity("dx", 1.8), TCloseness("dx", 0.25)]
 
 
 def diagnosed_tables() -> dict[str, pd.DataFrame]:
@@ -381,7 +387,7 @@ def diverse_policy(model, suppression: str = "replace", limit: float = 0.4) -> P
                   insensitive=["pid", "vid", "rx", "drug"])
 
 
-@pytest.mark.parametrize("model", DIAGNOSES, ids=["distinct", "entropy"])
+@pytest.mark.parametrize("model", DIAGNOSES, ids=["distinct", "entropy", "t-closeness"])
 def test_l_diversity_of_a_column_of_one_table_counts_its_classes_people_at_every_node_and_in_the_release(
         tmp_path, model):
     frames = diagnosed_tables()

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 
 from ..errors import PolicyError
 from ..hierarchy.hierarchy import TOP, Hierarchy
-from ..privacy.models import KAnonymity, PrivacyModel, sensitive_attributes
-from ..privacy.people import counts_people, people_k
+from ..privacy.models import PrivacyModel, sensitive_attributes
+from ..privacy.people import counts_people, people_k, signature_k
 from ..privacy.registry import model_from_params
 from ..recode.protect import (
     ColumnMethod,
@@ -162,11 +162,14 @@ class Policy:
         counting = [m.describe() for m in self.models if not counts_people(m)]
         if counting:
             raise PolicyError(f"{', '.join(counting)} cannot count people yet: a policy with person= enforces "
-                              f"k-anonymity over people's signatures (KAnonymity) and l-diversity with each "
-                              f"person's value counted once per class")
-        if not any(isinstance(m, KAnonymity) for m in self.models):
-            raise PolicyError("a policy with person= needs KAnonymity (KAnonymity(1) for none): its k is the number "
-                              "of people each signature must be shared by")
+                              f"k-anonymity over people's signatures (KAnonymity), risk thresholds over their "
+                              f"groups, and the models of a class's sensitive values (l-diversity, t-closeness, "
+                              f"β-likeness, δ-disclosure, (α,k)-anonymity, p-sensitive k-anonymity) with each "
+                              f"person's value counted once per class and once in the table; not a population's or a "
+                              f"payout's models")
+        if not any(signature_k(m) is not None for m in self.models):
+            raise PolicyError("a policy with person= needs KAnonymity (KAnonymity(1) for none) or another model with "
+                              "a k: the largest k is the number of people each signature must be shared by")
 
     @property
     def person_columns(self) -> list[str]:

@@ -25,7 +25,13 @@ from ..hierarchy.bound import BoundHierarchy, require_coverage
 from ..hierarchy.hierarchy import level_column
 from ..privacy.checks import CheckReport, check
 from ..privacy.models import DataFacts, prices_classes
-from ..privacy.people import PeopleCheckReport, lacking_tables, people_check, require_people
+from ..privacy.people import (
+    PeopleCheckReport,
+    lacking_tables,
+    people_check,
+    require_people,
+    table_holds,
+)
 from ..privacy.risk_report import RiskReport, risk
 from ..recode.generalization import FullDomainGeneralization
 from ..recode.protect import check_methods
@@ -149,10 +155,16 @@ def bind(workspace: Workspace, source, policy: Policy | str, *, partitioning: bo
         if records == 0:
             raise AnonymizationError(f"the source {sb.to_sql(relation)} is empty: there is nothing to anonymize")
         value_counts = {}
+        # Under a policy that counts people, a value counts its people: the models count each person's value once.
+        per_value = total if person is None else exp.func("COUNT", exp.Distinct(expressions=[sb.col(person)]))
+        lacking = lacking_tables(tables or {}, policy.sensitive)
         for attribute in policy.sensitive:
-            query = exp.select(sb.col(attribute), total).from_(counted).group_by(sb.col(attribute))
+            query = exp.select(sb.col(attribute), per_value.copy()).from_(counted).group_by(sb.col(attribute))
+            if attribute in lacking:  # only the tables that hold it: the others' NULL is no value of theirs
+                query = query.where(table_holds(attribute, lacking, policy.record_table))
             value_counts[attribute] = {v: int(n) for v, n in engine.rows(query)}
-        facts = DataFacts(records=records, value_counts=value_counts)
+        facts = DataFacts(records=records, value_counts=value_counts,
+                          unit="records" if person is None else "people's values")
         for model in policy.models:
             model.check_data(facts)
         policy = policy.for_data(facts)
@@ -294,7 +306,7 @@ class EncodedSource:
         return people_check(self.engine, self.encoding.classes(levels), policy.person, policy.person_k,
                             models=policy.models, allowed_suppressed=self.bound.allowed_suppressed,
                             replaced_checked=policy.checks_replaced, record_table=policy.record_table,
-                            lacking=self.bound.lacking)
+                            lacking=self.bound.lacking, drops=policy.drops)
 
     def risk(self, levels: Mapping[str, int], threshold: int = 5) -> RiskReport:
         if self.bound.policy.person is not None:

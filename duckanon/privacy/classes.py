@@ -81,13 +81,19 @@ class Classes:
     population: Classes | None = None
     # Each record's log10 domain shares, for models that price classes (profitability with an attack).
     pricing: Pricing | None = None
+    # The rows of the table the classes form, when not the classes' own rows, as classes under no key: models that
+    # compare a class with its table compare with these (under a policy that counts people, each person's value once
+    # in the table as in each class).  Only for classes of one table (no table keys).
+    table: Classes | None = None
 
     @classmethod
     def of(cls, relation: exp.Expression, keys: Sequence[str], weight: str | None = None,
            carry: Sequence[str] = (), table_keys: int = 0, population: Classes | None = None,
-           pricing: Pricing | None = None) -> Classes:
+           pricing: Pricing | None = None, table: Classes | None = None) -> Classes:
         carried = tuple(dict.fromkeys([*carry, *(pricing.columns if pricing else ())]))
-        return cls(relation, tuple(keys), weight, carried, table_keys, population, pricing)
+        if table is not None and (table_keys or table.keys):
+            raise ValueError("a table given apart from the classes is one table: no table keys, and no keys of its own")
+        return cls(relation, tuple(keys), weight, carried, table_keys, population, pricing, table)
 
     @property
     def key_columns(self) -> list[str]:
@@ -178,3 +184,12 @@ class Classes:
         return (exp.select(*self.keys_of(), sb.col(VALUE), exp.func("SUM", sb.col(WEIGHT)).as_(WEIGHT, quoted=True))
                 .from_(self.normalized(sensitive).subquery("records"))
                 .group_by(*self.keys_of(), sb.col(VALUE)))
+
+    def table_cells(self, sensitive: str) -> exp.Select:
+        """``__k…`` (the table keys), ``__value``, ``__n``: records per table and sensitive value, the distribution a
+        model that compares a class with its table compares with (of :attr:`table` when the classes name one)."""
+        source = self.table or self
+        tables = self.table_keys_of()
+        return (exp.select(*tables, sb.col(VALUE), exp.func("SUM", sb.col(WEIGHT)).as_(WEIGHT, quoted=True))
+                .from_(source.normalized(sensitive).subquery("records"))
+                .group_by(*[t.copy() for t in tables], sb.col(VALUE)))

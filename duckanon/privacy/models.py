@@ -48,10 +48,17 @@ class DataFacts:
     """What models need to know about the data to reject impossible parameters up front."""
 
     records: int
+    # Per sensitive attribute, what each value counts: its records, or under a policy that counts people its people
+    # (each person's value once, as the models then count them); ``unit`` names them.
     value_counts: Mapping[str, Mapping[object, int]] = field(default_factory=dict)
+    unit: str = "records"
 
     def distinct(self, attribute: str) -> int:
         return len(self.value_counts[attribute])
+
+    def share(self, attribute: str, count: int) -> float:
+        """``count``'s share of all that ``attribute``'s values count (the table's records, or people's values)."""
+        return count / sum(self.value_counts[attribute].values())
 
 
 def _count(n: object, name: str, model: str, minimum: int = 1) -> int:
@@ -70,16 +77,29 @@ def _sum(expression: exp.Expression) -> exp.Expression:
     return exp.func("SUM", expression)
 
 
+def _table_shares(classes: Classes, sensitive: str) -> exp.Select:
+    """``__k…`` (the table keys), ``__value``, ``__q``: each value's share q of its table
+    (:meth:`~duckanon.privacy.classes.Classes.table_cells`)."""
+    n, table = sb.col(WEIGHT), classes.table_keys_of()
+    return exp.select(*table, sb.col(VALUE), _ratio(n, exp.Window(this=_sum(n.copy()), partition_by=table)).as_(
+        "__q", quoted=True)).from_(classes.table_cells(sensitive).subquery("table_cells"))
+
+
+def _in_table(classes: Classes, left: str, right: str) -> exp.Expression:
+    """A class's cell (under ``left``) meets its value in its table's shares (under ``right``), NULL-safe."""
+    return sb.and_all([sb.null_safe_join(left, right, classes.key_columns[:classes.table_keys]),
+                       exp.NullSafeEQ(this=sb.col(VALUE, left), expression=sb.col(VALUE, right))])
+
+
 def _with_shares(classes: Classes, sensitive: str) -> exp.Select:
     """The class/value cells of ``sensitive`` with each value's share p of its class and q of the class's table."""
-    n = sb.col(WEIGHT)
-    over = lambda *partition: exp.Window(this=_sum(n), partition_by=list(partition))  # noqa: E731
-    table = classes.table_keys_of()
+    n = sb.col(WEIGHT, "c")
     return exp.select(
-        *classes.keys_of(), sb.col(VALUE), n,
-        _ratio(n, over(*classes.keys_of())).as_("__p", quoted=True),
-        _ratio(over(*table, sb.col(VALUE)), over(*table)).as_("__q", quoted=True),
-    ).from_(classes.cells(sensitive).subquery("cells"))
+        *classes.keys_of("c"), sb.col(VALUE, "c"), n,
+        _ratio(n.copy(), exp.Window(this=_sum(n.copy()), partition_by=classes.keys_of("c"))).as_("__p", quoted=True),
+        sb.col("__q", "t"),
+    ).from_(classes.cells(sensitive).subquery("c")).join(
+        _table_shares(classes, sensitive).subquery("t"), on=_in_table(classes, "c", "t"), join_type="INNER")
 
 
 def _grouped(classes: Classes, source: exp.Select, alias: str, violated: exp.Expression) -> exp.Select:
@@ -594,12 +614,13 @@ class AlphaKAnonymity(PrivacyModel):
                 raise PolicyError(f"{self.name}: highly sensitive values not found in {self.sensitive!r}: {unknown}")
         bounded = {v: c for v, c in counts.items()
                    if self.highly_sensitive is None or str(v) in self.highly_sensitive}
-        too_common = {v: c / facts.records for v, c in bounded.items() if c / facts.records > self.alpha}
+        shares = {v: facts.share(self.sensitive, c) for v, c in bounded.items()}
+        too_common = {v: share for v, share in shares.items() if share > self.alpha}
         if too_common:
             value, share = max(too_common.items(), key=lambda item: item[1])
             raise PolicyError(
                 f"{self.name}: no release can satisfy alpha={self.alpha}: value {value!r} of {self.sensitive!r} makes "
-                f"up {share:.4f} of all records, so some class must hold at least that share")
+                f"up {share:.4f} of all {facts.unit}, so some class must hold at least that share")
 
 
 class PSensitiveKAnonymity(PrivacyModel):
@@ -687,12 +708,11 @@ class TCloseness(PrivacyModel):
         table = classes.table_keys_of()
         table_columns = classes.key_columns[:classes.table_keys]
         domain = (exp.select(
-            *table, sb.col(VALUE),
-            _ratio(_sum(n), exp.Window(this=_sum(_sum(n)), partition_by=table)).as_("__q", quoted=True),
+            *table, sb.col(VALUE), sb.col("__q"),
             exp.Window(this=exp.func("ROW_NUMBER"), partition_by=table,
                        order=exp.Order(expressions=[exp.Ordered(this=sb.col(VALUE))])).as_("__pos", quoted=True),
             exp.Window(this=exp.func("COUNT", exp.Star()), partition_by=table).as_("__m", quoted=True),
-        ).from_(cells.subquery("cells")).group_by(*table, sb.col(VALUE)))
+        ).from_(_table_shares(classes, self.sensitive).subquery("shares")))
         sizes = (exp.select(*classes.keys_of(), _sum(n).as_(SIZE, quoted=True))
                  .from_(cells.subquery("cells")).group_by(*classes.keys_of()))
         joined_on = sb.and_all([sb.null_safe_join("s", "c", classes.key_columns),
@@ -747,21 +767,25 @@ class TCloseness(PrivacyModel):
         top = hierarchy.height
         null_path = self._null_path()
         n = sb.col(WEIGHT)
-        ancestors = exp.select(*classes.keys_of(), n, *[
-            exp.Case().when(sb.col(VALUE).is_(exp.Null()), sb.lit(null_path[level]))
-            .else_(_lookup(hierarchy, sb.col(VALUE), level)).as_(f"__a{level}", quoted=True) for level in range(top + 1)
-        ]).from_(classes.cells(self.sensitive).subquery("cells"))
-        share = lambda partition: _ratio(exp.Window(this=_sum(n), partition_by=partition),  # noqa: E731
-                                         exp.Window(this=_sum(n), partition_by=classes.keys_of()))
+        labels = [exp.Case().when(sb.col(VALUE).is_(exp.Null()), sb.lit(null_path[level]))
+                  .else_(_lookup(hierarchy, sb.col(VALUE), level)).as_(f"__a{level}", quoted=True)
+                  for level in range(top + 1)]
+        ancestors = exp.select(*classes.keys_of(), sb.col(VALUE), n, *[label.copy() for label in labels]).from_(
+            classes.cells(self.sensitive).subquery("cells"))
         table = classes.table_keys_of()
-        table_share = lambda level: _ratio(  # noqa: E731
-            exp.Window(this=_sum(n), partition_by=[*table, sb.col(f"__a{level}")]),
-            exp.Window(this=_sum(n), partition_by=table))
-        shares = exp.select(*classes.keys_of(), *[sb.col(f"__a{j}") for j in range(top + 1)], *[
+        table_ancestors = exp.select(*table, sb.col(VALUE), *[_ratio(
+            exp.Window(this=_sum(n.copy()), partition_by=[*table, sb.col(f"__a{level}")]),
+            exp.Window(this=_sum(n.copy()), partition_by=table)).as_(f"__q{level}", quoted=True)
+            for level in range(top + 1)]).from_(exp.select(*table, sb.col(VALUE), n.copy(), *labels).from_(
+                classes.table_cells(self.sensitive).subquery("table_cells")).subquery("labelled"))
+        share = lambda partition: _ratio(exp.Window(this=_sum(sb.col(WEIGHT, "a")), partition_by=partition),  # noqa: E731
+                                         exp.Window(this=_sum(sb.col(WEIGHT, "a")), partition_by=classes.keys_of("a")))
+        shares = exp.select(*classes.keys_of("a"), *[sb.col(f"__a{j}", "a") for j in range(top + 1)], *[
             column for level in range(top + 1) for column in (
-                share(classes.keys_of() + [sb.col(f"__a{level}")]).as_(f"__p{level}", quoted=True),
-                table_share(level).as_(f"__q{level}", quoted=True))
-        ]).from_(ancestors.subquery("ancestors"))
+                share(classes.keys_of("a") + [sb.col(f"__a{level}", "a")]).as_(f"__p{level}", quoted=True),
+                sb.col(f"__q{level}", "t"))
+        ]).from_(ancestors.subquery("a")).join(table_ancestors.subquery("t"), on=_in_table(classes, "a", "t"),
+                                                join_type="INNER")
         costs = []
         for level in range(1, top + 1):
             child, node = f"__a{level - 1}", f"__a{level}"
@@ -916,10 +940,10 @@ class AlphaLDiversityKAnonymity(PrivacyModel):
         for value, count in counts.items():
             per_level[self.levels[str(value)]] = per_level.get(self.levels[str(value)], 0) + count
         level, count = max(per_level.items(), key=lambda item: item[1])
-        if count / facts.records > self.alpha:
+        if facts.share(self.sensitive, count) > self.alpha:
             raise PolicyError(
                 f"{self.name}: no release can satisfy alpha={self.alpha}: sensitivity level {level} makes up "
-                f"{count / facts.records:.4f} of all records")
+                f"{facts.share(self.sensitive, count):.4f} of all {facts.unit}")
 
 
 class _ShareRatioModel(PrivacyModel):

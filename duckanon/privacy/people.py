@@ -123,9 +123,19 @@ def class_key(columns: Sequence[str]) -> exp.Expression:
     return sb.concatenated([sb.length_prefixed(sb.col(column)) for column in columns])
 
 
+def signature_k(model: PrivacyModel) -> int | None:
+    """The k ``model`` asks every signature to be shared by under a policy that counts people: k-anonymity's, or
+    that of a model of sensitive values with a class size (such as (α,k)-anonymity: a class then holds k people,
+    since each of its people brings a signature group of k into it); None for the others."""
+    if isinstance(model, KAnonymity) or (model.sensitive is not None and counts_people(model)):
+        return model.minimum_size
+    return None
+
+
 def people_k(models: Sequence[PrivacyModel]) -> int:
-    """The k every signature must be shared by under a policy that counts people: the largest k-anonymity's."""
-    return max(m.k for m in models if isinstance(m, KAnonymity))
+    """The k every signature must be shared by under a policy that counts people: the largest of its models'
+    (:func:`signature_k`; 1 when none has one)."""
+    return max((k for k in map(signature_k, models) if k is not None), default=1)
 
 
 def _by_table(classes: Classes, record_table: str | None) -> Classes:
@@ -238,25 +248,34 @@ def shows_suppressed(quasi: Sequence[str], lacking: Mapping[str, Sequence[str]] 
 
 def counts_people(model: PrivacyModel) -> bool:
     """Whether a policy that counts people can enforce ``model``: k-anonymity (over signatures), a risk threshold
-    (over signature groups, a person's risk), or a model of a class's sensitive values alone (the l-diversity
-    forms), which then counts each person's value once per class."""
+    (over signature groups, a person's risk), or a model of a class's sensitive values (the l-diversity forms; those
+    comparing a class with its table: t-closeness, β-likeness, δ-disclosure; and those with a k as well:
+    (α,k)-anonymity, p-sensitive k-anonymity), which then counts each person's value once per class and once in the
+    table, its k a signature's (:func:`signature_k`)."""
     return isinstance(model, (KAnonymity, RiskThreshold)) or (
-        model.sensitive is not None and model.minimum_size is None and not model.compares_with_table
-        and model.population is None and not model.prices_classes and not model.risk_threshold)
+        model.sensitive is not None and model.population is None and not model.prices_classes)
 
 
 def person_values(relation: exp.Expression, keys: Sequence[str], person: str, sensitive: str,
-                  record_table: str | None = None, lacking: Mapping[str, Sequence[str]] | None = None) -> Classes:
+                  record_table: str | None = None, lacking: Mapping[str, Sequence[str]] | None = None,
+                  table: exp.Expression | None = None) -> Classes:
     """The distinct (class, person, value) rows of ``relation`` as classes: each person's value of ``sensitive``
-    once per class, as a model over sensitive values counts them under a policy that counts people.  In a release
-    of several tables, a class is one table's (``record_table`` joins the keys), and only the tables that hold
-    ``sensitive`` count (``lacking``: :func:`lacking_tables`)."""
+    once per class, as a model over sensitive values counts them under a policy that counts people; and, for the
+    models that compare a class with its table, the distinct (person, value) rows of ``table`` (``relation`` when
+    None: the release, or under ``drop`` the people kept), each person's value once in the table.  In a release of
+    several tables, a class is one table's (``record_table`` joins the keys), and only the tables that hold
+    ``sensitive`` count, in the classes as in the table (``lacking``: :func:`lacking_tables`)."""
     keyed = [*keys, *([record_table] if record_table is not None else [])]
-    rows = exp.select(*[sb.col(k) for k in keyed], sb.col(person), sb.col(sensitive)).distinct().from_(
-        sb.derived(relation, "r"))
-    if record_table is not None and sensitive in (lacking or {}):
-        rows = rows.where(table_holds(sensitive, lacking, record_table))
-    return Classes.of(rows.subquery("v"), keyed)
+    holds = (table_holds(sensitive, lacking, record_table)
+             if record_table is not None and sensitive in (lacking or {}) else None)
+
+    def distinct(columns: Sequence[str], source: exp.Expression, alias: str) -> exp.Subquery:
+        rows = exp.select(*[sb.col(c) for c in columns]).distinct().from_(sb.derived(source, "r"))
+        return (rows if holds is None else rows.where(holds.copy())).subquery(alias)
+
+    return Classes.of(distinct([*keyed, person, sensitive], relation, "v"), keyed,
+                      table=Classes.of(distinct([person, sensitive], relation if table is None else table,
+                                                "table_values"), ()))
 
 
 def valued_models(models: Sequence[PrivacyModel]) -> dict[str, list[PrivacyModel]]:
@@ -281,14 +300,15 @@ def _without(classes: Classes, person: str, people: exp.Expression) -> Classes:
 
 
 def _in_violating_classes(classes: Classes, person: str, valued: Mapping[str, Sequence[PrivacyModel]],
-                          record_table: str | None = None, lacking: Mapping[str, Sequence[str]] | None = None
-                          ) -> exp.Select:
+                          record_table: str | None = None, lacking: Mapping[str, Sequence[str]] | None = None,
+                          table: exp.Expression | None = None) -> exp.Select:
     """``__person`` of each person with a row in a class that violates a model over sensitive values, each
-    person's value counted once per class (per table's class, of the tables holding it: :func:`person_values`)."""
+    person's value counted once per class (per table's class, of the tables holding it: :func:`person_values`),
+    and once in ``table`` (the classes' own rows when None) for the models that compare with it."""
     keys = list(classes.keys)
     selects = []
     for sensitive, models in valued.items():
-        counted = person_values(classes.relation, keys, person, sensitive, record_table, lacking)
+        counted = person_values(classes.relation, keys, person, sensitive, record_table, lacking, table)
         violating = exp.select(*counted.keys_of()).from_(class_verdicts(counted, models).subquery("verdicts")).where(
             sb.col(VIOLATED))
         on = sb.and_all(exp.NullSafeEQ(this=sb.col(k, "r"), expression=sb.col(c, "x"))
@@ -303,15 +323,17 @@ def _in_violating_classes(classes: Classes, person: str, valued: Mapping[str, Se
 
 @contextlib.contextmanager
 def settled_people(engine: Engine, classes: Classes, person: str, k: int, models: Sequence[PrivacyModel] = (),
-                   record_table: str | None = None, lacking: Mapping[str, Sequence[str]] | None = None
-                   ) -> Iterator[exp.Expression]:
+                   record_table: str | None = None, lacking: Mapping[str, Sequence[str]] | None = None,
+                   table: exp.Expression | None = None) -> Iterator[exp.Expression]:
     """A query of ``__person``: the people a policy that counts people suppresses.  With k alone, those whose
     signature fewer than ``k`` people share (signature groups are apart: that is final).  With models over
     sensitive values, round after round over the people left, those too with a row in a class that violates one,
     until a round suppresses nobody more: a person suppressed leaves every class of theirs, which may then violate.
     With risk thresholds, once a round suppresses nobody more, the smallest signature groups left go as ARX cuts the
     smallest classes (:func:`group_cut`); with models over values the rounds then go on, else that is final (each
-    round's people are kept in a temporary table, dropped after)."""
+    round's people are kept in a temporary table, dropped after).  A model that compares a class with its table
+    compares it with the rows of ``table`` (replacement keeps every person's values in the release), or when None
+    with the people left, round after round (as dropping leaves them)."""
     valued, thresholds = valued_models(models), risk_thresholds(models)
     if not valued and not thresholds:
         yield exposed_people(classes, person, k, record_table)
@@ -328,7 +350,7 @@ def settled_people(engine: Engine, classes: Classes, person: str, k: int, models
             kept = classes if current is None else _without(classes, person, current)
             found = exposed_people(kept, person, k, record_table)
             if valued:
-                found = exp.union(found, _in_violating_classes(kept, person, valued, record_table, lacking),
+                found = exp.union(found, _in_violating_classes(kept, person, valued, record_table, lacking, table),
                                   distinct=False)
             newly = exp.select(sb.col(PERSON)).distinct().from_(found.subquery("n"))
             if not count(newly):
@@ -338,15 +360,15 @@ def settled_people(engine: Engine, classes: Classes, person: str, k: int, models
                 newly = _cut_people(engine, kept, person, record_table, thresholds)
                 if not count(newly):
                     break
-            table = sb.table(f"__duckanon_settled_{next(_rounds)}")
-            engine.run(sb.create_table_as(table, newly if current is None else exp.union(
+            settled = sb.table(f"__duckanon_settled_{next(_rounds)}")
+            engine.run(sb.create_table_as(settled, newly if current is None else exp.union(
                 current, newly, distinct=False), temporary=True))
-            tables.append(table)
-            current = exp.select(sb.col(PERSON)).from_(table)
+            tables.append(settled)
+            current = exp.select(sb.col(PERSON)).from_(settled)
         yield newly if current is None else current  # nobody found in the first round: its empty query
     finally:
-        for table in tables:
-            engine.run(sb.drop("TABLE", table))
+        for round_table in tables:
+            engine.run(sb.drop("TABLE", round_table))
 
 
 def group_cut(thresholds: Sequence[RiskThreshold], sizes: np.ndarray) -> int:
@@ -371,43 +393,48 @@ def _cut_people(engine: Engine, classes: Classes, person: str, record_table: str
 
 
 def _starred_violates(engine: Engine, classes: Classes, person: str, suppressed: exp.Expression,
-                      models: Sequence[PrivacyModel], record_table: str | None = None,
-                      lacking: Mapping[str, Sequence[str]] | None = None) -> bool:
+                      models: Sequence[PrivacyModel], record_table: str | None, lacking: Mapping[str, Sequence[str]]
+                      | None, table: exp.Expression) -> bool:
     """Whether the suppressed people's rows, one class once all their values are '*' (one per table, in a release
-    of several tables), violate a model over sensitive values (each person's value counted once)."""
+    of several tables), violate a model over sensitive values (each person's value counted once, in the class and
+    in ``table``, the rows replacement keeps)."""
     # One class: every row keyed alike.
     rows = exp.select(sb.lit(1).as_("__starred", quoted=True), exp.Star()).from_(classes.source("c")).where(
         exp.In(this=sb.col(person), query=_people_of(suppressed)))
     starred = dataclasses.replace(classes, relation=rows.subquery("starred"), keys=("__starred",))
     return bool(engine.rows(exp.select(sb.col(PERSON)).from_(
-        _in_violating_classes(starred, person, valued_models(models), record_table, lacking).subquery("v")
+        _in_violating_classes(starred, person, valued_models(models), record_table, lacking, table).subquery("v")
     ).limit(1)))
 
 
 def people_check(engine: Engine, classes: Classes, person: str, k: int, *, models: Sequence[PrivacyModel] = (),
                  allowed_suppressed: int = 0, replaced_checked: bool = True, exempt: str | None = None,
                  record_table: str | None = None, lacking: Mapping[str, Sequence[str]] | None = None,
-                 keep: Callable[[exp.Select], object] | None = None) -> PeopleCheckReport:
+                 drops: bool = False, keep: Callable[[exp.Select], object] | None = None) -> PeopleCheckReport:
     """How ``classes`` fare when every signature must be shared by ``k`` people and every class satisfy the
     ``models`` over sensitive values, each person's value counted once per class (the people suppressed:
     :func:`settled_people`).  ``replaced_checked``: suppressed people, all their values '*', must share a signature
     of k people too (under ``record_table``, with those that have records in the same tables), and satisfy the
     models as one class.  Records of the class whose every key is ``exempt`` (a release's '*' class under ARX's
     semantics) are left out of the check.  ``lacking``: in a release of several tables, the columns some tables
-    lack (:func:`lacking_tables`), whose models count the other tables' records.  ``keep`` is given the query of the
+    lack (:func:`lacking_tables`), whose models count the other tables' records.  ``drops``: suppressed people leave
+    the table that models comparing a class with it compare with (else the table is every record, the exempt class's
+    too, as replacement keeps their values).  ``keep`` is given the query of the
     people suppressed (``__person``) while it reads, to keep them (a publish suppresses them without settling
     again)."""
     if record_table is not None:
         classes = dataclasses.replace(classes, carry=(*classes.carry, record_table))
     thresholds = risk_thresholds(models)
     models = [m for m in models if m.sensitive is not None]
+    whole = classes.relation  # the exempt class's values stay in the table too
     if exempt is not None:
         kept = exp.select(exp.Star()).from_(classes.source("c")).where(
             exp.not_(every_key_is(list(classes.keys), exempt)))
         classes = Classes.of(kept.subquery("checked"), classes.keys, classes.weight, classes.carry)
     groups = signature_groups(classes, person, record_table).subquery("g")
     count = exp.func("COUNT", exp.Star())
-    with settled_people(engine, classes, person, k, [*models, *thresholds], record_table, lacking) as suppressed:
+    with settled_people(engine, classes, person, k, [*models, *thresholds], record_table, lacking,
+                        None if drops else whole) as suppressed:
         if keep is not None:
             keep(exp.select(sb.col(PERSON)).from_(sb.derived(suppressed, "s")))
         hit = exp.In(this=sb.col(PERSON), query=_people_of(suppressed))
@@ -429,7 +456,7 @@ def people_check(engine: Engine, classes: Classes, person: str, k: int, *, model
         replaced_violates = replaced_checked and violating_people > 0 and (
             int(starred.min()) < k
             or (bool(models) and _starred_violates(engine, classes, person, suppressed, models, record_table,
-                                                   lacking)))
+                                                   lacking, whole)))
         failing = []
         if thresholds:  # over the groups the release shows: those kept, and the suppressed people's own
             kept = group_sizes(_without(classes, person, suppressed), person, record_table).subquery("k")

@@ -264,7 +264,7 @@ def _suppress_people(engine: Engine, bound: BoundPolicy, generalized: exp.Table,
     kept: list[exp.Table] = []  # the people the check suppresses, settled once
     report = people_check(engine, classes, PERSON_CARRIED, policy.person_k, models=policy.models,
                           allowed_suppressed=bound.allowed_suppressed, replaced_checked=policy.checks_replaced,
-                          record_table=policy.record_table, lacking=bound.lacking,
+                          record_table=policy.record_table, lacking=bound.lacking, drops=policy.drops,
                           keep=lambda people: kept.append(temporaries.create(people)))
     if not report.within_limit:
         raise PolicyNotSatisfied(report.summary(), report)

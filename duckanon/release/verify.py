@@ -15,6 +15,7 @@ recipient should act on them: a key that did not sign it, a broken signature, a 
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 from collections.abc import Mapping, Sequence
@@ -231,9 +232,13 @@ def record_table_of(policy: dict) -> str | None:
 
 
 def person_k(policy: dict) -> int:
-    """The k every signature of a policy that counts people must be shared by."""
-    return max((int(m["params"]["k"]) for m in policy.get("models") or [] if m.get("model") == "k-anonymity"),
-               default=1)
+    """The k every signature of a policy that counts people must be shared by (:func:`people_k` of the models the
+    policy describes; one that cannot be read is reported by the models' check)."""
+    models = []
+    for described in policy.get("models") or []:
+        with contextlib.suppress(PolicyError, KeyError, TypeError):
+            models.append(model_from_params(described["model"], described["params"]))
+    return people_k(models)
 
 
 def _people(reader, released, quasi: Sequence[str], person: str, record_table: str | None, policy: dict) -> Check:

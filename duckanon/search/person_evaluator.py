@@ -63,6 +63,7 @@ class PersonNodeEvaluator(MemoryNodeEvaluator):
         self.holders = {} if record_table is None else {
             name: np.flatnonzero(~np.isin(np.asarray(self.values[record_table].texts, dtype=object), lacking[name]))
             for name in self.valued if name in (lacking or {})}
+        self._whole_table_counts: dict[str, np.ndarray] = {}
 
     # Every node is computed from the frequency table itself: a snapshot groups rows by class and would merge people.
     def _may_snapshot(self, index, node, source, classes) -> bool:
@@ -96,7 +97,8 @@ class PersonNodeEvaluator(MemoryNodeEvaluator):
                    else rows.sensitive[self.record_table][suppressed_rows].astype(np.int64))  # one class per table
         starred_groups = self._starred_groups(exposed, person, rows)
         starred_violates = people > 0 and (int(starred_groups.min()) < self.k or (
-            bool(self.valued) and self._violating(starred, person[suppressed_rows], rows, suppressed_rows).any()))
+            bool(self.valued) and self._violating(starred, person[suppressed_rows], rows, suppressed_rows,
+                                                  None).any()))
         failing = bool(self.thresholds) and bool(thresholds_failing(self.thresholds, np.concatenate([
             self._groups(signed.ids, person, ~suppressed_rows)[0],
             starred_groups if self.suppressed_class else starred_groups[:0]])))
@@ -116,7 +118,7 @@ class PersonNodeEvaluator(MemoryNodeEvaluator):
             newly = np.zeros(self.people, dtype=bool)
             newly[who[sizes[group] < self.k]] = True
             if self.valued:
-                newly[person[on][self._violating(signed[on], person[on], rows, on)]] = True
+                newly[person[on][self._violating(signed[on], person[on], rows, on, on if self.settles else None)]] = True
             if not newly.any():
                 if not self.thresholds or (cuts and not self.valued):
                     return suppressed
@@ -142,16 +144,17 @@ class PersonNodeEvaluator(MemoryNodeEvaluator):
         order = np.lexsort((first, sizes))
         return order[:group_cut(self.thresholds, sizes)]
 
-    def _violating(self, class_ids: np.ndarray, person: np.ndarray, rows, taken: np.ndarray) -> np.ndarray:
+    def _violating(self, class_ids: np.ndarray, person: np.ndarray, rows, taken: np.ndarray,
+                   table: np.ndarray | None) -> np.ndarray:
         """Per row (of those ``taken``), whether its class violates a model over sensitive values, each person's
         value counted once per class (the distinct (class, person, value) rows, as the SQL counts them), of the
-        tables that hold the sensitive column."""
+        tables that hold the sensitive column; and once in the table the rows ``table`` form (every row when None)
+        for the models that compare with it."""
         dense, classes = pd.factorize(class_ids)
         hit = np.zeros(len(classes), dtype=bool)
         for name, models in self.valued.items():
             values = self.values[name]
-            counted = (np.ones(len(dense), dtype=bool) if name not in self.holders
-                       else np.isin(rows.sensitive[self.record_table][taken], self.holders[name]))
+            counted = self._holding(name, rows, taken)
             if not counted.any():
                 continue
             # The classes of the counted records only: a class of a table without the column has no value to judge.
@@ -168,11 +171,31 @@ class PersonNodeEvaluator(MemoryNodeEvaluator):
                                                     minlength=len(judged_classes)).astype(np.int64),
                                   cell_class=cells // len(values), cell_value=cells % len(values),
                                   cell_count=counts.astype(np.int64),
-                                  table_counts=np.bincount(cells % len(values), weights=counts,
-                                                           minlength=len(values)).astype(np.int64), values=values)
+                                  table_counts=self._table_counts(name, rows, table), values=values)
             for model in models:
                 hit[judged_classes[model.cell_violations(cells_of)]] = True
         return hit[dense]
+
+    def _holding(self, name: str, rows, taken: np.ndarray) -> np.ndarray:
+        """Per row of those ``taken``, whether its table holds sensitive column ``name``."""
+        if name not in self.holders:
+            return np.ones(int(taken.sum()), dtype=bool)
+        return np.isin(rows.sensitive[self.record_table][taken], self.holders[name])
+
+    def _table_counts(self, name: str, rows, table: np.ndarray | None) -> np.ndarray:
+        """Per value code of sensitive column ``name``, the people with that value among the rows ``table`` (all
+        when None; then computed once) of the tables holding the column: each person's value once in the table."""
+        if table is None and name in self._whole_table_counts:
+            return self._whole_table_counts[name]
+        taken = np.ones(len(rows.weights), dtype=bool) if table is None else table
+        held = self._holding(name, rows, taken)
+        values = len(self.values[name])
+        pairs = np.unique(rows.sensitive[self.person][taken][held].astype(np.int64) * values
+                          + rows.sensitive[name][taken][held])
+        counts = np.bincount(pairs % values, minlength=values).astype(np.int64)
+        if table is None:
+            self._whole_table_counts[name] = counts
+        return counts
 
     def _starred_groups(self, exposed: np.ndarray, person: np.ndarray, rows) -> np.ndarray:
         """The sizes of the groups the ``exposed`` people form once their values are all '*': one, or per set of
