@@ -830,9 +830,20 @@ WITH info AS (
     SELECT list_transform(qi, lambda q: json_extract_string(r, anon__key(q))) AS class_key, r FROM released, quasi
 ), sizes AS (
     SELECT class_key, count(*) AS n FROM keyed GROUP BY class_key
-), models AS (
+), described AS (
     SELECT json_extract_string(m, '$.model') AS model, json_extract_string(m, '$.sensitive') AS sensitive, json_extract(m, '$.params') AS params, i
     FROM info, unnest(coalesce(json_extract(policy, '$.models[*]'), [])) WITH ORDINALITY AS u(m, i)
+), models AS (
+    -- Each model with the class size it needs (k; k-map estimated from the population's size: k', derived from the
+    -- sample's size; NULL for k-map counted in a population table, which no release holds).
+    SELECT *, CASE WHEN model <> 'k-map' THEN CAST(json_extract_string(params, '$.k') AS BIGINT)
+                   WHEN json_extract_string(params, '$.population') IS NULL THEN anon__derived_k(
+                       CAST(json_extract_string(params, '$.k') AS BIGINT),
+                       CAST(json_extract_string(params, '$.sample_records') AS BIGINT),
+                       CAST(json_extract_string(params, '$.population_size') AS BIGINT),
+                       CAST(json_extract_string(params, '$.significance') AS DOUBLE),
+                       json_extract_string(params, '$.estimator')) END AS k
+    FROM described
 ), valued AS (
     -- Per model over a sensitive attribute and released record: its class, its value and its person (if counted).
     SELECT models.i, class_key, json_extract_string(r, anon__key(models.sensitive)) AS v,
@@ -876,14 +887,8 @@ WITH info AS (
            -- that hold the column: not recomputed here (the view release_verification and duckanon.verify do).
            CASE WHEN models.sensitive IS NOT NULL AND (SELECT record_table FROM quasi) IS NOT NULL THEN NULL ELSE
            CASE model
-               WHEN 'k-anonymity' THEN count(*) FILTER (WHERE sizes.n < CAST(json_extract_string(params, '$.k') AS BIGINT))
-               WHEN 'k-map' THEN CASE WHEN json_extract_string(params, '$.population') IS NULL
-                   THEN count(*) FILTER (WHERE sizes.n < anon__derived_k(
-                   CAST(json_extract_string(params, '$.k') AS BIGINT),
-                   CAST(json_extract_string(params, '$.sample_records') AS BIGINT),
-                   CAST(json_extract_string(params, '$.population_size') AS BIGINT),
-                   CAST(json_extract_string(params, '$.significance') AS DOUBLE),
-                   json_extract_string(params, '$.estimator'))) END
+               WHEN 'k-anonymity' THEN count(*) FILTER (WHERE sizes.n < models.k)
+               WHEN 'k-map' THEN CASE WHEN models.k IS NOT NULL THEN count(*) FILTER (WHERE sizes.n < models.k) END
                WHEN 'distinct-l-diversity' THEN count(*) FILTER (WHERE coalesce(values_, 0) < CAST(json_extract_string(params, '$.l') AS DOUBLE))
                WHEN 'entropy-l-diversity' THEN CASE WHEN json_extract_string(params, '$.estimator') IS NULL
                    THEN count(*) FILTER (
@@ -912,7 +917,7 @@ WITH info AS (
     WHERE NOT ((SELECT coalesce(json_extract_string(policy, '$.suppression'), 'replace') FROM info) = 'replace-unchecked'
                AND len(sizes.class_key) > 0
                AND list_bool_and(list_transform(sizes.class_key, lambda x: coalesce(x = '*', false))))
-    GROUP BY models.i, models.model, models.params, models.sensitive
+    GROUP BY models.i, models.model, models.params, models.sensitive, models.k
 ), signed AS (
     -- A policy that counts people: each person's signature, the sorted set of the classes of their records (of
     -- (class, table) pairs in a release of several tables; the '*' class left out under 'replace-unchecked', as for
@@ -927,11 +932,11 @@ WITH info AS (
                AND len(class_key) > 0 AND list_bool_and(list_transform(class_key, lambda x: coalesce(x = '*', false))))
     GROUP BY who
 ), people_exposed AS (
-    -- The k a signature needs: the largest of k-anonymity's and of the models of sensitive values with a k.
-    SELECT coalesce(sum(people) FILTER (WHERE people < (SELECT max(CAST(json_extract_string(params, '$.k') AS BIGINT))
-                                                        FROM models
-                                                        WHERE model = 'k-anonymity' OR sensitive IS NOT NULL)), 0)
-               AS exposed
+    -- The k a signature needs: the largest of k-anonymity's, estimated k-map's k' and the models of sensitive
+    -- values with a k.
+    SELECT coalesce(sum(people) FILTER (WHERE people < (SELECT max(k) FROM models
+                                                        WHERE model IN ('k-anonymity', 'k-map')
+                                                              OR sensitive IS NOT NULL)), 0) AS exposed
     FROM (SELECT signature, count(*) AS people FROM signed GROUP BY signature)
 ), people_suppression AS (
     SELECT CAST(json_extract_string(policy, '$.people.suppressed') AS BIGINT) AS claimed,

@@ -23,7 +23,9 @@ from duckanon import (
     DeltaPresence,
     Hierarchy,
     KAnonymity,
+    KMap,
     Policy,
+    PopulationUniqueness,
     SampleUniqueness,
     verify,
 )
@@ -592,6 +594,42 @@ def test_a_class_is_compared_with_each_persons_value_once_in_the_table(tmp_path)
     forged.close()
     assert macro['t-closeness {"distance":"equal","sensitive":"dx","t":0.25}'] is False
     assert checks[guarantee] is False and checks["k-anonymity over people with k = 1 (by pid)"]
+
+
+@needs_macros
+def test_k_map_estimated_over_people_asks_each_signature_for_k_prime_people(tmp_path):
+    """20 people sampled from a population of 100 people: f = 0.2, and with k = 8 the zero-truncated Poisson of mean
+    λ = 1.6 gives P(1 ≤ X ≤ m) / P(X ≥ 1) = 0.405, 0.728, 0.901, 0.970, 0.992 for m = 1 … 5: the least m reaching
+    0.99 is 5, so k' = m + 1 = 6 people per signature.  Counted in records (219 of them) the population of 100 would
+    be smaller than the sample."""
+    frame = records([1, 2, 5, 9, 3, 1, 14, 2, 7, 30, 4, 1, 2, 6, 50, 3, 4, 4, 2, 69], 5)
+    assert len(frame) == 219
+    con, anon = connected(frame)
+    policy = person_policy(1, 0.3, models=[KAnonymity(1), KMap(8, population_size=100)])
+    with pytest.raises(PolicyError, match=r"population_size=100 is smaller than the data \(219 records\)"):
+        anon.check("visits", dataclasses.replace(policy, person=None), {"age": 0, "code": 0})
+    with anon.encode("visits", policy) as encoded:
+        assert encoded.bound.policy.person_k == 6
+    result, _ = anon.anonymize("visits", policy, tmp_path / "r.duckdb")
+    con.close()
+    check_release(frame, duckdb.connect(str(tmp_path / "r.duckdb"), read_only=True).execute(
+        "SELECT * FROM release").df(), result.levels, 6, 0.3, "replace")
+    checks = verify(tmp_path / "r.duckdb").frame().set_index("guarantee")
+    assert checks.loc["k-anonymity over people with k = 6 (by pid)", "holds"] and checks["holds"].all()
+    assert checks.loc["k-map's threshold derived from the source's people", "recomputed"] == "the source had 20"
+    shell, view = release_verdicts(tmp_path / "r.duckdb")
+    assert all(shell.values()) and all(view.values()) and view["k-anonymity over people with k = 6 (by pid)"]
+
+
+def test_a_population_uniqueness_over_people_takes_a_population_of_people():
+    """A population of 100 people holds a sample of 20 people, however many records they have (219)."""
+    frame = records([1, 2, 5, 9, 3, 1, 14, 2, 7, 30, 4, 1, 2, 6, 50, 3, 4, 4, 2, 69], 5)
+    con, anon = connected(frame)
+    policy = person_policy(2, 0.3, models=[KAnonymity(2), PopulationUniqueness(0.2, population_size=100)])
+    assert anon.search("visits", policy).found
+    with pytest.raises(PolicyError, match=r"population_size=19 is smaller than the data \(20 people\)"):
+        anon.search("visits", person_policy(2, 0.3, models=[KAnonymity(2), PopulationUniqueness(0.2, 19)]))
+    con.close()
 
 
 # Risk thresholds over people: the figure of the signature groups (a person's risk), the smallest groups cut.

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from ..errors import PolicyError
 from ..hierarchy.hierarchy import TOP, Hierarchy
 from ..privacy.models import PrivacyModel, sensitive_attributes
-from ..privacy.people import counts_people, people_k, signature_k
+from ..privacy.people import counts_people, people_k, sets_signature_k
 from ..privacy.registry import model_from_params
 from ..recode.protect import (
     ColumnMethod,
@@ -167,7 +167,7 @@ class Policy:
                               f"β-likeness, δ-disclosure, (α,k)-anonymity, p-sensitive k-anonymity) with each "
                               f"person's value counted once per class and once in the table; not a population's or a "
                               f"payout's models")
-        if not any(signature_k(m) is not None for m in self.models):
+        if not any(sets_signature_k(m) for m in self.models):
             raise PolicyError("a policy with person= needs KAnonymity (KAnonymity(1) for none) or another model with "
                               "a k: the largest k is the number of people each signature must be shared by")
 

@@ -163,8 +163,10 @@ def bind(workspace: Workspace, source, policy: Policy | str, *, partitioning: bo
             if attribute in lacking:  # only the tables that hold it: the others' NULL is no value of theirs
                 query = query.where(table_holds(attribute, lacking, policy.record_table))
             value_counts[attribute] = {v: int(n) for v, n in engine.rows(query)}
-        facts = DataFacts(records=records, value_counts=value_counts,
-                          unit="records" if person is None else "people's values")
+        if person is not None:
+            people = int(engine.value(exp.select(exp.func("COUNT", exp.Distinct(expressions=[sb.col(person)])))
+                                      .from_(counted)))
+        facts = DataFacts(records=records, value_counts=value_counts, people=people)
         for model in policy.models:
             model.check_data(facts)
         policy = policy.for_data(facts)
@@ -179,9 +181,6 @@ def bind(workspace: Workspace, source, policy: Policy | str, *, partitioning: bo
         if named:
             workspace.announce(f"reading the population table {named[0]}")
             population = _population(workspace, relation, counted, policy, named, facts.records, hierarchies)
-        if person is not None:
-            people = int(engine.value(exp.select(exp.func("COUNT", exp.Distinct(expressions=[sb.col(person)])))
-                                      .from_(counted)))
         yield BoundPolicy(relation, policy, columns, hierarchies, facts, counted, population, people, tables)
     finally:
         for table in (counted, population):

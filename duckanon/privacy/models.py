@@ -49,9 +49,23 @@ class DataFacts:
 
     records: int
     # Per sensitive attribute, what each value counts: its records, or under a policy that counts people its people
-    # (each person's value once, as the models then count them); ``unit`` names them.
+    # (each person's value once, as the models then count them).
     value_counts: Mapping[str, Mapping[object, int]] = field(default_factory=dict)
-    unit: str = "records"
+    # Under a policy that counts people, how many people the records are of (the units a sample is drawn in).
+    people: int | None = None
+
+    @property
+    def size(self) -> int:
+        """The data's size in the units the policy counts: its people, or its records."""
+        return self.records if self.people is None else self.people
+
+    @property
+    def unit(self) -> str:
+        return "records" if self.people is None else "people"
+
+    @property
+    def value_unit(self) -> str:
+        return "records" if self.people is None else "people's values"
 
     def distinct(self, attribute: str) -> int:
         return len(self.value_counts[attribute])
@@ -222,8 +236,8 @@ class PrivacyModel(ABC):
 
     def _check_k(self, facts: DataFacts) -> None:
         k = getattr(self, "k", None)
-        if k is not None and k > facts.records:
-            raise PolicyError(f"{self.name}: k={k} is larger than the table ({facts.records} records)")
+        if k is not None and k > facts.size:
+            raise PolicyError(f"{self.name}: k={k} is larger than the table ({facts.size} {facts.unit})")
 
     def _check_distinct(self, facts: DataFacts, needed: int, parameter: str) -> None:
         distinct = facts.distinct(self.sensitive)
@@ -256,7 +270,9 @@ class KMap(PrivacyModel):
     rules", Statistica Neerlandica 53, 1999; zero-truncated: El Emam & Dankar, "Protecting privacy using
     k-anonymity", JAMIA 15, 2008). k' is computed exactly as ARX 3.9.2 does (``KMap.calculateKPoisson`` and
     ``calculateKZeroPoisson``, off-by-ones included), then capped at k and at n. The data's record count enters k',
-    so a bound policy holds ``sample_records`` (:meth:`for_data`) and a release records it."""
+    so a bound policy holds ``sample_records`` (:meth:`for_data`) and a release records it.  Under a policy that counts
+    people, the sample is of people: ``sample_records`` and ``population_size`` count people, and k' is the people a
+    signature needs."""
 
     name = "k-map"
     monotone_under_suppression = True  # with the population too: a class merged with one of ≥ k people has ≥ k
@@ -312,14 +328,15 @@ class KMap(PrivacyModel):
                          self.sample_records)
 
     def check_data(self, facts):
-        if self.population_size is not None and facts.records > self.population_size:
+        if self.population_size is not None and facts.size > self.population_size:
             raise PolicyError(f"{self.name}: population_size={self.population_size} is smaller than the data "
-                              f"({facts.records} records)")
+                              f"({facts.size} {facts.unit})")
 
     def for_data(self, facts):
+        # Under a policy that counts people the sample is of people, and k' is a signature's.
         if self.population is not None:
             return self
-        return KMap(self.k, self.population_size, self.significance, self.estimator, facts.records)
+        return KMap(self.k, self.population_size, self.significance, self.estimator, facts.size)
 
     def describe(self):
         if self.population is not None:
@@ -620,7 +637,7 @@ class AlphaKAnonymity(PrivacyModel):
             value, share = max(too_common.items(), key=lambda item: item[1])
             raise PolicyError(
                 f"{self.name}: no release can satisfy alpha={self.alpha}: value {value!r} of {self.sensitive!r} makes "
-                f"up {share:.4f} of all {facts.unit}, so some class must hold at least that share")
+                f"up {share:.4f} of all {facts.value_unit}, so some class must hold at least that share")
 
 
 class PSensitiveKAnonymity(PrivacyModel):
@@ -943,7 +960,7 @@ class AlphaLDiversityKAnonymity(PrivacyModel):
         if facts.share(self.sensitive, count) > self.alpha:
             raise PolicyError(
                 f"{self.name}: no release can satisfy alpha={self.alpha}: sensitivity level {level} makes up "
-                f"{facts.share(self.sensitive, count):.4f} of all {facts.unit}")
+                f"{facts.share(self.sensitive, count):.4f} of all {facts.value_unit}")
 
 
 class _ShareRatioModel(PrivacyModel):

@@ -44,7 +44,7 @@ from ..parameters import checked_number
 from ..sqlgen import build as sb
 from .checks import CheckReport, class_verdicts
 from .classes import VALUE, VIOLATED, WEIGHT, Classes, every_key_is
-from .models import KAnonymity, PrivacyModel
+from .models import KAnonymity, KMap, PrivacyModel
 from .thresholds import RiskThreshold, cut, risk_thresholds
 
 PERSON, SIGNATURE, PEOPLE, RECORDS = "__person", "__signature", "__people", "__records"
@@ -123,19 +123,25 @@ def class_key(columns: Sequence[str]) -> exp.Expression:
     return sb.concatenated([sb.length_prefixed(sb.col(column)) for column in columns])
 
 
-def signature_k(model: PrivacyModel) -> int | None:
-    """The k ``model`` asks every signature to be shared by under a policy that counts people: k-anonymity's, or
-    that of a model of sensitive values with a class size (such as (α,k)-anonymity: a class then holds k people,
-    since each of its people brings a signature group of k into it); None for the others."""
-    if isinstance(model, KAnonymity) or (model.sensitive is not None and counts_people(model)):
-        return model.minimum_size
-    return None
+def sets_signature_k(model: PrivacyModel) -> bool:
+    """Whether ``model`` asks, under a policy that counts people, that every signature be shared by its k
+    (:attr:`~duckanon.privacy.models.PrivacyModel.minimum_size`): k-anonymity; k-map estimated from the population's
+    size (whose sample is then of people, and k' a signature's); and a model of sensitive values with a class size,
+    such as (α,k)-anonymity, whose classes then hold k people (each of a class's people brings a signature group of k
+    into it)."""
+    return (isinstance(model, KAnonymity) or _estimated(model)
+            or (model.sensitive is not None and counts_people(model) and model.minimum_size is not None))
+
+
+def _estimated(model: PrivacyModel) -> bool:
+    """Whether ``model`` is k-map estimated from the population's size."""
+    return isinstance(model, KMap) and model.population is None
 
 
 def people_k(models: Sequence[PrivacyModel]) -> int:
-    """The k every signature must be shared by under a policy that counts people: the largest of its models'
-    (:func:`signature_k`; 1 when none has one)."""
-    return max((k for k in map(signature_k, models) if k is not None), default=1)
+    """The k every signature must be shared by under a policy that counts people (bound to its data: k-map's k'
+    depends on it): the largest of its models' (:func:`sets_signature_k`; 1 when none has one)."""
+    return max((m.minimum_size for m in models if sets_signature_k(m)), default=1)
 
 
 def _by_table(classes: Classes, record_table: str | None) -> Classes:
@@ -251,8 +257,8 @@ def counts_people(model: PrivacyModel) -> bool:
     (over signature groups, a person's risk), or a model of a class's sensitive values (the l-diversity forms; those
     comparing a class with its table: t-closeness, β-likeness, δ-disclosure; and those with a k as well:
     (α,k)-anonymity, p-sensitive k-anonymity), which then counts each person's value once per class and once in the
-    table, its k a signature's (:func:`signature_k`)."""
-    return isinstance(model, (KAnonymity, RiskThreshold)) or (
+    table; and k-map estimated from the population's size.  A model's k is a signature's (:func:`sets_signature_k`)."""
+    return isinstance(model, (KAnonymity, RiskThreshold)) or _estimated(model) or (
         model.sensitive is not None and model.population is None and not model.prices_classes)
 
 

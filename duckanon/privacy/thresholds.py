@@ -209,9 +209,9 @@ class PopulationUniqueness(RiskThreshold):
         return f"estimated population uniques {shown} ({estimate.chosen_model or estimate.model})"
 
     def check_data(self, facts: DataFacts) -> None:
-        if self.population_size < facts.records:
+        if self.population_size < facts.size:
             raise PolicyError(f"{self.name}: population_size={self.population_size} is smaller than the data "
-                              f"({facts.records} records), which is a sample of it")
+                              f"({facts.size} {facts.unit}), which is a sample of it")
 
 
 def _records_left(ordered: np.ndarray) -> np.ndarray:

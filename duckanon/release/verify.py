@@ -308,10 +308,13 @@ def _models(reader, released, quasi: Sequence[str], policy: dict, info: dict) ->
         models.append(model)
         sample = described["params"].get("sample_records")
         if sample is not None:
-            # A threshold derived from the data's size (estimated k-map's k') must be derived from this source's.
-            checks.append(Check(f"{described['model']}'s threshold derived from the source's records",
-                                f"{sample:,} records", f"the source had {info['source_records']:,}",
-                                sample == info["source_records"]))
+            # A threshold derived from the data's size (estimated k-map's k') must be derived from this source's:
+            # its records, or under a policy that counts people its people.
+            unit, size = (("records", info["source_records"]) if person_of(policy) is None
+                          else ("people", (policy.get("people") or {}).get("source")))
+            checks.append(Check(f"{described['model']}'s threshold derived from the source's {unit}",
+                                f"{sample:,} {unit}", f"the source had {size:,}" if size is not None
+                                else f"the source's {unit} are not stated", sample == size))
     if not models:
         return checks
     # One check of every model: its per-model counts say which hold, its listing names the first failing class.
