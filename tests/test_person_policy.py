@@ -276,6 +276,24 @@ def test_the_command_line_counts_people(tmp_path):
     check_release(frame, pd.read_parquet(target), levels, 3, 0.25, "replace")
 
 
+def test_the_command_line_counts_people_for_a_model_of_values(tmp_path):
+    """``--t-closeness`` with ``--person``: each person's diagnosis once per class and once in the table."""
+    frame = diagnosed([1, 2, 5, 9, 3, 1, 14, 2, 7, 30, 4, 1, 2, 6, 50, 3, 4, 4, 2, 8], 5)
+    source = tmp_path / "visits.parquet"
+    frame.to_parquet(source)
+    for name, hierarchy in (("age", AGES), ("code", CODES)):
+        hierarchy.to_arx_csv(tmp_path / f"{name}.csv")
+    target = tmp_path / "r.parquet"
+    assert run([str(source), "--qi", "age", "--qi", "code", "--hierarchies", str(tmp_path), "-k", "3",
+                "--t-closeness", "dx:0.3", "--suppression-limit", "0.3", "--suppression", "drop",
+                "--insensitive", "row", "--insensitive", "pid", "--person", "pid", "-o", str(target)]) == 0
+    levels = read_release_info(target)["transformation"]["full-domain generalization"]
+    released = pd.read_parquet(target)
+    suppressed = settled(frame, levels, 3, [TCloseness("dx", 0.3)], drops=True)
+    assert suppressed and set(released["pid"]) == set(frame["pid"]) - suppressed
+    assert diverse_enough(released, TCloseness("dx", 0.3)).all() and verify(target).holds
+
+
 def test_a_stored_policy_keeps_its_person():
     con = duckdb.connect()
     anon = duckanon.connect(con)
