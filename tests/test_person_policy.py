@@ -22,10 +22,13 @@ from duckanon import (
     DateShift,
     DeltaPresence,
     Hierarchy,
+    JournalistNoAttackProfitability,
     KAnonymity,
     KMap,
     Policy,
     PopulationUniqueness,
+    ProsecutorNoAttackProfitability,
+    ProsecutorProfitability,
     SampleUniqueness,
     verify,
 )
@@ -304,15 +307,15 @@ def test_a_stored_policy_keeps_its_person():
 
 BAD = [
     (lambda: person_policy(insensitive=["row"], identifiers=["pid"]), "'pid' must be released", PolicyError),
-    (lambda: person_policy(models=[KAnonymity(3), DeltaPresence(0.0, 0.5, "everyone")], insensitive=["pid"]),
-     "delta-presence.* cannot count people yet", PolicyError),
+    (lambda: person_policy(models=[KAnonymity(3), ProsecutorProfitability(1000, 10, 100, 50)], insensitive=["pid"]),
+     "profitability-prosecutor.* cannot count people yet", PolicyError),
     (lambda: person_policy(models=[DistinctLDiversity("row", 2)], insensitive=["pid"]), "needs KAnonymity .* or another model with a k",
      PolicyError),
     (lambda: person_policy(person=""), "person must name", PolicyError),
 ]
 
 
-@pytest.mark.parametrize("build,message,error", BAD, ids=["dropped person", "delta-presence", "no k", "empty"])
+@pytest.mark.parametrize("build,message,error", BAD, ids=["dropped person", "profitability", "no k", "empty"])
 def test_bad_declarations_are_refused_by_name(build, message, error):
     with pytest.raises(error, match=message):
         build()
@@ -639,6 +642,20 @@ def test_k_map_estimated_over_people_asks_each_signature_for_k_prime_people(tmp_
     assert all(shell.values()) and all(view.values()) and view["k-anonymity over people with k = 6 (by pid)"]
 
 
+def test_prosecutor_profitability_without_an_attack_asks_each_signature_for_its_k():
+    """ARX's prosecutor profitability without an attack is k-anonymity with k = G/C + 1 (= 5 for G = 1000, C = 250):
+    over people, a signature's k, as the attack pays against a person alone in a smaller signature group."""
+    frame = records([1, 2, 5, 9, 3, 1, 14, 2, 7, 30, 4, 1, 2, 6, 50, 3, 4, 4, 2, 69], 5)
+    con, anon = connected(frame)
+    policy = person_policy(1, 0.3, models=[KAnonymity(1), ProsecutorNoAttackProfitability(1000, 250)])
+    with anon.encode("visits", policy) as encoded:
+        assert encoded.bound.policy.person_k == 5
+    result = anon.search("visits", policy)
+    con.close()
+    sizes = signature_sizes(generalized(frame, result.levels))
+    assert int((sizes < 5).sum()) <= int(0.3 * 20) and result.found
+
+
 def test_a_population_uniqueness_over_people_takes_a_population_of_people():
     """A population of 100 people holds a sample of 20 people, however many records they have (219)."""
     frame = records([1, 2, 5, 9, 3, 1, 14, 2, 7, 30, 4, 1, 2, 6, 50, 3, 4, 4, 2, 69], 5)
@@ -717,3 +734,116 @@ def test_a_risk_threshold_over_people_cuts_the_smallest_signature_groups_alike_e
     with duckdb.connect(str(tmp_path / "r.duckdb"), read_only=True) as written:
         view = dict(written.execute("SELECT guarantee, holds FROM release_verification").fetchall())
     assert view[over_people[0]] and all(view.values())
+
+
+# Models counted in a population table, over people: a signature group's population is the population's people
+# with that signature.
+def population_of(frame: pd.DataFrame, extra: list[int], seed: int) -> pd.DataFrame:
+    """The people of ``frame`` with all their records, and ``extra`` more people (ids from 9000) drawn alike."""
+    others = records(extra, seed + 100)
+    others["pid"] += 2000
+    others["row"] += len(frame)
+    return pd.concat([frame, others], ignore_index=True)
+
+
+def population_settled(frame: pd.DataFrame, population: pd.DataFrame, levels: dict[str, int], k: int, model,
+                       replaced: bool) -> tuple[set, bool, bool]:
+    """By the definition: (the people suppressed, whether a population signature no data person has makes the node
+    unmendable, whether the suppressed people's own group fails under replacement).  A person is suppressed when
+    fewer than k people share their signature, or when the population people with their signature (P) fail the
+    model: k-map P < k, δ-presence δ = G / P outside its range (G the data's people with it).  The suppressed could
+    be anyone: their group's population is every population person."""
+    data = signature_sizes(generalized(frame, levels))
+    own = generalized(population, levels)
+    classes = own[["age", "code"]].astype(str).agg("\x1f".join, axis=1)
+    signature = classes.groupby(own["pid"]).agg(frozenset)
+    people_with = signature.value_counts()
+    mine = generalized(frame, levels)
+    mine_signature = mine[["age", "code"]].astype(str).agg("\x1f".join, axis=1).groupby(mine["pid"]).agg(frozenset)
+    shared = mine_signature.map(people_with).fillna(0)
+    if isinstance(model, KMap):
+        failing = shared < model.k
+        unmendable = False
+    else:
+        delta = data / shared
+        failing = (delta < model.delta_min) | (delta > model.delta_max)
+        unmendable = model.delta_min > 0 and bool(set(people_with.index) - set(mine_signature))
+    suppressed = set(data[(data < k) | failing].index)
+    count, everyone = len(suppressed), len(signature)
+    starred = replaced and count > 0 and (
+        count < k or (everyone < model.k if isinstance(model, KMap)
+                      else not model.delta_min <= count / everyone <= model.delta_max))
+    return suppressed, unmendable, starred
+
+
+# ARX's journalist profitability without an attack is k-map with k = G/C + 1 = 5 here.
+POPULATION_MODELS = [KMap(4, population="population"), DeltaPresence(0.0, 0.6, "population"),
+                     DeltaPresence(0.2, 0.9, "population"), JournalistNoAttackProfitability(1000, 250, "population")]
+
+
+@pytest.mark.parametrize("model", POPULATION_MODELS, ids=["k-map", "delta-presence", "delta-presence-min",
+                                                          "journalist-no-attack"])
+@pytest.mark.parametrize("suppression", ["replace", "drop"])
+def test_population_models_over_people_search_check_and_pandas_agree_at_every_node(model, suppression):
+    frame = records([1, 2, 5, 9, 3, 1, 14, 2, 7, 30, 4, 1, 2, 6, 50, 3, 4, 4, 2, 8], 5)
+    population = population_of(frame, [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3, 2, 3, 8, 4], 5)
+    con, anon = connected(frame)
+    con.register("population_frame", population)
+    con.execute("CREATE TABLE population AS SELECT * FROM population_frame")
+    policy = person_policy(2, 0.4, suppression, models=[KAnonymity(2), model])
+    allowed = int(0.4 * frame["pid"].nunique() + 1e-9)
+    bites = unmendable_nodes = 0
+    with anon.encode("visits", policy) as encoded, evaluator(anon.workspace, encoded.bound, ["loss"], None,
+                                                             encoding=encoded.encoding) as nodes:
+        for index in range(nodes.lattice.size):
+            levels = dict(zip(["age", "code"], nodes.lattice.node(index)))
+            suppressed, unmendable, starred = population_settled(frame, population, levels, 2, model,
+                                                                 suppression == "replace")
+            sizes = signature_sizes(generalized(frame, levels))
+            bites += len(suppressed) > int((sizes < 2).sum())
+            unmendable_nodes += unmendable
+            records_suppressed = int(frame["pid"].isin(suppressed).sum())
+            within = len(suppressed) <= allowed and not unmendable
+            result, report = nodes.evaluate(index), encoded.check(levels)
+            assert (report.violating_people, report.violating_records) == (len(suppressed), records_suppressed), levels
+            assert (result.suppressed, result.within_limit) == (records_suppressed, within), levels
+            assert report.within_limit == (within and not starred), levels
+            assert bool(nodes.satisfies(index)) == (within and not starred), levels
+    con.close()
+    assert bites > 0 and (unmendable_nodes > 0) == (model.name == "delta-presence" and model.delta_min > 0)
+
+
+@needs_macros
+@pytest.mark.parametrize("model", POPULATION_MODELS[:2], ids=["k-map", "delta-presence"])
+def test_a_release_of_a_population_model_over_people_is_the_definitions(tmp_path, model):
+    frame = records([1, 2, 5, 9, 3, 1, 14, 2, 7, 30, 4, 1, 2, 6, 50, 3, 4, 4, 2, 8], 5)
+    population = population_of(frame, [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3, 2, 3, 8, 4], 5)
+    con, anon = connected(frame)
+    con.register("population_frame", population)
+    con.execute("CREATE TABLE population AS SELECT * FROM population_frame")
+    policy = person_policy(2, 0.4, "replace", models=[KAnonymity(2), model], pseudonymize=["pid"],
+                           insensitive=["row"])
+    result, release = anon.anonymize("visits", policy, tmp_path / "r.duckdb")
+    con.close()
+    suppressed, _, _ = population_settled(frame, population, result.levels, 2, model, True)
+    assert release.check.violating_people == len(suppressed) > 0
+    with duckdb.connect(str(tmp_path / "r.duckdb"), read_only=True) as written:
+        released = written.execute("SELECT * FROM release ORDER BY row").df()
+    starred = set(frame.loc[(released[["age", "code"]] == "*").all(axis=1).to_numpy(), "pid"])
+    assert starred == suppressed
+    checks = verify(tmp_path / "r.duckdb").frame().set_index("guarantee")
+    assert checks["holds"].dropna().all() and checks.loc["k-anonymity over people with k = 2 (by pid)", "holds"]
+    # The population is no part of the release: its model is left unchecked there (holds NULL), the rest holds.
+    shell, view = release_verdicts(tmp_path / "r.duckdb")
+    assert False not in shell.values() and False not in view.values() and None in view.values()
+
+
+def test_a_population_without_the_person_column_is_refused_by_name(tmp_path):
+    frame = records([2, 3, 4, 5], 1)
+    con, anon = connected(frame)
+    con.execute("CREATE TABLE population AS SELECT age, code FROM visits")
+    with pytest.raises(PolicyError, match="population table 'population' lacks the person column 'pid'"):
+        anon.anonymize("visits", person_policy(models=[KAnonymity(2), KMap(3, population="population")]),
+                       tmp_path / "r.parquet")
+    assert list(tmp_path.iterdir()) == []
+    con.close()

@@ -162,11 +162,12 @@ class Policy:
         counting = [m.describe() for m in self.models if not counts_people(m)]
         if counting:
             raise PolicyError(f"{', '.join(counting)} cannot count people yet: a policy with person= enforces "
-                              f"k-anonymity over people's signatures (KAnonymity), risk thresholds over their "
-                              f"groups, and the models of a class's sensitive values (l-diversity, t-closeness, "
+                              f"k over people's signatures (KAnonymity, k-map, profitability without an attack), "
+                              f"risk thresholds over their groups, the models counted in a population table over "
+                              f"its people, and the models of a class's sensitive values (l-diversity, t-closeness, "
                               f"β-likeness, δ-disclosure, (α,k)-anonymity, p-sensitive k-anonymity) with each "
-                              f"person's value counted once per class and once in the table; not a population's or a "
-                              f"payout's models")
+                              f"person's value counted once per class and once in the table; not the profitability "
+                              f"models that price classes")
         if not any(sets_signature_k(m) for m in self.models):
             raise PolicyError("a policy with person= needs KAnonymity (KAnonymity(1) for none) or another model with "
                               "a k: the largest k is the number of people each signature must be shared by")

@@ -82,7 +82,8 @@ class BoundPolicy:
     def encoding(self, engine: Engine) -> Encoding:
         """The source's frequency table with every level's codes (the population's beside it, when there is one);
         under a policy that counts people, each row's person beside its sensitive values."""
-        return Encoding(engine, self.counted, self.hierarchies, self.counted_sensitive, population=self.population)
+        return Encoding(engine, self.counted, self.hierarchies, self.counted_sensitive, population=self.population,
+                        population_carried=[self.policy.person] if self.policy.person is not None else [])
 
     @property
     def counted_sensitive(self) -> list[str]:
@@ -192,20 +193,28 @@ def _population(workspace: Workspace, relation: exp.Expression, counted: exp.Tab
                 named: list[str], records: int, hierarchies: Mapping[str, BoundHierarchy]) -> exp.Table:
     """The population table read once: its quasi-identifier combinations counted, as the data's types.  It must hold
     the data (every combination at least as often), and the hierarchies must cover it."""
-    engine, quasi = workspace.engine, policy.quasi_identifier_names
+    engine, quasi, person = workspace.engine, policy.quasi_identifier_names, policy.person
     if len(named) > 1:
         raise PolicyError(f"the policy's models name different population tables ({', '.join(map(repr, named))}); a "
                           f"release is a sample of one population")
+    if policy.record_table is not None:
+        raise PolicyError(f"the population table {named[0]!r} is one table: a release of several tables is not "
+                          f"counted in a population")
     source = source_relation(engine, named[0])
     types, own = engine.types(relation), engine.types(source)
     missing = [q for q in quasi if q not in own]
     if missing:
         raise PolicyError(f"the population table {named[0]!r} lacks the quasi-identifiers {missing}")
-    typed = exp.select(*[sb.col(q) if own[q] == types[q] else exp.cast(
-        sb.col(q), exp.DataType.build(types[q], dialect=sb.DIALECT)).as_(q, quoted=True)
-        for q in quasi]).from_(sb.derived(source, "population")).subquery("typed")
+    if person is not None and person not in own:
+        raise PolicyError(f"the population table {named[0]!r} lacks the person column {person!r}: under a policy "
+                          f"that counts people, a signature's population is the population's people who have it")
+    # Under a policy that counts people, each population record keeps its person (a signature is a person's).
+    carried = [] if person is None else [person]
+    typed = exp.select(*[sb.col(c) if own[c] == types[c] else exp.cast(
+        sb.col(c), exp.DataType.build(types[c], dialect=sb.DIALECT)).as_(c, quoted=True)
+        for c in [*quasi, *carried]]).from_(sb.derived(source, "population")).subquery("typed")
     try:
-        population = count_combinations(engine, typed, quasi, [])
+        population = count_combinations(engine, typed, quasi, carried)
     except Exception as error:  # a value the data's type cannot hold: the population is not of this data
         raise PolicyError(f"the population table {named[0]!r}: its quasi-identifiers do not convert to the data's "
                           f"types ({error})") from None
@@ -227,12 +236,14 @@ def _require_contained(engine: Engine, counted: exp.Table, population: exp.Table
                        name: str) -> None:
     """Refuse a population that lacks some of the data's records: a combination of quasi-identifiers found more
     often in the data than in the population (named, the first such)."""
-    sample = (exp.select(*[sb.col(q) for q in quasi], exp.func("SUM", sb.col(COUNT)).as_(COUNT, quoted=True))
-              .from_(counted).group_by(*[sb.col(q) for q in quasi]).subquery("s"))
+    def combinations(table: exp.Table, alias: str) -> exp.Subquery:  # each counted beside other columns (a person)
+        return (exp.select(*[sb.col(q) for q in quasi], exp.func("SUM", sb.col(COUNT)).as_(COUNT, quoted=True))
+                .from_(table).group_by(*[sb.col(q) for q in quasi]).subquery(alias))
+
     on = sb.and_all(exp.NullSafeEQ(this=sb.col(q, "s"), expression=sb.col(q, "p")) for q in quasi)
     held = exp.func("COALESCE", sb.col(COUNT, "p"), sb.lit(0))
     query = (exp.select(*[sb.col(q, "s") for q in quasi], sb.col(COUNT, "s"), held)
-             .from_(sample).join(exp.alias_(population, "p", quoted=True), on=on, join_type="LEFT")
+             .from_(combinations(counted, "s")).join(combinations(population, "p"), on=on, join_type="LEFT")
              .where(held < sb.col(COUNT, "s")).limit(1))
     rows = engine.rows(query)
     if rows:

@@ -54,10 +54,12 @@ def count_combinations(engine: Engine, source: exp.Expression, attributes: Seque
 class Encoding:
     """A temporary frequency table of the source with per-level codes of each quasi-identifier, built from the
     source's counted combinations (:func:`count_combinations`); and, given a population's counted quasi-identifier
-    combinations, the population's frequency table in the same codes (:attr:`population_table`)."""
+    combinations, the population's frequency table in the same codes (:attr:`population_table`), with its
+    ``population_carried`` columns (a policy's person)."""
 
     def __init__(self, engine: Engine, counted: exp.Table,
-                 bound: Mapping[str, BoundHierarchy], sensitive: Sequence[str], population: exp.Table | None = None):
+                 bound: Mapping[str, BoundHierarchy], sensitive: Sequence[str], population: exp.Table | None = None,
+                 population_carried: Sequence[str] = ()):
         self.engine = engine
         self.attributes = list(bound)
         self.bound = dict(bound)
@@ -66,9 +68,9 @@ class Encoding:
         self.population_table = None if population is None else sb.table(f"{self.table.name}_population")
         self._memo: dict[str, object] = {}
         self._price_tables: list[exp.Table] = []
-        self._build(counted, population)
+        self._build(counted, population, population_carried)
 
-    def _build(self, counted: exp.Table, population: exp.Table | None) -> None:
+    def _build(self, counted: exp.Table, population: exp.Table | None, population_carried: Sequence[str]) -> None:
         self.code_tables = []
         for i, attribute in enumerate(self.attributes):
             codes = sb.table(f"{self.table.name}_codes_{i}")
@@ -78,8 +80,8 @@ class Encoding:
         self.engine.run(sb.create_table_as(self.table, self._coded(counted, self.sensitive), temporary=True,
                                            replace=True))
         if population is not None:
-            self.engine.run(sb.create_table_as(self.population_table, self._coded(population, []), temporary=True,
-                                               replace=True))
+            self.engine.run(sb.create_table_as(self.population_table, self._coded(population, population_carried),
+                                               temporary=True, replace=True))
 
     def _coded(self, counted: exp.Table, sensitive: Sequence[str]) -> exp.Select:
         """``counted``'s rows with every level's code of every quasi-identifier, its ``sensitive`` columns and count."""

@@ -44,7 +44,7 @@ from ..parameters import checked_number
 from ..sqlgen import build as sb
 from .checks import CheckReport, class_verdicts
 from .classes import VALUE, VIOLATED, WEIGHT, Classes, every_key_is
-from .models import KAnonymity, KMap, PrivacyModel
+from .models import KAnonymity, KMap, PrivacyModel, population_checked
 from .thresholds import RiskThreshold, cut, risk_thresholds
 
 PERSON, SIGNATURE, PEOPLE, RECORDS = "__person", "__signature", "__people", "__records"
@@ -120,7 +120,12 @@ class PeopleCheckReport(CheckReport):
 
 def class_key(columns: Sequence[str]) -> exp.Expression:
     """An injective text of a record's class: each key column's text prefixed by its length, NULL as ``-``."""
-    return sb.concatenated([sb.length_prefixed(sb.col(column)) for column in columns])
+    return class_key_of([sb.col(column) for column in columns])
+
+
+def class_key_of(values: Sequence[exp.Expression]) -> exp.Expression:
+    """:func:`class_key` of a class whose key columns hold ``values``."""
+    return sb.concatenated([sb.length_prefixed(value) for value in values])
 
 
 def sets_signature_k(model: PrivacyModel) -> bool:
@@ -197,6 +202,53 @@ def signature_group_histogram(engine: Engine, relation: exp.Expression, quasi: S
     return np.array([r[0] for r in rows], dtype=np.int64), np.array([r[1] for r in rows], dtype=np.int64)
 
 
+def starred_signature(keys: int) -> exp.Expression:
+    """The signature of a person all of whose records are suppressed ('*' in each of ``keys`` key columns)."""
+    return class_key_of([sb.lit(TOP)] * keys)
+
+
+def signature_classes(classes: Classes, person: str, everyone: bool = True) -> Classes:
+    """People as the records of their signature groups: one row per person of ``classes`` keyed by their signature,
+    and as its population (``Classes.population``) the population's signature groups, each weighing its people,
+    which models counted in a population table judge them by.  With ``everyone``, the group of the suppressed (all
+    values '*') weighs every population person, since a suppressed person could be anyone."""
+    own = signatures(classes, person).subquery("people")
+    signed = signatures(classes.population, person).subquery("population_people")
+    groups = exp.select(sb.col(SIGNATURE), exp.func("COUNT", exp.Star()).as_(PEOPLE, quoted=True)).from_(
+        signed).group_by(sb.col(SIGNATURE))
+    if everyone:  # at the top every population person may have that signature already: they are everyone still
+        groups = exp.select(sb.col(SIGNATURE), exp.func("MAX", sb.col(PEOPLE)).as_(PEOPLE, quoted=True)).from_(
+            exp.union(groups, exp.select(starred_signature(len(classes.keys)).as_(SIGNATURE, quoted=True),
+                                         exp.func("COUNT", exp.Star()).as_(PEOPLE, quoted=True)).from_(signed.copy()),
+                      distinct=False).subquery("groups")).group_by(sb.col(SIGNATURE))
+    return Classes.of(own, [SIGNATURE], population=Classes.of(groups.subquery("population_groups"), [SIGNATURE],
+                                                                   weight=PEOPLE))
+
+
+def _in_population_failing(classes: Classes, person: str, models: Sequence[PrivacyModel]) -> exp.Select:
+    """``__person`` of each person whose signature group fails a model counted in a population table
+    (:func:`counted_in_population`), the group's population its signature's population people."""
+    groups = signature_classes(classes, person)
+    failing = exp.select(*groups.keys_of()).from_(class_verdicts(groups, models).subquery("verdicts")).where(
+        sb.col(VIOLATED))
+    return exp.select(sb.col(PERSON)).from_(signatures(classes, person).subquery("signed")).where(
+        exp.In(this=sb.col(SIGNATURE), query=failing.subquery()))
+
+
+def population_only_failing(engine: Engine, classes: Classes, person: str, models: Sequence[PrivacyModel]
+                            ) -> list[str]:
+    """The ``models`` counted in a population table (those :func:`~duckanon.privacy.models.population_checked`
+    picks) that a signature of the population no person of ``classes`` has fails whatever is suppressed
+    (δ-presence with delta_min > 0: δ = 0 there), described."""
+    groups = signature_classes(classes, person, everyone=False)
+    failing = []
+    for model in models:
+        query = model.population_violations(groups)
+        if query is not None and any(row[-1] for row in engine.rows(query)):
+            failing.append(f"{model.describe()} (a population signature no person of the data has)")
+    return failing
+
+
 def exposed_people(classes: Classes, person: str, k: int, record_table: str | None = None) -> exp.Select:
     """``__person`` of each person whose signature fewer than ``k`` people share (those a policy suppresses)."""
     return exp.select(sb.col(PERSON)).from_(signature_groups(classes, person, record_table).subquery("g")).where(
@@ -257,9 +309,16 @@ def counts_people(model: PrivacyModel) -> bool:
     (over signature groups, a person's risk), or a model of a class's sensitive values (the l-diversity forms; those
     comparing a class with its table: t-closeness, β-likeness, δ-disclosure; and those with a k as well:
     (α,k)-anonymity, p-sensitive k-anonymity), which then counts each person's value once per class and once in the
-    table; and k-map estimated from the population's size.  A model's k is a signature's (:func:`sets_signature_k`)."""
-    return isinstance(model, (KAnonymity, RiskThreshold)) or _estimated(model) or (
+    table; k-map estimated from the population's size, and the models counted in a population table
+    (:func:`counted_in_population`).  A model's k is a signature's (:func:`sets_signature_k`)."""
+    return isinstance(model, (KAnonymity, RiskThreshold)) or _estimated(model) or counted_in_population(model) or (
         model.sensitive is not None and model.population is None and not model.prices_classes)
+
+
+def counted_in_population(model: PrivacyModel) -> bool:
+    """Whether ``model`` judges classes by their records in a population table (k-map counted there, δ-presence):
+    over people, a signature group by the population's people who have its signature."""
+    return model.population is not None and model.sensitive is None and not model.prices_classes
 
 
 def person_values(relation: exp.Expression, keys: Sequence[str], person: str, sensitive: str,
@@ -332,7 +391,8 @@ def settled_people(engine: Engine, classes: Classes, person: str, k: int, models
                    record_table: str | None = None, lacking: Mapping[str, Sequence[str]] | None = None,
                    table: exp.Expression | None = None) -> Iterator[exp.Expression]:
     """A query of ``__person``: the people a policy that counts people suppresses.  With k alone, those whose
-    signature fewer than ``k`` people share (signature groups are apart: that is final).  With models over
+    signature fewer than ``k`` people share, and those whose signature group fails a model counted in the population
+    (signature groups are apart: that is final).  With models over
     sensitive values, round after round over the people left, those too with a row in a class that violates one,
     until a round suppresses nobody more: a person suppressed leaves every class of theirs, which may then violate.
     With risk thresholds, once a round suppresses nobody more, the smallest signature groups left go as ARX cuts the
@@ -341,8 +401,16 @@ def settled_people(engine: Engine, classes: Classes, person: str, k: int, models
     compares it with the rows of ``table`` (replacement keeps every person's values in the release), or when None
     with the people left, round after round (as dropping leaves them)."""
     valued, thresholds = valued_models(models), risk_thresholds(models)
+    counted = [m for m in models if counted_in_population(m)]
+
+    def exposed(kept: Classes) -> exp.Select:
+        found = exposed_people(kept, person, k, record_table)
+        if counted:  # each person once: a publish joins the records to them
+            found = exp.union(found, _in_population_failing(kept, person, counted), distinct=True)
+        return found
+
     if not valued and not thresholds:
-        yield exposed_people(classes, person, k, record_table)
+        yield exposed(classes)
         return
     tables: list[exp.Table] = []
     current: exp.Select | None = None  # nobody, before the first round
@@ -354,7 +422,7 @@ def settled_people(engine: Engine, classes: Classes, person: str, k: int, models
     try:
         while True:
             kept = classes if current is None else _without(classes, person, current)
-            found = exposed_people(kept, person, k, record_table)
+            found = exposed(kept)
             if valued:
                 found = exp.union(found, _in_violating_classes(kept, person, valued, record_table, lacking, table),
                                   distinct=False)
@@ -413,10 +481,23 @@ def _starred_violates(engine: Engine, classes: Classes, person: str, suppressed:
     ).limit(1)))
 
 
+def _starred_population_fails(engine: Engine, classes: Classes, person: str, models: Sequence[PrivacyModel],
+                              suppressed: int) -> bool:
+    """Whether the ``suppressed`` people, one signature group once all their values are '*', fail a model counted in
+    the population: a suppressed person could be anyone, so the group's population is every population person."""
+    if not models:
+        return False
+    everyone = int(engine.value(exp.select(exp.func("COUNT", exp.Distinct(expressions=[sb.col(person)]))).from_(
+        classes.population.source("p"))))
+    group, population = np.array([suppressed], dtype=np.int64), np.array([everyone], dtype=np.int64)
+    return any(bool(model.population_verdicts(group, population)[0]) for model in models)
+
+
 def people_check(engine: Engine, classes: Classes, person: str, k: int, *, models: Sequence[PrivacyModel] = (),
                  allowed_suppressed: int = 0, replaced_checked: bool = True, exempt: str | None = None,
                  record_table: str | None = None, lacking: Mapping[str, Sequence[str]] | None = None,
-                 drops: bool = False, keep: Callable[[exp.Select], object] | None = None) -> PeopleCheckReport:
+                 drops: bool = False, unmendable_checked: bool = True,
+                 keep: Callable[[exp.Select], object] | None = None) -> PeopleCheckReport:
     """How ``classes`` fare when every signature must be shared by ``k`` people and every class satisfy the
     ``models`` over sensitive values, each person's value counted once per class (the people suppressed:
     :func:`settled_people`).  ``replaced_checked``: suppressed people, all their values '*', must share a signature
@@ -425,21 +506,24 @@ def people_check(engine: Engine, classes: Classes, person: str, k: int, *, model
     semantics) are left out of the check.  ``lacking``: in a release of several tables, the columns some tables
     lack (:func:`lacking_tables`), whose models count the other tables' records.  ``drops``: suppressed people leave
     the table that models comparing a class with it compare with (else the table is every record, the exempt class's
-    too, as replacement keeps their values).  ``keep`` is given the query of the
-    people suppressed (``__person``) while it reads, to keep them (a publish suppresses them without settling
-    again)."""
+    too, as replacement keeps their values).  Models counted in a population table judge signature groups by the
+    population's people with their signature (:func:`signature_classes`); with ``unmendable_checked``, a population
+    signature no person has fails δ-presence as no suppression mends (not of a release, whose suppressed people leave
+    theirs).  ``keep`` is given the query of the people suppressed (``__person``) while it reads, to keep them (a
+    publish suppresses them without settling again)."""
     if record_table is not None:
         classes = dataclasses.replace(classes, carry=(*classes.carry, record_table))
-    thresholds = risk_thresholds(models)
+    thresholds, counted = risk_thresholds(models), [m for m in models if counted_in_population(m)]
+    unmendable = [m for m in population_checked(models) if counted_in_population(m)] if unmendable_checked else []
     models = [m for m in models if m.sensitive is not None]
     whole = classes.relation  # the exempt class's values stay in the table too
     if exempt is not None:
         kept = exp.select(exp.Star()).from_(classes.source("c")).where(
             exp.not_(every_key_is(list(classes.keys), exempt)))
-        classes = Classes.of(kept.subquery("checked"), classes.keys, classes.weight, classes.carry)
+        classes = dataclasses.replace(classes, relation=kept.subquery("checked"))
     groups = signature_groups(classes, person, record_table).subquery("g")
     count = exp.func("COUNT", exp.Star())
-    with settled_people(engine, classes, person, k, [*models, *thresholds], record_table, lacking,
+    with settled_people(engine, classes, person, k, [*models, *thresholds, *counted], record_table, lacking,
                         None if drops else whole) as suppressed:
         if keep is not None:
             keep(exp.select(sb.col(PERSON)).from_(sb.derived(suppressed, "s")))
@@ -462,17 +546,18 @@ def people_check(engine: Engine, classes: Classes, person: str, k: int, *, model
         replaced_violates = replaced_checked and violating_people > 0 and (
             int(starred.min()) < k
             or (bool(models) and _starred_violates(engine, classes, person, suppressed, models, record_table,
-                                                   lacking, whole)))
-        failing = []
+                                                   lacking, whole))
+            or _starred_population_fails(engine, classes, person, counted, violating_people))
+        failing = population_only_failing(engine, classes, person, unmendable) if unmendable else []
         if thresholds:  # over the groups the release shows: those kept, and the suppressed people's own
             kept = group_sizes(_without(classes, person, suppressed), person, record_table).subquery("k")
             shown = [r[0] for r in engine.rows(exp.select(sb.col(PEOPLE)).from_(kept))]
-            failing = thresholds_failing(thresholds, np.concatenate([shown, starred]))
+            failing += thresholds_failing(thresholds, np.concatenate([shown, starred]))
     sizes = classes.sizes().subquery("s")
     class_count, smallest_class = engine.rows(exp.select(
         count.copy(), exp.func("COALESCE", exp.func("MIN", sb.col("__size")), sb.lit(0))).from_(sizes))[0]
     model = "; ".join([f"k-anonymity over people (k={k})",
-                       *(f"{m.describe()} over people" for m in [*models, *thresholds])])
+                       *(f"{m.describe()} over people" for m in [*models, *thresholds, *counted])])
     per_model = pd.DataFrame({"model": [model], "violating_signatures": [int(violating_groups)],
                               "violating_people": [int(violating_people)],
                               "violating_records": [int(violating_records)]})

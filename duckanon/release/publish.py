@@ -146,7 +146,8 @@ def publish(workspace: Workspace, bound: BoundPolicy, transformation: Transforma
         workspace.announce(f"writing and verifying {path}")
         # The population's classes, counted here, go to the connection that re-checks the written file.
         population_classes = None if population is None else engine.frame(
-            _population_classes(population, quasi, starred=suppressed > 0 and not bound.policy.drops))
+            _population_classes(population, quasi, starred=suppressed > 0 and not bound.policy.drops,
+                                person=bound.policy.person))
         path = write_release(engine, path, content,
                              lambda reader: verify_release(reader, table, bound, transformation, expected, ranges,
                                                            population_classes, prices),
@@ -237,7 +238,7 @@ def suppress(engine: Engine, bound: BoundPolicy, generalized: exp.Table, tempora
     """
     policy, quasi = bound.policy, bound.quasi_identifiers
     if policy.person is not None:
-        return _suppress_people(engine, bound, generalized, temporaries)
+        return _suppress_people(engine, bound, generalized, temporaries, generalized_population)
     population = None if generalized_population is None else Classes.of(generalized_population, quasi, COUNT)
     with contextlib.ExitStack() as registered:
         classes = priced_classes(engine, registered, generalized, quasi, population, prices)
@@ -255,12 +256,16 @@ def suppress(engine: Engine, bound: BoundPolicy, generalized: exp.Table, tempora
     return report, final, report.violating_records
 
 
-def _suppress_people(engine: Engine, bound: BoundPolicy, generalized: exp.Table, temporaries: _Temporaries
-                     ) -> tuple[PeopleCheckReport, exp.Select, int]:
+def _suppress_people(engine: Engine, bound: BoundPolicy, generalized: exp.Table, temporaries: _Temporaries,
+                     generalized_population: exp.Table | None) -> tuple[PeopleCheckReport, exp.Select, int]:
     """:func:`suppress` under a policy that counts people: every record of each person whose signature fewer than k
-    people share is suppressed (``generalized`` carries each record's person as ``__duckanon_person``)."""
-    policy = bound.policy
-    classes = Classes.of(generalized, bound.quasi_identifiers)
+    people share is suppressed (``generalized`` carries each record's person as ``__duckanon_person``, and so, for
+    the models counted in it, does the population recoded alike)."""
+    policy, quasi = bound.policy, bound.quasi_identifiers
+    population = None if generalized_population is None else Classes.of(exp.select(
+        *[sb.col(q) for q in quasi], sb.col(policy.person).as_(PERSON_CARRIED, quoted=True), sb.col(COUNT)).from_(
+        generalized_population).subquery("population"), quasi, COUNT)
+    classes = Classes.of(generalized, quasi, population=population)
     kept: list[exp.Table] = []  # the people the check suppresses, settled once
     report = people_check(engine, classes, PERSON_CARRIED, policy.person_k, models=policy.models,
                           allowed_suppressed=bound.allowed_suppressed, replaced_checked=policy.checks_replaced,
@@ -327,17 +332,21 @@ def _generalized_population(bound: BoundPolicy, transformation: Transformation, 
     model compares with the population."""
     if bound.population is None:
         return None
-    return temporaries.create(transformation.compile(bound.population, [*bound.quasi_identifiers, COUNT],
-                                                     bound.hierarchies))
+    return temporaries.create(transformation.compile(
+        bound.population, [*bound.quasi_identifiers, *([bound.policy.person] if bound.policy.person else []), COUNT],
+        bound.hierarchies))
 
 
-def _population_classes(population: exp.Table, quasi: Sequence[str], starred: bool) -> exp.Select:
-    """The population's classes in the release's values, ``__count`` people each; with ``starred``, also the class
+def _population_classes(population: exp.Table, quasi: Sequence[str], starred: bool, person: str | None
+                        ) -> exp.Select:
+    """The population's classes in the release's values, ``__count`` people each (per person too under a policy
+    that counts people, whose check weighs the suppressed people's group itself); with ``starred``, also the class
     of suppressed records (every quasi-identifier '*'), whose people are the whole population: a starred record
     could be anyone."""
     count = exp.cast(exp.func("SUM", sb.col(COUNT)), exp.DataType.build("BIGINT")).as_(COUNT, quoted=True)
-    classes = exp.select(*[sb.col(q) for q in quasi], count).from_(population).group_by(*[sb.col(q) for q in quasi])
-    if not starred:
+    keys = [*quasi, *([person] if person is not None else [])]
+    classes = exp.select(*[sb.col(c) for c in keys], count).from_(population).group_by(*[sb.col(c) for c in keys])
+    if not starred or person is not None:
         return classes
     everyone = exp.select(*[sb.lit(SUPPRESSED).as_(q, quoted=True) for q in quasi], count.copy()).from_(population)
     return exp.union(classes, everyone, distinct=False)
@@ -418,7 +427,7 @@ def verify_release(reader: Engine, table: str, bound: BoundPolicy, transformatio
         if policy.person is not None:  # the released person column (a pseudonym) tells people apart
             report = people_check(reader, classes, policy.person, policy.person_k, models=policy.models,
                                   exempt=policy.exempt_class, record_table=policy.record_table,
-                                  lacking=bound.lacking)
+                                  lacking=bound.lacking, unmendable_checked=False)
         else:
             report = check(reader, classes, policy.models, key_names=bound.quasi_identifiers,
                            exempt=policy.exempt_class, unmendable_checked=False)

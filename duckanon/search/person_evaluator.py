@@ -24,9 +24,13 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
+from sqlglot import exp
 
+from ..encode.encoding import code_column
 from ..privacy.cells import ClassCells
+from ..privacy.models import population_checked
 from ..privacy.people import (
+    counted_in_population,
     group_cut,
     signature_groups_of,
     signature_sharing,
@@ -34,6 +38,7 @@ from ..privacy.people import (
     valued_models,
 )
 from ..privacy.thresholds import risk_thresholds
+from ..sqlgen import build as sb
 from ..utility.metrics import (
     DiscernibilityStar,
     Loss,
@@ -64,6 +69,34 @@ class PersonNodeEvaluator(MemoryNodeEvaluator):
             name: np.flatnonzero(~np.isin(np.asarray(self.values[record_table].texts, dtype=object), lacking[name]))
             for name in self.valued if name in (lacking or {})}
         self._whole_table_counts: dict[str, np.ndarray] = {}
+        self.counted = [m for m in self.models if counted_in_population(m)]
+        self.population_people = self._population_people() if self.counted else None
+
+    def _population_people(self) -> tuple[list[list[np.ndarray]], np.ndarray, int]:
+        """The population's rows for the models counted in it: per attribute, its codes (0-based) on every level;
+        each row's person (codes 0 … after the data's people, as signature_groups_of takes them with the data's);
+        and the population's people."""
+        table = self.encoding.population_table
+        names = [code_column(i, j) for i, h in enumerate(self.hierarchies) for j in range(h.levels)]
+        arrays = self.encoding.engine.arrays(exp.select(
+            *[exp.cast(sb.col(c) - sb.lit(1), exp.DataType.build("INTEGER")).as_(c, quoted=True) for c in names],
+            sb.col(self.person)).from_(table))
+        codes = [[np.asarray(arrays[code_column(i, j)]) for j in range(h.levels)] for i, h in enumerate(self.hierarchies)]
+        person, people = pd.factorize(np.asarray(arrays[self.person], dtype=object))
+        return codes, person.astype(np.int64) + self.people, len(people)
+
+    def _population_groups(self, node: np.ndarray, codes: Sequence[np.ndarray], cards: Sequence[int],
+                           person: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+        """Per data person, their signature group's id among the data's and the population's people together; per
+        group, the population's people with its signature; and how many population groups no data person has (as
+        :func:`~duckanon.privacy.people.signature_classes` counts them)."""
+        own_codes, own_person, own_people = self.population_people
+        columns = [np.concatenate([mine, own_codes[i][level]]) for i, (mine, level) in enumerate(zip(codes, node))]
+        together = _group(columns, cards, np.ones(len(columns[0])))
+        group = signature_groups_of(together.ids, np.concatenate([person, own_person]), self.people + own_people)
+        population = np.bincount(group[self.people:], minlength=int(group.max()) + 1)
+        held = np.bincount(group[:self.people], minlength=len(population)) > 0
+        return group[:self.people], population, int(((population > 0) & ~held).sum())
 
     # Every node is computed from the frequency table itself: a snapshot groups rows by class and would merge people.
     def _may_snapshot(self, index, node, source, classes) -> bool:
@@ -86,7 +119,8 @@ class PersonNodeEvaluator(MemoryNodeEvaluator):
         signed = classes if self.record_table is None else _group(
             [classes.ids, rows.sensitive[self.record_table]], [classes.count, len(self.values[self.record_table])],
             rows.weights)
-        exposed = self._settled(signed.ids, person, rows)
+        groups = self._population_groups(node, codes, cards, person) if self.counted else None
+        exposed = self._settled(signed.ids, person, rows, groups)
         suppressed_rows = exposed[person]
         parts = _group([*codes, suppressed_rows.astype(np.int32)], [*cards, 2], rows.weights)
         violated = parts.codes[-1].astype(bool)
@@ -98,24 +132,47 @@ class PersonNodeEvaluator(MemoryNodeEvaluator):
         starred_groups = self._starred_groups(exposed, person, rows)
         starred_violates = people > 0 and (int(starred_groups.min()) < self.k or (
             bool(self.valued) and self._violating(starred, person[suppressed_rows], rows, suppressed_rows,
-                                                  None).any()))
+                                                  None).any()) or self._population_fails(
+            np.array([people]), np.array([0 if groups is None else self.population_people[2]])).any())
         failing = bool(self.thresholds) and bool(thresholds_failing(self.thresholds, np.concatenate([
             self._groups(signed.ids, person, ~suppressed_rows)[0],
             starred_groups if self.suppressed_class else starred_groups[:0]])))
+        failing = failing or (groups is not None and any(  # a population signature no data person has
+            model.unmendable_with(groups[2]) for model in population_checked(self.models)
+            if counted_in_population(model)))
         return split, people, classes.count, float(np.dot(sizes, sizes)), starred_violates, failing
 
-    def _settled(self, signed: np.ndarray, person: np.ndarray, rows) -> np.ndarray:
+    def _population_fails(self, sizes: np.ndarray, population: np.ndarray) -> np.ndarray:
+        """Per signature group of ``sizes`` people and ``population`` population people, whether it fails a model
+        counted in the population."""
+        failing = np.zeros(len(sizes), dtype=bool)
+        for model in self.counted:
+            failing |= model.population_verdicts(sizes, population)
+        return failing
+
+    def _settled(self, signed: np.ndarray, person: np.ndarray, rows,
+                 groups: tuple[np.ndarray, np.ndarray, int] | None) -> np.ndarray:
         """Per person, whether the policy suppresses them: as :func:`~duckanon.privacy.people.settled_people`
         (``signed``: each row's class, one table's in a release of several tables, as signatures and models count
-        it)."""
+        it; ``groups``: :meth:`_population_groups`, for the models counted in the population)."""
+
+        def population_failing(kept: np.ndarray) -> np.ndarray:
+            """Per person, whether their signature group, of the ``kept`` people, fails a population's model."""
+            if groups is None:
+                return np.zeros(self.people, dtype=bool)
+            group, population, _ = groups
+            sizes = np.bincount(group[kept], minlength=len(population))
+            return kept & self._population_fails(sizes[group], population[group])
+
         if not self.valued and not self.thresholds:
-            return signature_sharing(signed, person, self.people) < self.k
+            return (signature_sharing(signed, person, self.people) < self.k) | population_failing(
+                np.ones(self.people, dtype=bool))
         suppressed = np.zeros(self.people, dtype=bool)
         cuts = 0
         while True:
             on = ~suppressed[person]
             sizes, who, group = self._groups(signed, person, on)
-            newly = np.zeros(self.people, dtype=bool)
+            newly = population_failing(~suppressed)
             newly[who[sizes[group] < self.k]] = True
             if self.valued:
                 newly[person[on][self._violating(signed[on], person[on], rows, on, on if self.settles else None)]] = True

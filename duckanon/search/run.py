@@ -24,7 +24,7 @@ from ..encode.encoding import Encoding
 from ..errors import PolicyError, PolicyNotSatisfied
 from ..hierarchy.hierarchy import SCHEMA
 from ..parameters import checked_number
-from ..privacy.people import valued_models
+from ..privacy.people import counted_in_population, valued_models
 from ..privacy.thresholds import risk_thresholds
 from ..recode.generalization import FullDomainGeneralization
 from ..release.files import release_format
@@ -110,9 +110,11 @@ def evaluator(workspace: Workspace, bound: BoundPolicy, metrics: Sequence[Metric
         suppressed_monotone = all(m.monotone_under_suppression for m in policy.models)
         monotone = (allowed == 0 and all(m.monotone_under_generalization for m in policy.models)
                     ) or suppressed_monotone
-        if policy.person is not None and (valued_models(policy.models) or risk_thresholds(policy.models)):
+        if policy.person is not None and (valued_models(policy.models) or risk_thresholds(policy.models)
+                                          or any(counted_in_population(m) for m in policy.models)):
             # People suppressed for a model over values leave every class of theirs (a fixed point), and a risk
-            # threshold's cut of signature groups is not proven monotone: neither prunes.
+            # threshold's cut of signature groups, or a population's signature groups, are not proven monotone:
+            # none prunes.
             monotone = suppressed_monotone = False
         arguments = (workspace.engine, encoding, [b.hierarchy for b in bound.hierarchies.values()], policy.models,
                      resolved, allowed, monotone, workspace.progress, suppressed_monotone)
