@@ -29,7 +29,7 @@ from pathlib import Path
 import pandas as pd
 
 import common
-from longitudinal_setup import both_ways, loaded
+from longitudinal_setup import both_ways, loaded, policy_arguments
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
@@ -66,9 +66,7 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as scratch:
         for k in args.k:
-            base = {"quasi_identifiers": hierarchies, "models": [KAnonymity(k)], "sensitive": ["diagnosis"],
-                    "pseudonymize": {"patient_id": pseudonym}, "others": "drop",
-                    "suppression_limit": 0.05}
+            base = policy_arguments(hierarchies, pseudonym, [KAnonymity(k)], sensitive=["diagnosis"])
             for unit, outcome in both_ways(anon, base, Path(scratch), f"k = {k}"):
                 wall, result, release, released = outcome.wall, outcome.result, outcome.release, outcome.rows
                 figures = exposure(released, k)

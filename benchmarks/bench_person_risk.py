@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 import common
-from longitudinal_setup import both_ways, loaded
+from longitudinal_setup import both_ways, described, loaded, policy_arguments
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
@@ -54,15 +54,13 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as scratch:
         for threshold in args.threshold:
-            base = {"quasi_identifiers": hierarchies, "models": [KAnonymity(K), AverageReidentificationRisk(threshold)],
-                    "pseudonymize": {"patient_id": pseudonym}, "others": "drop", "suppression_limit": 0.05}
+            base = policy_arguments(hierarchies, pseudonym, [KAnonymity(K), AverageReidentificationRisk(threshold)])
             for unit, released in both_ways(anon, base, Path(scratch), f"average risk {threshold:g}"):
                 if released is None:
                     rows.append([f"{threshold:g}", unit, "no transformation satisfies the policy", *["–"] * 9])
                     continue
                 shown = released.rows
-                levels = ", ".join(f"{a}={v}" for a, v in released.result.levels.items() if v) or "none"
-                people = shown.loc[(shown[QUASI] == "*").all(axis=1), "patient_id"].nunique()
+                levels, people = described(released, QUASI)
                 record_average, record_highest, person_average, person_highest, alone = risks(shown)
                 rows.append([f"{threshold:g}", unit, levels, f"{released.result.best.values['loss']:.4f}",
                              f"{released.release.suppressed:,}", f"{people:,}", f"{record_average:.4f}",

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 import common
-from longitudinal_setup import both_ways, loaded
+from longitudinal_setup import both_ways, described, loaded, policy_arguments
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
@@ -83,15 +83,13 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as scratch:
         for value in args.values or defaults:
-            base = {"quasi_identifiers": hierarchies, "models": [KAnonymity(K), build(value)],
-                    "pseudonymize": {"patient_id": pseudonym}, "others": "drop", "suppression_limit": 0.05}
+            base = policy_arguments(hierarchies, pseudonym, [KAnonymity(K), build(value)])
             for unit, outcome in both_ways(anon, base, Path(scratch), f"{parameter} = {value:g}"):
                 if outcome is None:
                     rows.append([f"{value:g}", unit, "no transformation satisfies the policy", *["–"] * 8])
                     continue
                 result, release, released = outcome.result, outcome.release, outcome.rows
-                levels = ", ".join(f"{a}={v}" for a, v in result.levels.items() if v) or "none"
-                people = released.loc[(released[QUASI] == "*").all(axis=1), "patient_id"].nunique()
+                levels, people = described(outcome, QUASI)
                 failing_people, in_failing = failing_classes(released, args.model, value, by_people=True)
                 failing_records, _ = failing_classes(released, args.model, value, by_people=False)
                 rows.append([f"{value:g}", unit, levels, f"{result.best.values['loss']:.4f}", f"{release.suppressed:,}",

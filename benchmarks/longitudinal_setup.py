@@ -67,3 +67,19 @@ def both_ways(anon: duckanon.Anonymizer, base: dict, folder: Path, label: str
 
 
 _releases = itertools.count()
+
+
+def policy_arguments(hierarchies: dict[str, Hierarchy], pseudonym: Pseudonymize, models: Sequence[object],
+                     **changes) -> dict:
+    """A policy's arguments as the benchmarks release longitudinal Adult: ``hierarchies``' quasi-identifiers, the
+    ``models``, the patient's id pseudonymized, the other columns dropped, at most 5 % suppressed (``changes`` over
+    these)."""
+    return {"quasi_identifiers": hierarchies, "models": list(models), "pseudonymize": {"patient_id": pseudonym},
+            "others": "drop", "suppression_limit": 0.05, **changes}
+
+
+def described(outcome: Released, quasi: Sequence[str]) -> tuple[str, int]:
+    """A release's levels above 0, as text, and the people it suppressed (all their records '*')."""
+    levels = ", ".join(f"{a}={v}" for a, v in outcome.result.levels.items() if v) or "none"
+    shown = outcome.rows
+    return levels, int(shown.loc[(shown[list(quasi)] == "*").all(axis=1), "patient_id"].nunique())

@@ -746,6 +746,16 @@ def population_of(frame: pd.DataFrame, extra: list[int], seed: int) -> pd.DataFr
     return pd.concat([frame, others], ignore_index=True)
 
 
+def with_population() -> tuple[pd.DataFrame, pd.DataFrame, duckdb.DuckDBPyConnection, duckanon.Anonymizer]:
+    """20 people's visits, the population (those and 20 more people) as table ``population``, and a connection."""
+    frame = records([1, 2, 5, 9, 3, 1, 14, 2, 7, 30, 4, 1, 2, 6, 50, 3, 4, 4, 2, 8], 5)
+    population = population_of(frame, [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3, 2, 3, 8, 4], 5)
+    con, anon = connected(frame)
+    con.register("population_frame", population)
+    con.execute("CREATE TABLE population AS SELECT * FROM population_frame")
+    return frame, population, con, anon
+
+
 def population_settled(frame: pd.DataFrame, population: pd.DataFrame, levels: dict[str, int], k: int, model,
                        replaced: bool) -> tuple[set, bool, bool]:
     """By the definition: (the people suppressed, whether a population signature no data person has makes the node
@@ -785,11 +795,7 @@ POPULATION_MODELS = [KMap(4, population="population"), DeltaPresence(0.0, 0.6, "
                                                           "journalist-no-attack"])
 @pytest.mark.parametrize("suppression", ["replace", "drop"])
 def test_population_models_over_people_search_check_and_pandas_agree_at_every_node(model, suppression):
-    frame = records([1, 2, 5, 9, 3, 1, 14, 2, 7, 30, 4, 1, 2, 6, 50, 3, 4, 4, 2, 8], 5)
-    population = population_of(frame, [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3, 2, 3, 8, 4], 5)
-    con, anon = connected(frame)
-    con.register("population_frame", population)
-    con.execute("CREATE TABLE population AS SELECT * FROM population_frame")
+    frame, population, con, anon = with_population()
     policy = person_policy(2, 0.4, suppression, models=[KAnonymity(2), model])
     allowed = int(0.4 * frame["pid"].nunique() + 1e-9)
     bites = unmendable_nodes = 0
@@ -816,11 +822,7 @@ def test_population_models_over_people_search_check_and_pandas_agree_at_every_no
 @needs_macros
 @pytest.mark.parametrize("model", POPULATION_MODELS[:2], ids=["k-map", "delta-presence"])
 def test_a_release_of_a_population_model_over_people_is_the_definitions(tmp_path, model):
-    frame = records([1, 2, 5, 9, 3, 1, 14, 2, 7, 30, 4, 1, 2, 6, 50, 3, 4, 4, 2, 8], 5)
-    population = population_of(frame, [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3, 2, 3, 8, 4], 5)
-    con, anon = connected(frame)
-    con.register("population_frame", population)
-    con.execute("CREATE TABLE population AS SELECT * FROM population_frame")
+    frame, population, con, anon = with_population()
     policy = person_policy(2, 0.4, "replace", models=[KAnonymity(2), model], pseudonymize=["pid"],
                            insensitive=["row"])
     result, release = anon.anonymize("visits", policy, tmp_path / "r.duckdb")
