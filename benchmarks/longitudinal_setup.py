@@ -49,17 +49,17 @@ class Released:
     rows: pd.DataFrame
 
 
-def both_ways(anon: duckanon.Anonymizer, base: dict, folder: Path, label: str
+def both_ways(anon: duckanon.Anonymizer, base: dict, folder: Path, label: str, source: str = "adult_visits"
               ) -> Iterator[tuple[str, Released | None]]:
     """The policy ``base`` (a Policy's arguments) counting records, then counting people by ``patient_id``, each
-    searched and published from ``adult_visits`` into ``folder`` (announced as ``label``): per unit, its release, or
-    None where no transformation satisfies the policy."""
+    searched and published from ``source`` into ``folder`` (announced as ``label``): per unit, its release, or None
+    where no transformation satisfies the policy."""
     for unit, policy in (("records", Policy(**base)), ("people", Policy(**base, person="patient_id"))):
         common.progress(f"{label}: searching and publishing, counting {unit}")
         target = folder / f"{next(_releases)}-{unit}.parquet"
         try:
             wall, _cpu, (result, release) = common.timed(
-                lambda policy=policy, target=target: anon.anonymize("adult_visits", policy, target))
+                lambda policy=policy, target=target: anon.anonymize(source, policy, target))
         except duckanon.PolicyNotSatisfied:
             yield unit, None
             continue
