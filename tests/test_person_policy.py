@@ -849,3 +849,22 @@ def test_a_population_without_the_person_column_is_refused_by_name(tmp_path):
                        tmp_path / "r.parquet")
     assert list(tmp_path.iterdir()) == []
     con.close()
+
+
+def test_the_command_line_counts_a_populations_people(tmp_path):
+    """``--k-map K --population FILE --person``: a signature needs K population people who have it."""
+    frame, population, con, _ = with_population()
+    con.close()
+    source, people = tmp_path / "visits.parquet", tmp_path / "population.parquet"
+    frame.to_parquet(source)
+    population.to_parquet(people)
+    for name, hierarchy in (("age", AGES), ("code", CODES)):
+        hierarchy.to_arx_csv(tmp_path / f"{name}.csv")
+    target = tmp_path / "r.parquet"
+    assert run([str(source), "--qi", "age", "--qi", "code", "--hierarchies", str(tmp_path), "-k", "2",
+                "--k-map", "4", "--population", str(people), "--suppression-limit", "0.4", "--insensitive", "row",
+                "--insensitive", "pid", "--person", "pid", "-o", str(target)]) == 0
+    levels = read_release_info(target)["transformation"]["full-domain generalization"]
+    released = pd.read_parquet(target)
+    suppressed, _, _ = population_settled(frame, population, levels, 2, KMap(4, population="population"), True)
+    assert set(released.loc[(released[["age", "code"]] == "*").all(axis=1), "pid"]) == suppressed and suppressed
