@@ -519,8 +519,8 @@ def test_every_release_of_a_model_of_values_over_people_is_the_definitions_and_v
         result, release = anon.anonymize("visits", diverse_policy(models, suppression, 0.5), target)
     except PolicyNotSatisfied:
         return
-    except PolicyError as error:  # a value too common among people's values for (α,k) at any generalization
-        assert "of all people's values" in str(error)
+    except PolicyError as error:  # data no release can make satisfy the model: too few values, or one too common
+        assert "of all people's values" in str(error) or "distinct values but 'dx' has only" in str(error)
         return
     finally:
         con.close()
