@@ -29,7 +29,7 @@ from pathlib import Path
 import pandas as pd
 
 import common
-from longitudinal_setup import both_ways, loaded, policy_arguments
+from longitudinal_setup import both_ways, loaded, policy_arguments, report
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
@@ -85,11 +85,9 @@ def main() -> None:
         ["k", "counting", "levels above 0", "loss", "records suppressed", "people suppressed",
          "people in a class of < k people", "people whose signature < k people share", "people with a unique signature",
          "nodes checked", "s"], rows)
-    text = (f"# People exposed by a release that counts records\n\n"
-            f"Longitudinal Adult (`duckanon.datasets.longitudinal`, seed 27): {source[0]:,} visits of {source[1]:,} "
-            f"people.\n\n{table}\n\n{common.facts_markdown(common.machine_facts(con))}\n")
-    print(text)
-    common.write_text(args.output, text)
+    report(con, args.output, "People exposed by a release that counts records",
+           f"Longitudinal Adult (`duckanon.datasets.longitudinal`, seed 27): {source[0]:,} visits of {source[1]:,} "
+           f"people.", table)
 
 
 if __name__ == "__main__":

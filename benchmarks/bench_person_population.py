@@ -23,7 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 import common
-from longitudinal_setup import both_ways, described, loaded, policy_arguments
+from longitudinal_setup import both_ways, described, loaded, policy_arguments, report
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
@@ -93,13 +93,10 @@ def main() -> None:
     table = common.markdown_table(
         ["k", "counting", "levels above 0", "loss", "records suppressed", "people suppressed",
          "classes with < k population records", "people whose signature < k population people have", "s"], rows)
-    text = (f"# k-map against a population when one person has several visits\n\n"
-            f"Population: longitudinal Adult (`duckanon.datasets.longitudinal`, seed 27), 30,162 people; sample: "
-            f"{sample_people:,} of its people ({sample_records:,} visits), quasi-identifiers {', '.join(QUASI)}; "
-            f"figures computed with pandas from each release and the population.\n\n{table}\n\n"
-            f"{common.facts_markdown(common.machine_facts(con))}\n")
-    print(text)
-    common.write_text(args.output, text)
+    report(con, args.output, "k-map against a population when one person has several visits",
+           f"Population: longitudinal Adult (`duckanon.datasets.longitudinal`, seed 27), 30,162 people; sample: "
+           f"{sample_people:,} of its people ({sample_records:,} visits), quasi-identifiers {', '.join(QUASI)}; "
+           f"figures computed with pandas from each release and the population.", table)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 import common
-from longitudinal_setup import both_ways, described, loaded, policy_arguments
+from longitudinal_setup import both_ways, described, loaded, policy_arguments, report
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
@@ -70,12 +70,9 @@ def main() -> None:
         ["threshold", "counting", "levels above 0", "loss", "records suppressed", "people suppressed",
          "record: average risk", "record: highest", "person: average risk", "person: highest",
          "people alone in their signature", "s"], rows)
-    text = (f"# An average-risk threshold when one person has several visits\n\n"
-            f"Longitudinal Adult (`duckanon.datasets.longitudinal`, seed 27), k = {K}, quasi-identifiers "
-            f"{', '.join(QUASI)}; risks computed with pandas from each release.\n\n{table}\n\n"
-            f"{common.facts_markdown(common.machine_facts(con))}\n")
-    print(text)
-    common.write_text(args.output, text)
+    report(con, args.output, "An average-risk threshold when one person has several visits",
+           f"Longitudinal Adult (`duckanon.datasets.longitudinal`, seed 27), k = {K}, quasi-identifiers "
+           f"{', '.join(QUASI)}; risks computed with pandas from each release.", table)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 import common
-from longitudinal_setup import both_ways, described, loaded, policy_arguments
+from longitudinal_setup import both_ways, described, loaded, policy_arguments, report
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
@@ -99,12 +99,9 @@ def main() -> None:
         [parameter, "counting", "levels above 0", "loss", "records suppressed", "people suppressed",
          "classes failing, each person once", "people in them", "classes failing, counting records",
          f"people whose signature < {K} people share", "s"], rows)
-    text = (f"# {title} when one person has several visits\n\n"
-            f"Longitudinal Adult (`duckanon.datasets.longitudinal`, seed 27), k = {K}, quasi-identifiers "
-            f"{', '.join(QUASI)}; figures computed with pandas from each release.\n\n{table}\n\n"
-            f"{common.facts_markdown(common.machine_facts(con))}\n")
-    print(text)
-    common.write_text(output, text)
+    report(con, output, f"{title} when one person has several visits",
+           f"Longitudinal Adult (`duckanon.datasets.longitudinal`, seed 27), k = {K}, quasi-identifiers "
+           f"{', '.join(QUASI)}; figures computed with pandas from each release.", table)
 
 
 if __name__ == "__main__":

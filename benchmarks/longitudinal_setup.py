@@ -83,3 +83,11 @@ def described(outcome: Released, quasi: Sequence[str]) -> tuple[str, int]:
     levels = ", ".join(f"{a}={v}" for a, v in outcome.result.levels.items() if v) or "none"
     shown = outcome.rows
     return levels, int(shown.loc[(shown[list(quasi)] == "*").all(axis=1), "patient_id"].nunique())
+
+
+def report(con: duckdb.DuckDBPyConnection, output: Path, title: str, lead: str, table: str) -> None:
+    """Print a benchmark's results (a title, what was measured, the table and the machine's facts) and write them to
+    ``output``."""
+    text = f"# {title}\n\n{lead}\n\n{table}\n\n{common.facts_markdown(common.machine_facts(con))}\n"
+    print(text)
+    common.write_text(output, text)
