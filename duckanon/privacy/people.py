@@ -92,7 +92,7 @@ class PeopleCheckReport(CheckReport):
 
     @property
     def within_limit(self) -> bool:
-        # ``unmendable``: the risk thresholds the groups left still fail
+        # ``unmendable``: the risk thresholds the groups left still fail, or a population signature no person has
         return (self.violating_people <= self.allowed_suppressed and not self.replaced_class_violates
                 and not self.unmendable)
 
@@ -321,6 +321,17 @@ def counted_in_population(model: PrivacyModel) -> bool:
     return model.population is not None and model.sensitive is None and not model.prices_classes
 
 
+def population_models(models: Sequence[PrivacyModel]) -> list[PrivacyModel]:
+    """The models of ``models`` counted in a population table (:func:`counted_in_population`)."""
+    return [m for m in models if counted_in_population(m)]
+
+
+def unmendable_models(models: Sequence[PrivacyModel]) -> list[PrivacyModel]:
+    """The models of a policy of ``models`` whose population signatures without a person of the data are checked:
+    those :func:`~duckanon.privacy.models.population_checked` picks, counted in a population table."""
+    return population_models(population_checked(models))
+
+
 def person_values(relation: exp.Expression, keys: Sequence[str], person: str, sensitive: str,
                   record_table: str | None = None, lacking: Mapping[str, Sequence[str]] | None = None,
                   table: exp.Expression | None = None) -> Classes:
@@ -401,7 +412,7 @@ def settled_people(engine: Engine, classes: Classes, person: str, k: int, models
     compares it with the rows of ``table`` (replacement keeps every person's values in the release), or when None
     with the people left, round after round (as dropping leaves them)."""
     valued, thresholds = valued_models(models), risk_thresholds(models)
-    counted = [m for m in models if counted_in_population(m)]
+    counted = population_models(models)
 
     def exposed(kept: Classes) -> exp.Select:
         found = exposed_people(kept, person, k, record_table)
@@ -513,8 +524,8 @@ def people_check(engine: Engine, classes: Classes, person: str, k: int, *, model
     publish suppresses them without settling again)."""
     if record_table is not None:
         classes = dataclasses.replace(classes, carry=(*classes.carry, record_table))
-    thresholds, counted = risk_thresholds(models), [m for m in models if counted_in_population(m)]
-    unmendable = [m for m in population_checked(models) if counted_in_population(m)] if unmendable_checked else []
+    thresholds, counted = risk_thresholds(models), population_models(models)
+    unmendable = unmendable_models(models) if unmendable_checked else []
     models = [m for m in models if m.sensitive is not None]
     whole = classes.relation  # the exempt class's values stay in the table too
     if exempt is not None:

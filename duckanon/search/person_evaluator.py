@@ -28,13 +28,13 @@ from sqlglot import exp
 
 from ..encode.encoding import code_column
 from ..privacy.cells import ClassCells
-from ..privacy.models import population_checked
 from ..privacy.people import (
-    counted_in_population,
     group_cut,
+    population_models,
     signature_groups_of,
     signature_sharing,
     thresholds_failing,
+    unmendable_models,
     valued_models,
 )
 from ..privacy.thresholds import risk_thresholds
@@ -69,7 +69,7 @@ class PersonNodeEvaluator(MemoryNodeEvaluator):
             name: np.flatnonzero(~np.isin(np.asarray(self.values[record_table].texts, dtype=object), lacking[name]))
             for name in self.valued if name in (lacking or {})}
         self._whole_table_counts: dict[str, np.ndarray] = {}
-        self.counted = [m for m in self.models if counted_in_population(m)]
+        self.counted = population_models(self.models)
         self.population_people = self._population_people() if self.counted else None
 
     def _population_people(self) -> tuple[list[list[np.ndarray]], np.ndarray, int]:
@@ -132,14 +132,14 @@ class PersonNodeEvaluator(MemoryNodeEvaluator):
         starred_groups = self._starred_groups(exposed, person, rows)
         starred_violates = people > 0 and (int(starred_groups.min()) < self.k or (
             bool(self.valued) and self._violating(starred, person[suppressed_rows], rows, suppressed_rows,
-                                                  None).any()) or self._population_fails(
-            np.array([people]), np.array([0 if groups is None else self.population_people[2]])).any())
+                                                  None).any()) or (  # their population: every population person
+            groups is not None and self._population_fails(np.array([people]),
+                                                          np.array([self.population_people[2]])).any()))
         failing = bool(self.thresholds) and bool(thresholds_failing(self.thresholds, np.concatenate([
             self._groups(signed.ids, person, ~suppressed_rows)[0],
             starred_groups if self.suppressed_class else starred_groups[:0]])))
         failing = failing or (groups is not None and any(  # a population signature no data person has
-            model.unmendable_with(groups[2]) for model in population_checked(self.models)
-            if counted_in_population(model)))
+            model.unmendable_with(groups[2]) for model in unmendable_models(self.models)))
         return split, people, classes.count, float(np.dot(sizes, sizes)), starred_violates, failing
 
     def _population_fails(self, sizes: np.ndarray, population: np.ndarray) -> np.ndarray:
@@ -279,7 +279,8 @@ class PersonNodeEvaluator(MemoryNodeEvaluator):
 
     def _people_result(self, index: int, totals: NodeTotals, people: int, starred_violates: bool,
                        failing: bool) -> NodeResult:
-        within_limit = people <= self.allowed_suppressed and not failing  # failing: a risk threshold the cut left
+        # failing: a risk threshold the cut left, or a population signature no data person has
+        within_limit = people <= self.allowed_suppressed and not failing
         satisfied = within_limit and not (self.suppressed_class and starred_violates)
         return NodeResult(node=self.lattice.node(index), suppressed=totals.suppressed, within_limit=within_limit,
                           satisfied=satisfied, values={m.name: m.value(totals) for m in self.metrics},

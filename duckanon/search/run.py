@@ -24,7 +24,7 @@ from ..encode.encoding import Encoding
 from ..errors import PolicyError, PolicyNotSatisfied
 from ..hierarchy.hierarchy import SCHEMA
 from ..parameters import checked_number
-from ..privacy.people import counted_in_population, valued_models
+from ..privacy.people import population_models, valued_models
 from ..privacy.thresholds import risk_thresholds
 from ..recode.generalization import FullDomainGeneralization
 from ..release.files import release_format
@@ -111,7 +111,7 @@ def evaluator(workspace: Workspace, bound: BoundPolicy, metrics: Sequence[Metric
         monotone = (allowed == 0 and all(m.monotone_under_generalization for m in policy.models)
                     ) or suppressed_monotone
         if policy.person is not None and (valued_models(policy.models) or risk_thresholds(policy.models)
-                                          or any(counted_in_population(m) for m in policy.models)):
+                                          or population_models(policy.models)):
             # People suppressed for a model over values leave every class of theirs (a fixed point), and a risk
             # threshold's cut of signature groups, or a population's signature groups, are not proven monotone:
             # none prunes.
