@@ -8,7 +8,9 @@ span, ties to the first attribute).  Strict Mondrian is deterministic, so the SQ
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Callable
 
 import duckdb
 import pandas as pd
@@ -27,11 +29,14 @@ from duckanon import (
     PolicyError,
     PolicyNotSatisfied,
     TCloseness,
+    verify,
 )
+from duckanon.cli import run
 from duckanon.datasets import adult_hierarchy_dir, load_adult
 from duckanon.encode.binding import bind
 from duckanon.engine import as_engine
 from duckanon.partition.mondrian import Mondrian, dimensions
+from duckanon.release.files import read_release_info
 
 COLOR = Hierarchy.from_lists([["red", "warm", "*"], ["orange", "warm", "*"], ["blue", "cold", "*"],
                               ["green", "cold", "*"]], name="color")
@@ -47,11 +52,14 @@ def leaf_positions(hierarchy: Hierarchy) -> tuple[dict, list[dict]]:
     return {r[0]: i for i, r in enumerate(rows)}, [{r[0]: r[j] for r in rows} for j in range(hierarchy.levels)]
 
 
-def reference_mondrian(frame: pd.DataFrame, k: int, l: int | None, t: float | None = None  # noqa: E741
+def reference_mondrian(frame: pd.DataFrame, k: int, l: int | None, t: float | None = None,  # noqa: E741
+                       allowed: Callable[[list[int]], bool] | None = None, records: pd.DataFrame | None = None
                        ) -> list[frozenset[int]]:
+    """The partitions of ``frame``'s rows; ``allowed`` judges a part instead of k, l and t over its rows, and
+    ``records`` (when the rows are people's points) give the range the age's span is normalized by."""
     positions, ancestors = leaf_positions(COLOR)
     leaves = len(COLOR.rows)
-    ages = frame["age"].dropna()
+    ages = (frame if records is None else records)["age"].dropna()
     age_scale = float(ages.max() - ages.min())
     order = {v: i for i, v in enumerate(SIZES)}
 
@@ -61,9 +69,11 @@ def reference_mondrian(frame: pd.DataFrame, k: int, l: int | None, t: float | No
             return None
         return float(v) if attribute == "age" else positions[v] if attribute == "color" else float(order[v])
 
-    table = frame["s"].fillna(MISSING).value_counts(normalize=True)
+    table = None if allowed is not None else frame["s"].fillna(MISSING).value_counts(normalize=True)
 
-    def allowed(part: list[int]) -> bool:
+    def satisfies(part: list[int]) -> bool:
+        if allowed is not None:
+            return allowed(part)
         if len(part) < k:
             return False
         values = frame.loc[part, "s"].fillna(MISSING)
@@ -104,7 +114,7 @@ def reference_mondrian(frame: pd.DataFrame, k: int, l: int | None, t: float | No
         best = None
         for index, attribute in enumerate(QUASI):
             width, parts = cut(part, attribute)
-            if parts is None or width <= 0 or len(parts) < 2 or not all(allowed(p) for p in parts):
+            if parts is None or width <= 0 or len(parts) < 2 or not all(satisfies(p) for p in parts):
                 continue
             if best is None or width > best[0]:
                 best = (width, index, parts)
@@ -159,10 +169,11 @@ def make_source(con, rows) -> pd.DataFrame:
     return frame
 
 
-def policy(k: int, l: int | None = None, t: float | None = None) -> Policy:  # noqa: E741
+def policy(k: int, l: int | None = None, t: float | None = None, person: str | None = None  # noqa: E741
+           ) -> Policy:
     models = [KAnonymity(k)] + ([DistinctLDiversity("s", l)] if l else []) + ([TCloseness("s", t)] if t else [])
     return Policy(quasi_identifiers={"age": None, "color": COLOR, "size": None}, models=models,
-                  sensitive=["s"], insensitive=["id"])
+                  sensitive=["s"], insensitive=["id", *([person] if person else [])], person=person)
 
 
 def sql_partitions(con, frame: pd.DataFrame, pol: Policy, relaxed: bool = False):
@@ -318,6 +329,39 @@ def test_the_sql_transpiles_to_spark():
                 assert statement.sql(dialect="spark", unsupported_level=ErrorLevel.RAISE)
 
 
+def test_the_command_line_partitions_people(tmp_path):
+    con = duckdb.connect()
+    frame = make_people_source(con, [(a % 11, (a * 7) % 31, c, z, s) for a, (c, z, s) in enumerate(
+        [("red", "S", "a"), ("blue", "M", "b"), ("green", "L", "c"), ("orange", "XL", "a")] * 12)])
+    source, target = tmp_path / "visits.parquet", tmp_path / "r.parquet"
+    frame.to_parquet(source)
+    COLOR.to_arx_csv(tmp_path / "color.csv")
+    assert run(["mondrian", str(source), "--qi", "age", "--qi", "color", "--hierarchies", str(tmp_path),
+                "-k", "3", "--l-diversity", "s:2", "--insensitive", "id", "--insensitive", "pid", "--person", "pid",
+                "--others", "drop", "-o", str(target)]) == 0
+    released = pd.read_parquet(target)
+    classes = released.groupby(["age", "color"])
+    assert classes["pid"].nunique().min() >= 3 and classes["s"].nunique().min() >= 2
+    assert (released.groupby("pid")[["age", "color"]].nunique() == 1).all().all() and verify(target).holds
+    assert sorted(released["id"]) == sorted(frame["id"])
+
+
+def test_the_sql_over_people_transpiles_to_spark():
+    con = duckdb.connect()
+    make_people_source(con, [(a % 13, a % 17, c, z, s) for a, (c, z, s) in enumerate(
+        [("red", "S", "a"), ("blue", "M", "b"), ("green", None, "c"), (None, "XL", "a")] * 10)])
+    for relaxed in (False, True):
+        pol = policy(2, 2, 0.5, person="pid")
+        with bind(duckanon.connect(con).workspace, "t", pol, partitioning=True) as bound:
+            dims = dimensions(as_engine(con), bound.counted, QUASI, bound.hierarchies, orders={"size": SIZES})
+            partitioning = Mondrian(as_engine(con), bound.counted, dims, ["s"], pol.models, relaxed=relaxed,
+                                    person="pid").run()
+            partitioning.close()
+        assert partitioning.partitions > 1
+        for statement in partitioning.sql:
+            assert statement.sql(dialect="spark", unsupported_level=ErrorLevel.RAISE)
+
+
 def test_numeric_columns_can_be_cut_along_their_hierarchy():
     con = duckdb.connect()
     frame = make_source(con, [(a, "red", "S", "a") for a in range(20)])
@@ -329,6 +373,144 @@ def test_numeric_columns_can_be_cut_along_their_hierarchy():
     assert by_value.styles == {"age": "range"} and along.styles == {"age": "lca"}
     assert by_value.partitioning.partitions == along.partitioning.partitions == 2
     assert len(frame) == 20
+
+
+# ------------------------------------------------------------------------------------------ over people
+def make_people_source(con, rows) -> pd.DataFrame:
+    """Records of people (``pid``): several rows may share a person, whose values differ from record to record."""
+    frame = make_source(con, [row[1:] for row in rows])
+    frame.insert(1, "pid", [row[0] for row in rows])
+    con.register("frame", frame)
+    con.execute("CREATE OR REPLACE TABLE t AS SELECT * FROM frame")
+    con.unregister("frame")
+    return frame
+
+
+def person_points(frame: pd.DataFrame) -> pd.DataFrame:
+    """Each person's point, as Mondrian over people defines it: on each attribute the ⌈n/2⌉-th of the person's n
+    records in the order of position (a number, a leaf's place among the hierarchy's leaves, a place in the order),
+    NULL last."""
+    positions, _ = leaf_positions(COLOR)
+    place = {"age": float, "color": positions.__getitem__, "size": SIZES.index}
+    points = []
+    for pid, own in frame.groupby("pid", sort=True):
+        point = {"pid": pid}
+        for attribute in QUASI:
+            values = [None if pd.isna(v) else v for v in own[attribute]]
+            ranked = sorted(values, key=lambda v: (v is None, 0 if v is None else place[attribute](v)))
+            point[attribute] = ranked[math.ceil(len(ranked) / 2) - 1]
+        points.append(point)
+    return pd.DataFrame(points).astype({"age": "Int64"})
+
+
+def people_allowed(frame: pd.DataFrame, points: pd.DataFrame, k: int, l: int | None, t: float | None  # noqa: E741
+                   ) -> Callable[[list[int]], bool]:
+    """Whether a part of ``points`` satisfies the policy over people: k people, l distinct values among all their
+    records, and the distribution of their distinct (person, value) pairs within t of the table's."""
+    pairs = frame.assign(s=frame["s"].fillna(MISSING))[["pid", "s"]].drop_duplicates()
+    table = pairs["s"].value_counts(normalize=True)
+
+    def allowed(part: list[int]) -> bool:
+        values = pairs.loc[pairs["pid"].isin(points.loc[part, "pid"]), "s"]
+        if len(part) < k or (l is not None and values.nunique() < l):
+            return False
+        shares = values.value_counts(normalize=True).reindex(table.index, fill_value=0.0)
+        return t is None or (shares - table).abs().sum() / 2 <= t + 1e-9
+
+    return allowed
+
+
+def check_people_release(frame: pd.DataFrame, released: pd.DataFrame, k: int, l: int | None,  # noqa: E741
+                         t: float | None) -> None:
+    """By pandas: every record once; each person in one class, whose people are k or more, with l distinct values and
+    within t of the table, each person's value counted once."""
+    assert sorted(released["id"]) == sorted(frame["id"])
+    classes = keyed(released, QUASI).agg("|".join, axis=1)
+    assert (classes.groupby(released["pid"]).nunique() == 1).all()
+    pairs = pd.DataFrame({"class": classes, "pid": released["pid"], "s": released["s"].fillna(MISSING)})
+    assert pairs.groupby("class")["pid"].nunique().min() >= k
+    distinct = pairs.drop_duplicates()
+    if l:
+        assert distinct.groupby("class")["s"].nunique().min() >= l
+    if t:
+        table = distinct[["pid", "s"]].drop_duplicates()["s"].value_counts(normalize=True)
+        shares = (distinct.groupby("class")["s"].value_counts(normalize=True).unstack(fill_value=0.0)
+                  .reindex(columns=table.index, fill_value=0.0))
+        assert ((shares - table).abs().sum(axis=1) / 2).max() <= t + 1e-9
+
+
+PEOPLE_RECORDS = st.lists(st.tuples(st.integers(0, 11), st.one_of(st.none(), st.integers(0, 30)),
+                                    st.sampled_from(["red", "orange", "blue", "green", None]),
+                                    st.sampled_from(SIZES + [None]),
+                                    st.sampled_from(["a", "b", "c", None])), min_size=1, max_size=60)
+
+
+def bad_people_input(frame: pd.DataFrame, k: int, l: int | None) -> bool:  # noqa: E741
+    """Whether the documented checks must reject this input before any partitioning, counting people."""
+    return k > frame["pid"].nunique() or bad_input(frame, 1, l)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rows=PEOPLE_RECORDS, k=st.integers(1, 4), l=st.sampled_from([None, 2]), t=st.sampled_from([None, None, 0.4]))
+def test_strict_mondrian_over_people_finds_the_reference_partitions_of_people(rows, k, l, t,  # noqa: E741
+                                                                                tmp_path_factory):
+    con = duckdb.connect()
+    frame = make_people_source(con, rows)
+    pol = policy(k, l, t, person="pid")
+    path = tmp_path_factory.mktemp("release") / "r.duckdb"
+    anon = duckanon.connect(con)
+    if bad_people_input(frame, k, l):
+        with pytest.raises(PolicyError):
+            anon.mondrian("t", pol, path, orders={"size": SIZES})
+        assert not path.exists()
+        return
+    points = person_points(frame)
+    people = reference_mondrian(points, k, l, t, allowed=people_allowed(frame, points, k, l, t), records=frame)
+    partitions = [frozenset(frame.index[frame["pid"].isin(points.loc[sorted(part), "pid"])]) for part in people]
+    result = anon.mondrian("t", pol, path, orders={"size": SIZES})
+    assert result.partitioning.partitions == len(partitions)
+    with duckdb.connect(str(path), read_only=True) as reader:
+        released = reader.execute("SELECT * FROM release").df()
+    # Each record with the generalized values of its person's partition, over all the partition's records.
+    expected = expected_labels(frame, partitions).set_index("id").sort_index()
+    got = released.set_index("id").sort_index()
+    for attribute in [*QUASI, "age_low", "age_high"]:
+        assert [None if pd.isna(v) else v for v in got[attribute]] == \
+            [None if pd.isna(v) else v for v in expected[attribute].astype(object)], attribute
+    check_people_release(frame, released, k, l, t)
+    assert read_release_info(path)["policy"]["people"] == {"source": frame["pid"].nunique(), "suppressed": 0}
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rows=PEOPLE_RECORDS, k=st.integers(1, 4), l=st.sampled_from([None, 2]), t=st.sampled_from([None, 0.4]))
+def test_relaxed_mondrian_over_people_deals_out_whole_people(rows, k, l, t, tmp_path_factory):  # noqa: E741
+    con = duckdb.connect()
+    frame = make_people_source(con, rows)
+    if bad_people_input(frame, k, l):
+        return
+    path = tmp_path_factory.mktemp("release") / "r.parquet"
+    duckanon.connect(con).mondrian("t", policy(k, l, t, person="pid"), path, orders={"size": SIZES}, relaxed=True)
+    check_people_release(frame, duckdb.connect().execute(f"SELECT * FROM '{path}'").df(), k, l, t)
+    assert verify(path).holds
+
+
+def test_a_person_with_many_records_is_never_a_class_alone(tmp_path):
+    """Person 1 has four visits at 30, persons 2–4 one each at 31, 60 and 61; k = 2.  Counting records, the median
+    of the seven ages is 30 and person 1's four records make a class alone; counting people, the median of the
+    points 30, 31, 60, 61 is 31: [30, 31] holds persons 1 and 2, [60, 61] persons 3 and 4."""
+    con = duckdb.connect()
+    make_people_source(con, [(1, 30, "red", "S", "a")] * 4 + [(2, 31, "red", "S", "a"), (3, 60, "red", "S", "a"),
+                                                               (4, 61, "red", "S", "a")])
+    anon = duckanon.connect(con)
+    by_records = Policy(quasi_identifiers={"age": None}, models=[KAnonymity(2)], insensitive=["id", "pid"],
+                        others="drop")
+    by_people = dataclasses.replace(by_records, person="pid")
+    for pol, expected in ((by_records, {"[30, 30]": {1}, "[31, 61]": {2, 3, 4}}),
+                          (by_people, {"[30, 31]": {1, 2}, "[60, 61]": {3, 4}})):
+        path = tmp_path / f"{pol.person}.parquet"
+        anon.mondrian("t", pol, path)
+        released = con.execute(f"SELECT age, pid FROM '{path}'").df()
+        assert released.groupby("age")["pid"].agg(set).to_dict() == expected
 
 
 # ------------------------------------------------------------------------------------------ bad input

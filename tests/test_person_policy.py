@@ -329,8 +329,8 @@ def test_bad_input_and_unsupported_paths_are_one_error_and_write_nothing(tmp_pat
     with pytest.raises(PolicyError, match="'pid' is NULL in 1 records"):
         anon.anonymize("visits", person_policy(), tmp_path / "r.parquet")
     con.execute("UPDATE visits SET pid = 1 WHERE pid IS NULL")
-    with pytest.raises(PolicyError, match="full-domain generalization"):
-        anon.mondrian("visits", person_policy(quasi_identifiers={"age": None, "code": CODES}), tmp_path / "m.parquet")
+    with pytest.raises(PolicyError, match="MDAV microaggregation groups records; a policy with person= .* Mondrian"):
+        anon.cluster("visits", person_policy(quasi_identifiers={"age": None, "code": CODES}), duckanon.MDAV())
     with pytest.raises(PolicyError, match="searched in process"):
         anon.search("visits", person_policy(), evaluator="sql")
     with pytest.raises(PolicyError, match="person_exposure"):

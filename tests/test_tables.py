@@ -542,6 +542,15 @@ def test_bad_input_is_one_error_naming_it_and_writes_nothing(tmp_path, change, m
     assert list(tmp_path.iterdir()) == []
 
 
+def test_partitioning_several_tables_is_refused_and_writes_nothing(tmp_path):
+    frames = tables([3, 2, 2, 4, 1, 3], 1)
+    con, anon = connected(frames)
+    with pytest.raises(PolicyError, match=r"several tables \(patients, visits.*partitioning forms the classes of one"):
+        anon.mondrian(source(frames), policy(2, 0.5), tmp_path / "r.duckdb")
+    con.close()
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_bad_declarations_are_refused_by_name(tmp_path):
     with pytest.raises(PolicyError, match="a person table and at least one event table"):
         Tables({"patients": "patients"}, key="pid")

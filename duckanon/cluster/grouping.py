@@ -380,6 +380,9 @@ def _grouped(workspace: Workspace, bound: BoundPolicy, method: ClusteringMethod,
     not_numbers = [c for c in numeric if not kinds[c]]
     if not_numbers:
         raise PolicyError(f"quasi-identifiers {not_numbers} are not numeric columns, so they cannot be numeric")
+    if policy.person is not None:
+        raise PolicyError(f"{method.name} groups records; a policy with person= ({policy.person!r}) is enforced by "
+                          f"the search (full-domain generalization) and Mondrian, which count people")
     Composition.require_supported(policy.models, method.name)
     method.check_policy(policy, numeric)
     extra = method.extra_columns()

@@ -143,9 +143,10 @@ def bind(workspace: Workspace, source, policy: Policy | str, *, partitioning: bo
                           f"each (only partitioning, such as Anonymizer.mondrian, accepts none)")
     person = policy.person
     if person is not None:
-        if partitioning:
-            raise PolicyError(f"a policy with person= ({person!r}) is enforced by full-domain generalization (the "
-                              f"search, check and publish) only so far; partitioning and clustering count records")
+        if partitioning and tables is not None:
+            raise PolicyError(f"several tables ({', '.join(tables)}) are released together by full-domain "
+                              f"generalization (the search, check and publish); partitioning forms the classes of "
+                              f"one table")
         require_people(engine, relation, person)
     counted = count_combinations(engine, relation, policy.quasi_identifier_names,
                                  [*policy.sensitive, *policy.person_columns])

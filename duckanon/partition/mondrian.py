@@ -61,6 +61,7 @@ from ..hierarchy.hierarchy import _preview
 from ..privacy.checks import class_verdicts
 from ..privacy.classes import SIZE, VIOLATED, Classes, key_name
 from ..privacy.models import PrivacyModel, TCloseness, sensitive_attributes
+from ..privacy.people import people_k
 from ..recode.recoding import (
     ATTRIBUTE,
     CATEGORICAL_STYLES,
@@ -85,7 +86,7 @@ NUMERIC, ORDERED, HIERARCHICAL = "numeric", "ordered", "hierarchical"
 # Cut kinds, per partition and dimension.
 NULL_CUT, MEDIAN_CUT, HALF_CUT, CHILD_CUT = 0, 1, 2, 3
 
-ROW, PART, WEIGHT, DONE = "__row", "__p", "__w", "__done"
+ROW, PART, WEIGHT, DONE, ORDINAL = "__row", "__p", "__w", "__done", "__o"
 #: A part of a candidate cut: the partition, the dimension and how it is cut, and the part.
 CUT_KEYS = [PART, "__d", "__width", "__kind", "__median", "__child", "__half", "__part"]
 GROUP, SHARE = "group_id", "records"
@@ -262,13 +263,19 @@ class Mondrian:
 
     def __init__(self, engine: Engine, counted: exp.Table, dims: Sequence[Dimension],
                  sensitive: Sequence[str], models: Sequence[PrivacyModel], *, relaxed: bool = False,
-                 progress: Callable[[str], None] | None = None):
+                 person: str | None = None, progress: Callable[[str], None] | None = None):
         self.engine, self.counted, self.dims = engine, counted, list(dims)
         self.sensitive, self.models, self.relaxed = list(sensitive), list(models), relaxed
-        self.progress = progress
-        self.min_size = smallest_class(models)
+        self.person, self.progress = person, progress
+        # Over people, a part's size is its people; one person may bring l values, so only a k bounds it.
+        self.min_size = smallest_class(models) if person is None else people_k(models)
         # The sensitive attributes models look at go into the cells; size-only models need only counts.
         self.cell_sensitive = sensitive_attributes(self.models)
+        # Over people, each sensitive attribute's values have a weight of their own: 1 on one row of each (person,
+        # value), so a part counts each person's value once (WEIGHT, 1 on one row of each person, counts people).
+        self.value_weights = [f"__wv{j}" for j in range(len(self.cell_sensitive))] if person is not None else []
+        # Relaxed halves over people deal out whole people, in the order of value and then of people (ORDINAL).
+        self.ordinal = [ORDINAL] if person is not None and relaxed else []
         # t-closeness compares a class with the whole table: the rounds need the table's sensitive distribution.
         self.compares_with_table = any(isinstance(m, TCloseness) for m in self.models)
         self.hierarchical = [i for i, d in enumerate(self.dims) if d.kind == HIERARCHICAL]
@@ -323,13 +330,19 @@ class Mondrian:
     # ------------------------------------------------------------------ the run
     def run(self) -> Partitioning:
         started = time.perf_counter()
-        self._require_root()
+        if self.person is None:
+            self._require_root(self.counted, COUNT, [])
         coded = CodedHierarchies(self.engine, {self.dims[i].attribute: self.dims[i].coding for i in self.hierarchical})
         self.sql += coded.sql
         self.statements += len(coded.sql)
         try:
-            keys = [d.attribute for d in self.dims] + self.sensitive
-            rows = self._create(self._table("rows"), self._numbered_rows(keys, coded))
+            if self.person is None:
+                keys = [d.attribute for d in self.dims] + self.sensitive
+                rows = self._create(self._table("rows"), self._numbered_rows(keys, coded))
+            else:
+                keys = [self.person]
+                rows = self._create(self._table("rows"), self._people(coded))
+                self._require_root(rows, COUNT, self.value_weights)
             # The rounds' statements are the same in every round (the first new partition number is a parameter)
             # and read tables whose names do not change from run to run: they are built once per shape of problem.
             self.nodes, self.levels = self._fixed("nodes"), self._fixed("levels")
@@ -338,7 +351,7 @@ class Mondrian:
                 self._create(self.nodes, self._nodes(coded))
                 self._create(self.levels, self._levels())
             if self.compares_with_table:
-                self._create(self.reference, self._reference())
+                self._create(self.reference, self._reference(rows))
             previous = self._fixed("previous")
             self._create(previous, self._initial(rows))
             tables = {name: self._fixed(name) for name in ("current", "choice")}
@@ -366,21 +379,32 @@ class Mondrian:
                 finished = exp.select(sb.col(ROW), sb.col(PART), sb.col(WEIGHT)).from_(table).where(sb.col(DONE))
                 done = finished if done is None else exp.union(done, finished, distinct=False, copy=False)
             assignment_table = self._table("assignment")
-            # The rows keep their leaf codes, which the partition map's summaries use rather than look them up.
-            codes = {self.dims[i].attribute: f"__code_{i}" for i in self.hierarchical}
-            query = (exp.select(*[sb.col(k, "r") for k in keys], sb.col(PART, "d").as_(GROUP, quoted=True),
-                                exp.cast(sb.col(WEIGHT, "d"), "BIGINT").as_(SHARE, quoted=True),
-                                *[exp.cast(sb.col(_e(i), "r"), "BIGINT").as_(codes[self.dims[i].attribute], quoted=True)
-                                  for i in self.hierarchical])
-                     .from_(done.subquery("d"))
-                     .join(exp.alias_(rows, "r", quoted=True),
-                           on=exp.EQ(this=sb.col(ROW, "d"), expression=sb.col(ROW, "r")), join_type="INNER"))
+            if self.person is not None:
+                # A person's rows all went to one partition: their records go there, and the partition map
+                # summarizes it over the records themselves (a person's point is only where the cuts placed them).
+                codes: dict[str, str] = {}
+                query = (exp.select(sb.col(self.person, "r"), sb.col(PART, "d").as_(GROUP, quoted=True)).distinct()
+                         .from_(done.subquery("d"))
+                         .join(exp.alias_(rows, "r", quoted=True),
+                               on=exp.EQ(this=sb.col(ROW, "d"), expression=sb.col(ROW, "r")), join_type="INNER"))
+            else:
+                # The rows keep their leaf codes, which the partition map's summaries use rather than look them up.
+                codes = {self.dims[i].attribute: f"__code_{i}" for i in self.hierarchical}
+                query = (exp.select(*[sb.col(k, "r") for k in keys], sb.col(PART, "d").as_(GROUP, quoted=True),
+                                    exp.cast(sb.col(WEIGHT, "d"), "BIGINT").as_(SHARE, quoted=True),
+                                    *[exp.cast(sb.col(_e(i), "r"), "BIGINT").as_(codes[self.dims[i].attribute],
+                                                                                quoted=True)
+                                      for i in self.hierarchical])
+                         .from_(done.subquery("d"))
+                         .join(exp.alias_(rows, "r", quoted=True),
+                               on=exp.EQ(this=sb.col(ROW, "d"), expression=sb.col(ROW, "r")), join_type="INNER"))
             self._create(assignment_table, query)
             partitions = self._fetch(exp.select(exp.func("COUNT", exp.Distinct(expressions=[sb.col(GROUP)])))
                                      .from_(assignment_table))[0][0]
             self._tables.remove(assignment_table)
-            assignment = Assignment(assignment_table, tuple(keys), group=GROUP, count=SHARE, spread=self.relaxed,
-                                    codes=codes)
+            assignment = (Assignment(assignment_table, tuple(keys), group=GROUP) if self.person is not None else
+                          Assignment(assignment_table, tuple(keys), group=GROUP, count=SHARE, spread=self.relaxed,
+                                     codes=codes))
         except BaseException:
             coded.close()
             raise
@@ -397,6 +421,7 @@ class Mondrian:
         data)."""
         key = (self.engine.dialect, tuple((d.attribute, d.kind, d.scale, d.order, d.coding.bases if d.coding else None) for d in self.dims),
                tuple(self.sensitive), tuple(self.cell_sensitive), self.compares_with_table, self.relaxed, self.min_size,
+               self.person is not None,
                tuple((type(m).__name__, json.dumps(m.params(), sort_keys=True, default=str)) for m in self.models))
         if key not in _ROUNDS:
             create = lambda name, query: sb.create_table_as(tables[name], query, temporary=True,  # noqa: E731
@@ -411,23 +436,41 @@ class Mondrian:
             _ROUNDS[key] = (list(statements.values()), {n: self.engine.prepare(s) for n, s in statements.items()})
         return _ROUNDS[key]
 
-    def _reference(self) -> exp.Select:
-        """Each combination of the models' sensitive values with its share ``__q`` of the table's records."""
-        sensitive = [sb.col(x) for x in self.cell_sensitive]
-        share = exp.Div(this=sb.as_double(exp.func("SUM", sb.col(COUNT))),
-                        expression=exp.Window(this=exp.func("SUM", exp.func("SUM", sb.col(COUNT)))))
-        return (exp.select(*sensitive, share.as_("__q", quoted=True)).from_(self.counted)
-                .group_by(*[x.copy() for x in sensitive]))
+    @property
+    def _table_weights(self) -> list[str]:
+        """The weights the sensitive values' distributions are counted by: the records, or over people each
+        attribute's own (each person's value once)."""
+        return self.value_weights if self.person is not None else [WEIGHT]
 
-    def _require_root(self) -> None:
+    def _reference(self, rows: exp.Table) -> exp.Select:
+        """Each combination of the models' sensitive values with its share ``__q<j>`` of the table's records (over
+        people, of the people's values of attribute j)."""
+        sensitive = [sb.col(x) for x in self.cell_sensitive]
+        weights = [COUNT] if self.person is None else self.value_weights
+        shares = [exp.Div(this=sb.as_double(exp.func("SUM", sb.col(w))),
+                          expression=exp.Window(this=exp.func("SUM", exp.func("SUM", sb.col(w))))).as_(f"__q{j}",
+                                                                                                      quoted=True)
+                  for j, w in enumerate(weights)]
+        return exp.select(*sensitive, *shares).from_(rows).group_by(*[x.copy() for x in sensitive])
+
+    def _verdicts(self, relation: exp.Expression, keys: Sequence[str]) -> exp.Select:
+        """The models' verdicts on the classes of ``relation`` under ``keys``, sized by ``__w`` (over people, the
+        models of each sensitive attribute count its own weight)."""
+        return class_verdicts(Classes.of(relation, keys, weight=WEIGHT), self.models, valued={
+            attribute: Classes.of(relation, keys, weight=weight)
+            for attribute, weight in zip(self.cell_sensitive, self.value_weights)})
+
+    def _require_root(self, rows: exp.Table, weight: str, value_weights: Sequence[str]) -> None:
         """The whole table as one partition must satisfy the policy, or no partitioning can."""
-        root = exp.select(sb.lit(0).as_("__root"), *[sb.col(s) for s in self.sensitive], sb.col(COUNT)).from_(self.counted)
-        verdicts = class_verdicts(Classes.of(root, ["__root"], weight=COUNT), self.models)
+        root = exp.select(sb.lit(0).as_("__root"), *[sb.col(s) for s in self.cell_sensitive],
+                          sb.col(weight).as_(WEIGHT, quoted=True), *[sb.col(w) for w in value_weights]).from_(rows)
+        verdicts = self._verdicts(root.subquery("root"), ["__root"])
         violated = self._fetch(exp.select(sb.col(VIOLATED)).from_(verdicts.subquery("v")))
         if violated and violated[0][0]:
+            counted = " over people" if self.person is not None else ""
             raise PolicyNotSatisfied(
                 "the table as a whole violates the policy (" + "; ".join(m.describe() for m in self.models) +
-                "), so no partition of it can satisfy it: nothing was published")
+                f"{counted}), so no partition of it can satisfy it: nothing was published")
 
     # ------------------------------------------------------------ the records
     def _numbered_rows(self, keys: list[str], coded: CodedHierarchies) -> exp.Select:
@@ -460,13 +503,57 @@ class Mondrian:
             query = query.select(position.as_(_e(i), quoted=True), copy=False)
         return query
 
+    def _people(self, coded: CodedHierarchies) -> exp.Select:
+        """Under a policy that counts people, the rows Mondrian cuts: each person's distinct combinations of the
+        models' sensitive values, all at the person's point (on each dimension the weighted lower median of their
+        records' positions, NULL where that is NULL), numbered ``__row``, with ``__count`` 1 on one row of each person
+        (so a part's weight is its people), a weight ``__wv<j>`` 1 on one row of each (person, value of attribute j)
+        and the person's ordinal ``__o``.  The cuts then never part a person's rows."""
+        person = sb.col(self.person)
+        sensitive = [sb.col(x) for x in self.cell_sensitive]
+        positions = self._numbered_rows([*[d.attribute for d in self.dims], *self.cell_sensitive, self.person], coded)
+        running = [exp.Window(this=exp.func("SUM", sb.col(COUNT)), partition_by=[person.copy()],
+                              order=exp.Order(expressions=[exp.Ordered(this=sb.col(_e(i)), nulls_first=False)]),
+                              spec=exp.WindowSpec(kind="ROWS", start="UNBOUNDED", start_side="PRECEDING",
+                                                  end="CURRENT ROW")).as_(f"__cum{i}", quoted=True)
+                   for i in range(len(self.dims))]
+        ranked = exp.select(person.copy(), *[sb.col(_e(i)) for i in range(len(self.dims))], *running,
+                            exp.Window(this=exp.func("SUM", sb.col(COUNT)), partition_by=[person.copy()])
+                            .as_("__all", quoted=True)).from_(positions.subquery("positions"))
+        medians = [exp.func("MIN", exp.Case().when(sb.lit(2) * sb.col(f"__cum{i}") >= sb.col("__all"), sb.col(_e(i))))
+                   .as_(_e(i), quoted=True) for i in range(len(self.dims))]
+        points = exp.select(person.copy(), *medians).from_(ranked.subquery("ranked")).group_by(person.copy())
+
+        def first(partition: Sequence[exp.Expression]) -> exp.Expression:
+            # Without sensitive values a person has one row; with them, the first in their order.
+            order = exp.Order(expressions=[exp.Ordered(this=x.copy(), nulls_first=True) for x in sensitive])
+            ordinal = exp.Window(this=exp.func("ROW_NUMBER"), partition_by=[x.copy() for x in partition],
+                                 order=order if sensitive else None)
+            return exp.Case().when(ordinal.eq(sb.lit(1)), sb.lit(1)).else_(sb.lit(0))
+
+        values = exp.select(person.copy(), *[x.copy() for x in sensitive]).distinct().from_(self.counted)
+        weighed = exp.select(person.copy(), *[x.copy() for x in sensitive], first([person]).as_(COUNT, quoted=True),
+                             *[first([person, x]).as_(w, quoted=True) for x, w in zip(sensitive, self.value_weights)]
+                             ).from_(values.subquery("values"))
+        v = lambda name: sb.col(name, "v")  # noqa: E731
+        number = exp.Window(this=exp.func("ROW_NUMBER"), order=exp.Order(
+            expressions=[exp.Ordered(this=v(x), nulls_first=True) for x in [self.person, *self.cell_sensitive]]))
+        ordinal = exp.Window(this=exp.func("DENSE_RANK"), order=exp.Order(expressions=[exp.Ordered(this=v(self.person))]))
+        return (exp.select(v(self.person), *[v(x) for x in self.cell_sensitive], v(COUNT),
+                           *[v(w) for w in self.value_weights], number.as_(ROW, quoted=True),
+                           ordinal.as_(ORDINAL, quoted=True), *[sb.col(_e(i), "p") for i in range(len(self.dims))])
+                .from_(weighed.subquery("v"))
+                .join(points.subquery("p"), join_type="INNER", on=v(self.person).eq(sb.col(self.person, "p"))))
+
     def _initial(self, rows: exp.Table) -> exp.Select:
         """Every frequency row in the root partition 0, still to cut."""
         # Weights are DOUBLE (exact for counts below 2^53): sums of BIGINT are HUGEINT, which windows sum slowly.
         return exp.select(sb.col(ROW), sb.lit(0).as_(PART, quoted=True),
                           sb.as_double(sb.col(COUNT)).as_(WEIGHT, quoted=True), exp.false().as_(DONE, quoted=True),
                           *[sb.col(_e(i)) for i in range(len(self.dims))],
-                          *[sb.col(s) for s in self.cell_sensitive]).from_(rows)
+                          *[sb.col(s) for s in self.cell_sensitive],
+                          *[sb.as_double(sb.col(w)).as_(w, quoted=True) for w in self.value_weights],
+                          *[sb.col(o) for o in self.ordinal]).from_(rows)
 
     def _nodes(self, coded: CodedHierarchies) -> exp.Select:
         """``__d, __level, __prefix, __width``: the nodes of the hierarchical dimensions, by dimension number, with
@@ -509,10 +596,10 @@ class Mondrian:
     def _cells(self, previous: exp.Table) -> exp.Select:
         """Every row still to cut once per dimension (a cross join with the dimension numbers), grouped into cells:
         ``__p, __d, __e``, the sensitive values the models need, and their records ``__w``."""
-        sensitive = [sb.col(s) for s in self.cell_sensitive]
+        sensitive = [sb.col(s) for s in [*self.cell_sensitive, *self.ordinal]]
         numbers = exp.values([(i,) for i in range(len(self.dims))], alias="dims", columns=["__d"])
         return (exp.select(sb.col(PART), sb.col("__d"), self._pick(sb.col("__d")).as_("__e", quoted=True), *sensitive,
-                           exp.func("SUM", sb.col(WEIGHT)).as_(WEIGHT, quoted=True))
+                           *[exp.func("SUM", sb.col(w)).as_(w, quoted=True) for w in [WEIGHT, *self.value_weights]])
                 .from_(previous).join(numbers, join_type="CROSS").where(sb.col(DONE).not_())
                 .group_by(sb.col(PART), sb.col("__d"), self._pick(sb.col("__d")), *[x.copy() for x in sensitive]))
 
@@ -606,8 +693,7 @@ class Mondrian:
             checked = "balanced"
         # The cut's description rides along as further keys of the parts' classes (it is the same for all parts of a
         # partition's cut on one dimension), so the choice needs no join back to the candidates.
-        classes = Classes.of(table(checked), CUT_KEYS, weight=WEIGHT)
-        steps["verdicts"] = class_verdicts(classes, self.models)
+        steps["verdicts"] = self._verdicts(table(checked), CUT_KEYS)
         key = {name: sb.col(key_name(j)) for j, name in enumerate(CUT_KEYS)}
         cut = [key[PART], key["__d"], key["__width"]]
         allowed = (exp.select(*[x.copy() for x in cut]).from_(table("verdicts")).group_by(*[x.copy() for x in cut])
@@ -633,72 +719,107 @@ class Mondrian:
 
     def _parts(self, cells: exp.Table, candidates: exp.Table) -> dict[str, exp.Select]:
         """``parts``: the records of every candidate cut's parts: the cut and part (:data:`CUT_KEYS`), the sensitive
-        values the models need, ``__w``."""
+        values the models need, ``__w`` (and over people the values' weights)."""
         table = lambda name: exp.Table(this=sb.ident(name))  # noqa: E731
         sensitive = [sb.col(s) for s in self.cell_sensitive]
         c = lambda name: sb.col(name, "c")  # noqa: E731
         r = lambda name: sb.col(name, "r")  # noqa: E731
         joined = (exp.select(*[c(x) for x in CUT_KEYS if x != "__part"], c("__n"), r("__e"),
-                             *[r(x.name) for x in sensitive], r(WEIGHT))
+                             *[r(x.name) for x in sensitive], r(WEIGHT), *[r(x) for x in [*self.value_weights,
+                                                                                          *self.ordinal]])
                   .from_(exp.alias_(cells.copy(), "r", quoted=True))
                   .join(exp.alias_(candidates.copy(), "c", quoted=True), join_type="INNER",
                         on=sb.and_all([c(PART).eq(r(PART)), c("__d").eq(r("__d"))])))
-        columns = lambda part, weight: [*[part.as_(x, quoted=True) if x == "__part" else sb.col(x)  # noqa: E731
-                                          for x in CUT_KEYS],
-                                        *[x.copy() for x in sensitive], weight.as_(WEIGHT, quoted=True)]
+
+        def columns(part: exp.Expression, weight: exp.Expression) -> exp.Select:
+            return exp.select(*[part.as_(x, quoted=True) if x == "__part" else sb.col(x) for x in CUT_KEYS],
+                              *[x.copy() for x in sensitive], weight.as_(WEIGHT, quoted=True),
+                              *[sb.col(w) for w in self.value_weights])
+
         part = self._part(sb.col("__e"), sb.col)
         if not self.relaxed:
-            return {"parts": exp.select(*columns(part, sb.col(WEIGHT))).from_(joined.subquery("joined"))}
+            return {"parts": columns(part, sb.col(WEIGHT)).from_(joined.subquery("joined"))}
         half = sb.col("__kind").eq(sb.lit(HALF_CUT))
-        whole = (exp.select(*columns(part, sb.col(WEIGHT))).from_(table("joined"))
-                 .where(exp.func("COALESCE", half.copy(), exp.false()).not_()))
+        whole = columns(part, sb.col(WEIGHT)).from_(table("joined")).where(
+            exp.func("COALESCE", half.copy(), exp.false()).not_())
         if not sensitive:
-            # Models that only count: the halves of a half cut are its first ⌊n/2⌋ records and the rest.
-            low = exp.select(*columns(sb.lit(0), sb.col("__half"))).from_(candidates.copy()).where(half.copy())
-            high = (exp.select(*columns(sb.lit(1), sb.col("__n") - sb.col("__half"))).from_(candidates.copy())
-                    .where(half.copy()))
+            # Models that only count: the halves of a half cut are its first ⌊n/2⌋ records (people) and the rest.
+            low = columns(sb.lit(0), sb.col("__half")).from_(candidates.copy()).where(half.copy())
+            high = columns(sb.lit(1), sb.col("__n") - sb.col("__half")).from_(candidates.copy()).where(half.copy())
             return {"joined": joined, "parts": exp.union(exp.union(whole, low, distinct=False), high, distinct=False)}
         # The halves' sensitive values: records in the order of value (and sensitive values), those before a cell
         # decide how many of its records fall in the first ⌊n/2⌋.
-        before = exp.Window(this=exp.func("SUM", sb.col(WEIGHT)), partition_by=[sb.col(PART), sb.col("__d")],
-                            order=exp.Order(expressions=[exp.Ordered(this=sb.col("__e"), nulls_first=False),
-                                                         *[exp.Ordered(this=x.copy(), nulls_first=False)
-                                                           for x in sensitive]]),
+        halves = self._before(table("joined"), "__e", [sb.col(PART), sb.col("__d")], half)
+        return {"joined": joined, "halves": halves,
+                "parts": exp.union(whole, self._dealt(table("halves"), columns), distinct=False)}
+
+    def _before(self, rows: exp.Table, position: str, partition: Sequence[exp.Expression], half: exp.Expression,
+                numbered: bool = False) -> exp.Select:
+        """The rows of ``rows`` cut in halves, each with the weight before it ``__before`` in the order the halves
+        are dealt: of value, then (over people) of person, the person's row of weight 1 first, then of sensitive
+        values and, when ``numbered``, of row number."""
+        ties = [ORDINAL] if self.person is not None else []
+        order = [exp.Ordered(this=sb.col(position), nulls_first=False),
+                 *[exp.Ordered(this=sb.col(t)) for t in ties],
+                 *([exp.Ordered(this=sb.col(WEIGHT), desc=True)] if ties else []),
+                 *[exp.Ordered(this=sb.col(s), nulls_first=False) for s in self.cell_sensitive]]
+        if numbered:
+            order.append(exp.Ordered(this=sb.col(ROW)))
+        before = exp.Window(this=exp.func("SUM", sb.col(WEIGHT)), partition_by=[p.copy() for p in partition],
+                            order=exp.Order(expressions=order),
                             spec=exp.WindowSpec(kind="ROWS", start="UNBOUNDED", start_side="PRECEDING",
                                                 end=sb.lit(1), end_side="PRECEDING"))
-        halves = (exp.select(exp.Star(), exp.func("COALESCE", before, sb.lit(0)).as_("__before", quoted=True))
-                  .from_(table("joined")).where(half.copy()))
-        lower = exp.func("LEAST", exp.func("GREATEST", sb.col("__half") - sb.col("__before"), sb.lit(0)), sb.col(WEIGHT))
-        low = exp.select(*columns(sb.lit(0), lower)).from_(table("halves"))
-        high = exp.select(*columns(sb.lit(1), sb.col(WEIGHT) - lower.copy())).from_(table("halves"))
-        shares = exp.union(exp.union(whole, low, distinct=False), high, distinct=False)
-        return {"joined": joined, "halves": halves,
-                "parts": exp.select(exp.Star()).from_(shares.subquery("shares")).where(sb.col(WEIGHT) > sb.lit(0))}
+        return (exp.select(exp.Star(), exp.func("COALESCE", before, sb.lit(0)).as_("__before", quoted=True))
+                .from_(rows).where(half))
+
+    def _dealt(self, halves: exp.Table, columns: Callable[[exp.Expression, exp.Expression], exp.Select]
+               ) -> exp.Select:
+        """The rows of ``halves`` dealt into part 0 (the first ⌊n/2⌋ of the order) and part 1, as ``columns(part,
+        weight)``: a row's records may fall on both sides; over people a row goes whole to the side its person's
+        row of weight 1 falls on, so a person is never parted."""
+        before, whole = sb.col("__before"), sb.col(WEIGHT)
+        if self.person is not None:
+            first = (before + whole.copy()) <= sb.col("__half")
+            return exp.union(columns(sb.lit(0), whole.copy()).from_(halves).where(first),
+                             columns(sb.lit(1), whole.copy()).from_(halves).where(first.copy().not_()),
+                             distinct=False)
+        lower = exp.func("LEAST", exp.func("GREATEST", sb.col("__half") - before, sb.lit(0)), whole.copy())
+        low = columns(sb.lit(0), lower).from_(halves).where(lower.copy() > sb.lit(0))
+        high = columns(sb.lit(1), whole.copy() - lower.copy()).from_(halves).where(
+            whole.copy() - lower.copy() > sb.lit(0))
+        return exp.union(low, high, distinct=False)
 
     def _balanced(self, parts: str) -> dict[str, exp.Select]:
         """``parts`` and one more class (keys -1) whose records make the sensitive values' distribution over all
         rows the whole table's.  t-closeness compares every class with the distribution of the relation it is given;
         the parts hold only the partitions still being cut, once per candidate dimension.  The extra class has
         ``c * Q(v) - A(v)`` records of each sensitive combination v (``A`` its records in the parts, ``Q`` its share of
-        the table, ``c = max A/Q``), so every v totals ``c * Q(v)``; its own verdict is never read."""
+        the table, ``c = max A/Q``), so every v totals ``c * Q(v)``; its own verdict is never read.  Over people each
+        attribute's weight is balanced so, by its own shares: each attribute's values then total its table's."""
         sensitive = [sb.col(x) for x in self.cell_sensitive]
-        by_value = (exp.select(*sensitive, exp.func("SUM", sb.col(WEIGHT)).as_("__a", quoted=True))
+        weights = self._table_weights
+        by_value = (exp.select(*sensitive, *[exp.func("SUM", sb.col(w)).as_(f"__a{j}", quoted=True)
+                                             for j, w in enumerate(weights)])
                     .from_(exp.Table(this=sb.ident(parts))).group_by(*[x.copy() for x in sensitive]))
-        ratio = exp.func("MAX", exp.Div(this=sb.col("__a", "a"), expression=sb.col("__q", "q")))
-        scale = (exp.select(exp.func("COALESCE", ratio, sb.lit(0.0)).as_("__c", quoted=True))
+        # A combination none of whose rows carries an attribute's weight has no share of it, and nothing to balance.
+        ratios = [exp.func("COALESCE", exp.func("MAX", exp.Div(this=sb.col(f"__a{j}", "a"), expression=exp.func(
+            "NULLIF", sb.col(f"__q{j}", "q"), sb.lit(0.0)))), sb.lit(0.0)).as_(f"__c{j}", quoted=True)
+                  for j in range(len(weights))]
+        scale = (exp.select(*ratios)
                  .from_(exp.alias_(exp.Table(this=sb.ident("by_value")), "a", quoted=True))
                  .join(exp.alias_(self.reference, "q", quoted=True), join_type="INNER",
                        on=sb.null_safe_join("a", "q", self.cell_sensitive)))
+        extra = {w: sb.col(f"__c{j}", "c") * sb.col(f"__q{j}", "q")
+                 - exp.func("COALESCE", sb.col(f"__a{j}", "a"), sb.lit(0.0)) for j, w in enumerate(weights)}
+        columns = [*CUT_KEYS, *self.cell_sensitive, WEIGHT, *self.value_weights]
         balance = (exp.select(*[(sb.lit(-1) if k in (PART, "__d", "__part") else exp.Null()).as_(k, quoted=True)
                                 for k in CUT_KEYS],
                               *[sb.col(x, "q") for x in self.cell_sensitive],
-                              (sb.col("__c", "c") * sb.col("__q", "q") - exp.func("COALESCE", sb.col("__a", "a"),
-                                                                                   sb.lit(0.0))).as_(WEIGHT, quoted=True))
+                              *[extra.get(w, sb.lit(0.0)).as_(w, quoted=True) for w in [WEIGHT, *self.value_weights]])
                    .from_(exp.alias_(self.reference, "q", quoted=True))
                    .join(exp.alias_(exp.Table(this=sb.ident("scale")), "c", quoted=True), join_type="CROSS")
                    .join(exp.alias_(exp.Table(this=sb.ident("by_value")), "a", quoted=True), join_type="LEFT",
                          on=sb.null_safe_join("a", "q", self.cell_sensitive)))
-        columns = [*CUT_KEYS, *self.cell_sensitive, WEIGHT]
         balanced = exp.union(exp.select(*[sb.col(c) for c in columns]).from_(exp.Table(this=sb.ident(parts))),
                              exp.select(*[sb.col(c) for c in columns]).from_(balance.subquery("balance")),
                              distinct=False)
@@ -713,10 +834,12 @@ class Mondrian:
     def _move(self, previous: exp.Table, choice: exp.Table) -> tuple[dict[str, exp.Select], exp.Select]:
         """Steps and query: the rows of ``previous`` still to cut, each with its new partition and ``__done`` when its
         partition was not cut or its new part is too small to cut again; relaxed half cuts share a row's records
-        between the two halves in the order of value (sensitive values, then row number, break ties)."""
+        between the two halves in the order of value (sensitive values, then row number, break ties; over people,
+        whole people in the order of value, then of person: :meth:`_dealt`)."""
         w = lambda name: sb.col(name, "w")  # noqa: E731
         k = lambda name: sb.col(name, "k")  # noqa: E731
-        carried = [ROW, *[_e(i) for i in range(len(self.dims))], *self.cell_sensitive]
+        carried = [ROW, *[_e(i) for i in range(len(self.dims))], *self.cell_sensitive, *self.value_weights,
+                   *self.ordinal]
         done = exp.or_(k("__new").is_(exp.Null()), k("__size") < sb.lit(2 * self.min_size))
         moved = lambda alias: [*[sb.col(x, alias) for x in carried],  # noqa: E731
                                exp.func("COALESCE", k("__new"), sb.col(PART, alias)).as_(PART, quoted=True),
@@ -742,25 +865,15 @@ class Mondrian:
         }
         # Only rows of partitions cut in halves need their place in the order: the window sorts only them.
         half = sb.col("__kind").eq(sb.lit(HALF_CUT))
-        order = [exp.Ordered(this=sb.col("__v"), nulls_first=False),
-                 *[exp.Ordered(this=sb.col(s), nulls_first=False) for s in self.cell_sensitive],
-                 exp.Ordered(this=sb.col(ROW))]
-        before = exp.Window(this=exp.func("SUM", sb.col(WEIGHT)), partition_by=[sb.col(PART)],
-                            order=exp.Order(expressions=order),
-                            spec=exp.WindowSpec(kind="ROWS", start="UNBOUNDED", start_side="PRECEDING",
-                                                end=sb.lit(1), end_side="PRECEDING"))
-        steps["halved"] = (exp.select(exp.Star(), exp.func("COALESCE", before, sb.lit(0)).as_("__before", quoted=True))
-                           .from_(table("moving")).where(half.copy()))
-        plain = lambda: [sb.col(x) for x in carried] + [sb.col(PART)]  # noqa: E731
-        lower = exp.func("LEAST", exp.func("GREATEST", sb.col("__half") - sb.col("__before"), sb.lit(0)), sb.col(WEIGHT))
-        whole = (exp.select(*plain(), self._part(sb.col("__v"), sb.col).as_("__part", quoted=True), sb.col(WEIGHT))
-                 .from_(table("moving")).where(exp.func("COALESCE", half.copy(), exp.false()).not_()))
-        low = exp.select(*plain(), sb.lit(0).as_("__part", quoted=True), lower.as_(WEIGHT, quoted=True)).from_(
-            table("halved"))
-        high = exp.select(*plain(), sb.lit(1).as_("__part", quoted=True),
-                          (sb.col(WEIGHT) - lower.copy()).as_(WEIGHT, quoted=True)).from_(table("halved"))
-        shares = exp.union(exp.union(whole, low, distinct=False), high, distinct=False)
-        source = exp.select(exp.Star()).from_(shares.subquery("shares")).where(sb.col(WEIGHT) > sb.lit(0))
-        return steps, (exp.select(*moved("m")).from_(source.subquery("m"))
+        steps["halved"] = self._before(table("moving"), "__v", [sb.col(PART)], half, numbered=True)
+
+        def columns(part: exp.Expression, weight: exp.Expression) -> exp.Select:
+            return exp.select(*[sb.col(x) for x in carried], sb.col(PART), part.as_("__part", quoted=True),
+                              weight.as_(WEIGHT, quoted=True))
+
+        whole = columns(self._part(sb.col("__v"), sb.col), sb.col(WEIGHT)).from_(table("moving")).where(
+            exp.func("COALESCE", half.copy(), exp.false()).not_())
+        shares = exp.union(whole, self._dealt(table("halved"), columns), distinct=False)
+        return steps, (exp.select(*moved("m")).from_(shares.subquery("m"))
                        .join(exp.alias_(choice, "k", quoted=True), join_type="LEFT",
                              on=sb.and_all([k(PART).eq(sb.col(PART, "m")), k("__part").eq(sb.col("__part", "m"))])))

@@ -24,9 +24,10 @@ def mondrian(workspace: Workspace, source, policy: Policy | str, path: str | os.
         dims = dimensions(engine, bound.counted, bound.quasi_identifiers, bound.hierarchies, orders, categorical)
         chosen = output_styles(dims, styles, numeric_style)
         algorithm = f"{'relaxed' if relaxed else 'strict'} Mondrian"
-        workspace.announce(f"{algorithm} over {bound.facts.records} records")
+        people = f" of {bound.people} people" if bound.people is not None else ""
+        workspace.announce(f"{algorithm} over {bound.facts.records} records{people}")
         partitioning = Mondrian(engine, bound.counted, dims, bound.policy.sensitive, bound.policy.models,
-                                relaxed=relaxed, progress=workspace.progress).run()
+                                relaxed=relaxed, person=bound.policy.person, progress=workspace.progress).run()
         try:
             transformation = PartitionMap(partitioning.assignment, chosen, orders=orders, coded=partitioning.coded,
                                           description={"algorithm": algorithm, "partitions": partitioning.partitions})

@@ -35,11 +35,14 @@ def verdict_column(i: int) -> str:
 
 
 def class_verdicts(classes: Classes, models: Sequence[PrivacyModel],
-                   sums: Mapping[str, exp.Expression] | None = None) -> exp.Select:
+                   sums: Mapping[str, exp.Expression] | None = None,
+                   valued: Mapping[str, Classes] | None = None) -> exp.Select:
     """``__k…, __size, [sums…,] __v0 … __vm, __violated``: one row per class.
 
     ``sums`` names expressions over the normalized records (weight ``__n`` and carried columns) to be summed per
-    class alongside the size, e.g. the records' metric costs."""
+    class alongside the size, e.g. the records' metric costs.  ``valued`` gives, per sensitive attribute, the same
+    classes weighed otherwise for the models of that attribute's values (under a policy that counts people, each
+    person's value once), while ``classes``' weight gives the sizes."""
     sums = dict(sums or {})
     size_type, flag_type, sum_type = (exp.DataType.build(t) for t in ("BIGINT", "BOOLEAN", "DOUBLE"))
     null_flag = exp.cast(exp.Null(), flag_type)
@@ -59,7 +62,7 @@ def class_verdicts(classes: Classes, models: Sequence[PrivacyModel],
         .from_(classes.normalized().subquery("records")).group_by(*classes.keys_of())
     ]
     for i, model in enumerate(models):
-        verdicts = model.class_violations(classes)
+        verdicts = model.class_violations((valued or {}).get(model.sensitive, classes))
         if verdicts is not None:
             branches.append(exp.select(*classes.keys_of("m"), exp.cast(exp.Null(), size_type).as_(SIZE, quoted=True),
                                        *null_sums(), *flags({i: sb.col(VIOLATED, "m")}))

@@ -203,7 +203,10 @@ def partition_metrics(workspace: Workspace, bound: BoundPolicy, partition: Parti
     """LM, DM, NCP and the average class size of the release ``partition`` gives ``bound``'s source
     (:meth:`PartitionMap.metrics <duckanon.recode.recoding.PartitionMap.metrics>`)."""
     workspace.announce("measuring LM, DM, NCP and the average class size")
-    return partition.metrics(workspace.engine, bound.source, bound.columns, bound.hierarchies, bound.policy.models)
+    # Over people a class's verdicts count each person once, as the publish's check does, and every partition
+    # formed over people holds them; counted over records they would judge otherwise.
+    models = bound.policy.models if bound.policy.person is None else []
+    return partition.metrics(workspace.engine, bound.source, bound.columns, bound.hierarchies, models)
 
 
 def described_policy(bound: BoundPolicy, report: CheckReport | None = None) -> dict:
