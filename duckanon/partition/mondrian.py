@@ -61,7 +61,7 @@ from ..hierarchy.hierarchy import _preview
 from ..privacy.checks import class_verdicts
 from ..privacy.classes import SIZE, VIOLATED, Classes, key_name
 from ..privacy.models import PrivacyModel, TCloseness, sensitive_attributes
-from ..privacy.people import people_k
+from ..privacy.people import people_k, person_points
 from ..recode.recoding import (
     ATTRIBUTE,
     CATEGORICAL_STYLES,
@@ -505,24 +505,15 @@ class Mondrian:
 
     def _people(self, coded: CodedHierarchies) -> exp.Select:
         """Under a policy that counts people, the rows Mondrian cuts: each person's distinct combinations of the
-        models' sensitive values, all at the person's point (on each dimension the weighted lower median of their
-        records' positions, NULL where that is NULL), numbered ``__row``, with ``__count`` 1 on one row of each person
+        models' sensitive values, all at the person's point (:func:`~duckanon.privacy.people.person_points` of
+        their records' positions on the dimensions), numbered ``__row``, with ``__count`` 1 on one row of each person
         (so a part's weight is its people), a weight ``__wv<j>`` 1 on one row of each (person, value of attribute j)
         and the person's ordinal ``__o``.  The cuts then never part a person's rows."""
         person = sb.col(self.person)
         sensitive = [sb.col(x) for x in self.cell_sensitive]
         positions = self._numbered_rows([*[d.attribute for d in self.dims], *self.cell_sensitive, self.person], coded)
-        running = [exp.Window(this=exp.func("SUM", sb.col(COUNT)), partition_by=[person.copy()],
-                              order=exp.Order(expressions=[exp.Ordered(this=sb.col(_e(i)), nulls_first=False)]),
-                              spec=exp.WindowSpec(kind="ROWS", start="UNBOUNDED", start_side="PRECEDING",
-                                                  end="CURRENT ROW")).as_(f"__cum{i}", quoted=True)
-                   for i in range(len(self.dims))]
-        ranked = exp.select(person.copy(), *[sb.col(_e(i)) for i in range(len(self.dims))], *running,
-                            exp.Window(this=exp.func("SUM", sb.col(COUNT)), partition_by=[person.copy()])
-                            .as_("__all", quoted=True)).from_(positions.subquery("positions"))
-        medians = [exp.func("MIN", exp.Case().when(sb.lit(2) * sb.col(f"__cum{i}") >= sb.col("__all"), sb.col(_e(i))))
-                   .as_(_e(i), quoted=True) for i in range(len(self.dims))]
-        points = exp.select(person.copy(), *medians).from_(ranked.subquery("ranked")).group_by(person.copy())
+        points = person_points(positions.subquery("positions"), self.person,
+                               {_e(i): sb.col(_e(i)) for i in range(len(self.dims))}, sb.col(COUNT))
 
         def first(partition: Sequence[exp.Expression]) -> exp.Expression:
             # Without sensitive values a person has one row; with them, the first in their order.

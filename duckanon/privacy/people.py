@@ -618,6 +618,31 @@ def person_exposure(engine: Engine, relation: exp.Expression, quasi: Sequence[st
                           smallest_signature_group=int(smallest or 0))
 
 
+def person_points(relation: exp.Expression, person: str, positions: Mapping[str, exp.Expression],
+                  weight: exp.Expression | None = None) -> exp.Select:
+    """Each person's point, which partitioning and clustering place a person by (all their records then take the
+    place's generalized values): ``person`` and, under each name of ``positions``, the ⌈n/2⌉-th of the person's n
+    records (each row of ``relation`` weighing ``weight`` records, 1 when None) in the order of that expression, NULL
+    last.  A value the person has, their lower median; NULL when at least half their records have none."""
+    key = sb.col(person)
+    names = list(positions)
+    weighed = weight if weight is not None else sb.lit(1)
+    running = [exp.Window(this=exp.func("SUM", sb.col("__weight")), partition_by=[key.copy()],
+                          order=exp.Order(expressions=[exp.Ordered(this=sb.col(f"__p{i}"), nulls_first=False)]),
+                          spec=exp.WindowSpec(kind="ROWS", start="UNBOUNDED", start_side="PRECEDING",
+                                              end="CURRENT ROW")).as_(f"__cum{i}", quoted=True)
+               for i in range(len(names))]
+    placed = exp.select(key.copy(), weighed.as_("__weight", quoted=True),
+                        *[positions[n].as_(f"__p{i}", quoted=True) for i, n in enumerate(names)]
+                        ).from_(sb.derived(relation, "records"))
+    ranked = exp.select(key.copy(), *[sb.col(f"__p{i}") for i in range(len(names))], *running,
+                        exp.Window(this=exp.func("SUM", sb.col("__weight")), partition_by=[key.copy()])
+                        .as_("__all", quoted=True)).from_(placed.subquery("placed"))
+    medians = [exp.func("MIN", exp.Case().when(sb.lit(2) * sb.col(f"__cum{i}") >= sb.col("__all"),
+                                               sb.col(f"__p{i}"))).as_(n, quoted=True) for i, n in enumerate(names)]
+    return exp.select(key.copy(), *medians).from_(ranked.subquery("ranked")).group_by(key.copy())
+
+
 def require_people(engine: Engine, relation: exp.Expression, person: str) -> None:
     """PolicyError naming the person column when some record has no person (NULL)."""
     (nulls,), = engine.rows(exp.select(exp.func("COUNT", exp.Star())).from_(sb.derived(relation, "r")).where(
