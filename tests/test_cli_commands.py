@@ -92,6 +92,24 @@ def test_cluster_methods_release_groups_that_satisfy_the_policy(people, tmp_path
             assert released[column].astype(float).sum() == pytest.approx(frame[column].sum(), abs=0.05 * len(frame))
 
 
+def test_cluster_and_mondrian_count_people_with_person(people, tmp_path):
+    """``--person``: three records per person (a person's age drifts); every class holds 4 people, every person's
+    records one class."""
+    _, frame = people
+    frame = frame.assign(pid=frame.index // 3, age=frame["age"] + frame.index % 3)
+    source = tmp_path / "visits.csv"
+    frame.to_csv(source, index=False)
+    for command in (["cluster", "--method", "top-down"], ["mondrian"]):
+        target = tmp_path / f"{command[0]}.duckdb"
+        code, text = _run([command[0], str(source), *command[1:], *ROLES, "--insensitive", "pid", "--person", "pid",
+                           "-k", "4", "--l-diversity", "disease:2", "-o", str(target)])
+        assert code == 0, text
+        released = _released(target, "visits")
+        classes = released.groupby(["age", "height"])
+        assert classes["pid"].nunique().min() >= 4 and classes["disease"].nunique().min() >= 2
+        assert (released.groupby("pid")[["age", "height"]].nunique() == 1).all().all() and len(released) == len(frame)
+
+
 def test_top_down_with_personalization_shows_ancestors_to_who_asked(tmp_path):
     """Seed 003 from the command line: a record whose protection level (2) exceeds its value's sensitivity level (1
     for flu and cold) shows the value's level-2 ancestor in the sensitive attribute's tree."""

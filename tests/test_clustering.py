@@ -369,3 +369,91 @@ def test_the_sql_it_runs_transpiles_to_spark(con):
     spark = sb.to_sql(query, "spark")
     assert "ROW_NUMBER() OVER (ORDER BY `x`, `s`) AS `__record`" in spark  # NULLS FIRST is Spark's default
     assert con.sql(sb.to_sql(query)).fetchall()[0] == (1, 0.0, "A")
+
+
+# ------------------------------------------------------------------------------------------------- over people
+COLORS = Hierarchy.from_lists([["red", "warm", "*"], ["orange", "warm", "*"], ["blue", "cold", "*"],
+                               ["green", "cold", "*"]], name="colors")
+PEOPLE = st.lists(st.tuples(st.integers(0, 14), st.integers(0, 40), st.sampled_from(["red", "orange", "blue", "green"]),
+                            st.sampled_from(["a", "b", "c"])), min_size=4, max_size=70)
+
+
+def people_frame(con, rows) -> pd.DataFrame:
+    frame = pd.DataFrame(rows, columns=["pid", "age", "color", "s"])
+    frame.insert(0, "row", range(len(frame)))
+    table(con, frame, "visits")
+    return frame
+
+
+def person_ages(frame: pd.DataFrame) -> pd.Series:
+    """Each person's point on age: the ⌈n/2⌉-th of their n ages in order."""
+    return frame.groupby("pid")["age"].agg(lambda ages: sorted(ages)[math.ceil(len(ages) / 2) - 1])
+
+
+def check_people_groups(frame: pd.DataFrame, released: pd.DataFrame, quasi: list[str], k: int,
+                        l: int = 1, alpha: float | None = None) -> None:  # noqa: E741
+    """By pandas: every record once; each person in one class of k people or more, whose people's distinct values
+    number l or more, and no value more than α of the class's distinct (person, value) pairs."""
+    assert sorted(released["row"]) == sorted(frame["row"])
+    classes = released[quasi].astype(str).agg("|".join, axis=1)
+    assert (classes.groupby(released["pid"]).nunique() == 1).all()
+    assert classes.groupby(released["pid"]).first().value_counts().min() >= k
+    pairs = pd.DataFrame({"class": classes, "pid": released["pid"], "s": released["s"]}).drop_duplicates()
+    assert pairs.groupby("class")["s"].nunique().min() >= l
+    if alpha is not None:
+        assert pairs.groupby("class")["s"].value_counts(normalize=True).max() <= alpha + 1e-9
+
+
+@settings(max_examples=12, deadline=None)
+@given(rows=PEOPLE, k=st.integers(2, 4))
+def test_mdav_over_people_groups_their_points_and_every_record_takes_its_groups_mean(tmp_path_factory, rows, k):
+    """MDAV of the people's points (each person's lower median age, by pandas) gives the groups; each record shows
+    the mean age of all its group's records."""
+    from duckanon.cluster.mdav import mdav
+
+    con = duckdb.connect()
+    frame = people_frame(con, rows)
+    if frame["pid"].nunique() < k:
+        return
+    points = person_ages(frame)
+    standardized = (points.to_numpy(float) - points.mean()) / (points.std(ddof=0) or 1.0)
+    groups, _ = mdav(standardized[:, None], k)
+    group_of = dict(zip(points.index, groups))
+    pol = Policy(quasi_identifiers={"age": None}, models=[KAnonymity(k)], sensitive=["s"], person="pid",
+                 insensitive=["row", "pid"], others="drop")
+    clusters = duckanon.connect(con).cluster("visits", pol, duckanon.MDAV())
+    assert sorted(np.bincount(clusters.groups)) == sorted(np.bincount(groups))
+    path = tmp_path_factory.mktemp("mdav") / "r.parquet"
+    clusters.publish(path)
+    released = pd.read_parquet(path).set_index("row").sort_index()
+    means = frame.groupby(frame["pid"].map(group_of))["age"].mean()
+    expected = frame["pid"].map(group_of).map(means)
+    assert np.allclose(released["age"].astype(float).to_numpy(), expected.to_numpy())
+    check_people_groups(frame, released.reset_index(), ["age"], k)
+
+
+@settings(max_examples=12, deadline=None)
+@given(rows=PEOPLE, k=st.integers(2, 4), method=st.sampled_from(["semi-supervised", "top-down"]))
+def test_every_clustering_over_people_satisfies_its_policy_over_people(tmp_path_factory, rows, k, method):
+    con = duckdb.connect()
+    frame = people_frame(con, rows)
+    pairs = frame[["pid", "s"]].drop_duplicates()
+    if method == "semi-supervised":
+        models, clustering, bounds = [AlphaKAnonymity("s", 0.5, k)], SemiSupervisedClustering(), {"alpha": 0.5}
+    else:
+        models, clustering, bounds = [KAnonymity(k), duckanon.DistinctLDiversity("s", 2)], TopDownPartitioning(), \
+            {"l": 2}
+    pol = Policy(quasi_identifiers={"age": None, "color": COLORS}, models=models, sensitive=["s"], person="pid",
+                 insensitive=["row", "pid"], others="drop")
+    anon = duckanon.connect(con)
+    shares = pairs["s"].value_counts(normalize=True)
+    if frame["pid"].nunique() < k or pairs["s"].nunique() < 2 or (method == "semi-supervised" and shares.max() > 0.5):
+        with pytest.raises((PolicyError, duckanon.PolicyNotSatisfied)):
+            anon.cluster("visits", pol, clustering).publish(tmp_path_factory.mktemp("none") / "r.parquet")
+        return
+    clusters = anon.cluster("visits", pol, clustering)
+    assert clusters.check().satisfied
+    path = tmp_path_factory.mktemp(method) / "r.parquet"
+    release = clusters.publish(path)
+    assert release.suppressed == 0 and duckanon.verify(path).holds
+    check_people_groups(frame, pd.read_parquet(path), ["age", "color"], k, **bounds)

@@ -46,6 +46,7 @@ from ..privacy.models import (
     PrivacyModel,
     PSensitiveKAnonymity,
 )
+from ..privacy.people import people_check, people_k, person_points
 from ..recode.recoding import (
     RECORD,
     Assignment,
@@ -61,6 +62,7 @@ from .distance import RecordSpace, row_blocks
 # A share exactly at α passes, as in the SQL models.
 TOLERANCE = 1e-9
 GROUP = "group_id"
+PERSON_TEXT = "__person"  # a person's key as text, as read and as written back in the key's own type
 _serial = itertools.count()
 
 
@@ -78,11 +80,13 @@ class ShareRule:
 
 @dataclass
 class Tally:
-    """Per group: its size, its records per sensitive value (when l > 1) and per category of each share rule."""
+    """Per group: its size, its records per sensitive value (when l > 1) and per category of each share rule; over
+    people, ``pairs``: its distinct (person, value) pairs, which a share is of."""
 
     sizes: np.ndarray
     values: np.ndarray | None
     categories: list[np.ndarray]
+    pairs: np.ndarray | None = None
 
 
 @dataclass
@@ -148,8 +152,12 @@ class Composition:
     # -------------------------------------------------------------- tallies
     def tally(self, groups: np.ndarray, count: int) -> Tally:
         member = groups >= 0
-        g, v = groups[member], self.values[member]
-        sizes = np.bincount(g, minlength=count)
+        g = groups[member]
+        return Tally(np.bincount(g, minlength=count), *self._tallied(g, self.values[member], count))
+
+    def _tallied(self, g: np.ndarray, v: np.ndarray, count: int) -> tuple[np.ndarray | None, list[np.ndarray]]:
+        """Per group, the values ``v`` (of members of groups ``g``) counted per value (when l > 1) and per category
+        of each share rule."""
         values = None
         if self.l > 1:
             width = len(self.value_labels)
@@ -161,14 +169,15 @@ class Composition:
             bounded = c >= 0
             categories.append(np.bincount(g[bounded] * width + c[bounded], minlength=count * width)
                               .reshape(count, width))
-        return Tally(sizes, values, categories)
+        return values, categories
 
     def valid(self, tally: Tally) -> np.ndarray:
         ok = tally.sizes >= self.k
         if tally.values is not None:
             ok &= (tally.values > 0).sum(axis=1) >= self.l
+        shared = tally.pairs if tally.pairs is not None else tally.sizes
         for rule, counts in zip(self.rules, tally.categories):
-            ok &= (counts <= rule.alpha[None, :] * tally.sizes[:, None] + TOLERANCE).all(axis=1)
+            ok &= (counts <= rule.alpha[None, :] * shared[:, None] + TOLERANCE).all(axis=1)
         return ok
 
     def accepts(self, tally: Tally, records: np.ndarray, groups: np.ndarray) -> np.ndarray:
@@ -243,6 +252,31 @@ def _occurrence(keys: np.ndarray) -> np.ndarray:
     occurrence = np.empty(len(keys), dtype=np.int64)
     occurrence[order] = np.arange(len(keys)) - run
     return occurrence
+
+
+@dataclass
+class PeopleComposition(Composition):
+    """The constraints over people: the members are people, ``values`` the codes of the distinct (person, value)
+    pairs and ``holders`` each pair's person.  A group's size is its people; its values are its people's, each
+    person's once; a share is of its pairs (as the models count over people).  Only :meth:`tally` and
+    :meth:`valid` serve it: the methods form groups of k people, which :func:`_repair` then merges until valid."""
+
+    holders: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+    @classmethod
+    def of_pairs(cls, models: Sequence[PrivacyModel], values: np.ndarray, holders: np.ndarray, k: int,
+                 algorithm: str) -> PeopleComposition:
+        """The constraints of ``models`` over people whose distinct values (as text) are ``values``, held by the
+        people numbered ``holders``; ``k`` the people a group needs."""
+        pairs = Composition.of(models, values, len(values), algorithm)
+        return cls(k, pairs.l, pairs.rules, pairs.values, pairs.value_labels, holders=holders)
+
+    def tally(self, groups: np.ndarray, count: int) -> Tally:
+        g = groups[self.holders]
+        held = g >= 0
+        sizes = np.bincount(groups[groups >= 0], minlength=count)
+        return Tally(sizes, *self._tallied(g[held], self.values[held], count), pairs=np.bincount(g[held],
+                                                                                               minlength=count))
 
 
 def compact(groups: np.ndarray) -> tuple[np.ndarray, int]:
@@ -380,9 +414,6 @@ def _grouped(workspace: Workspace, bound: BoundPolicy, method: ClusteringMethod,
     not_numbers = [c for c in numeric if not kinds[c]]
     if not_numbers:
         raise PolicyError(f"quasi-identifiers {not_numbers} are not numeric columns, so they cannot be numeric")
-    if policy.person is not None:
-        raise PolicyError(f"{method.name} groups records; a policy with person= ({policy.person!r}) is enforced by "
-                          f"the search (full-domain generalization) and Mondrian, which count people")
     Composition.require_supported(policy.models, method.name)
     method.check_policy(policy, numeric)
     extra = method.extra_columns()
@@ -392,6 +423,11 @@ def _grouped(workspace: Workspace, bound: BoundPolicy, method: ClusteringMethod,
     numbering = bound.columns + [c for c in extra if c not in bound.columns]
     named = [m.sensitive for m in policy.models if m.sensitive is not None]
     sensitive = named[0] if named else None
+    if policy.person is not None:
+        if extra:
+            raise PolicyError(f"{method.name} reads {extra} record by record, and a policy with person= "
+                              f"({policy.person!r}) groups people: drop person= or the method's per-record columns")
+        return _grouped_people(workspace, bound, method, numeric, sensitive, started)
     workspace.announce(f"{method.name}: reading the records")
     query = read_query(bound.source, numbering, quasi, numeric, sensitive, extra)
     fetched = engine.arrays(query)
@@ -406,6 +442,40 @@ def _grouped(workspace: Workspace, bound: BoundPolicy, method: ClusteringMethod,
     seconds = time.perf_counter() - started
     return Clusters(workspace, bound.source, policy, bound.hierarchies, method, records, groups, count, bound.columns,
                     numbering, seconds)
+
+
+def _grouped_people(workspace: Workspace, bound: BoundPolicy, method: ClusteringMethod, numeric: Sequence[str],
+                    sensitive: str | None, started: float) -> Clusters:
+    """:func:`_grouped` under a policy that counts people: ``method`` groups the people's points
+    (:func:`~duckanon.privacy.people.person_points`: numbers by value, categories by their text), k people per group,
+    and groups that fail a model of the sensitive values over people (each person's value once) then merge with their
+    nearest until none does; every record of a person takes their group's summary."""
+    engine, policy = workspace.engine, bound.policy
+    person, quasi = policy.person, policy.quasi_identifier_names
+    positions = {q: sb.as_double(sb.col(q)) if q in numeric else sb.as_text(sb.col(q)) for q in quasi}
+    points = person_points(bound.source, person, positions)
+    workspace.announce(f"{method.name}: reading the points of {bound.people} people")
+    fetched = engine.arrays(exp.select(sb.as_text(sb.col(person)).as_(PERSON_TEXT, quoted=True),
+                                       *[sb.col(q) for q in quasi]).from_(points.subquery("points"))
+                            .order_by(sb.col(person)))
+    columns = {q: _unmasked(fetched[q], float if q in numeric else object) for q in quasi}
+    people = _unmasked(fetched[PERSON_TEXT], object)
+    space = RecordSpace.from_columns(columns, {q: b.hierarchy for q, b in bound.hierarchies.items()}, numeric)
+    k = people_k(policy.models)
+    building = Composition.of([KAnonymity(k)] if k > 1 else [], None, space.size, method.name)
+    workspace.announce(f"{method.name}: grouping {space.size} people")
+    groups, count = method.assign(Records(policy, space, building, columns, list(numeric)))
+    if sensitive is not None:
+        pairs = engine.arrays(exp.select(sb.as_text(sb.col(person)).as_(PERSON_TEXT, quoted=True),
+                                         sb.as_text(sb.col(sensitive)).as_(sensitive, quoted=True)).distinct()
+                              .from_(sb.derived(bound.source, "records")))
+        holders = pd.Index(people).get_indexer(_unmasked(pairs[PERSON_TEXT], object))
+        composition = PeopleComposition.of_pairs(policy.models, _unmasked(pairs[sensitive], object), holders, k,
+                                                 method.name)
+        groups, count = _repair(space, composition, groups, count)
+    records = Records(policy, space, building, columns, list(numeric))
+    return Clusters(workspace, bound.source, policy, bound.hierarchies, method, records, groups, count, bound.columns,
+                    bound.columns, time.perf_counter() - started, people=people)
 
 
 def read_query(source: exp.Expression, numbering: Sequence[str], quasi: Sequence[str], numeric: Sequence[str],
@@ -447,6 +517,8 @@ class Clusters:
     columns: list[str]  # the released columns
     numbering: list[str]  # the columns records are numbered by: the released ones and those the method reads
     seconds: float
+    # Under a policy that counts people, the members grouped are people: their keys as text, in member order.
+    people: np.ndarray | None = None
     _styles: dict[str, str] = field(init=False)
 
     def __post_init__(self):
@@ -463,23 +535,40 @@ class Clusters:
 
     def summary(self) -> str:
         sizes = self.sizes
-        return (f"{self.method.name}: {len(self.groups)} records in {self.count} groups of {sizes.min()}–{sizes.max()} "
-                f"records; NCP {self.information_loss:.1f}; {self.seconds:.2f} s")
+        members = "records" if self.people is None else "people"
+        return (f"{self.method.name}: {len(self.groups)} {members} in {self.count} groups of {sizes.min()}–"
+                f"{sizes.max()} {members}; NCP {self.information_loss:.1f}; {self.seconds:.2f} s")
 
     # -------------------------------------------------------------- in SQL
     def _assignment(self) -> exp.Table:
-        """A temporary table of (record number, group)."""
+        """A temporary table of (record number, group), or under a policy that counts people of (person, group)."""
         engine = self.workspace.engine
         table = sb.table(f"__duckanon_assignment_{next(_serial)}")
-        frame = pd.DataFrame({RECORD: np.arange(1, len(self.groups) + 1, dtype=np.int64), GROUP: self.groups})
+        if self.people is None:
+            frame = pd.DataFrame({RECORD: np.arange(1, len(self.groups) + 1, dtype=np.int64), GROUP: self.groups})
+            columns: list[exp.Expression] = [exp.Star()]
+        else:
+            # The keys went out as text, which gives every key type's value back exactly.
+            person = self.policy.person
+            frame = pd.DataFrame({PERSON_TEXT: self.people, GROUP: self.groups})
+            kind = engine.types(self.source)[person]
+            columns = [exp.cast(sb.col(PERSON_TEXT), exp.DataType.build(kind, dialect=engine.dialect)).as_(
+                person, quoted=True), sb.col(GROUP)]
         with engine.registered(frame) as groups:
-            engine.run(sb.create_table_as(table, exp.select(exp.Star()).from_(groups), temporary=True))
+            engine.run(sb.create_table_as(table, exp.select(*columns).from_(groups), temporary=True))
         return table
 
     def _partition(self, assignment: exp.Table, recoding: ColumnRecoding | None = None) -> PartitionMap:
         description = {**self.method.describe(), "groups": self.count}
-        return PartitionMap(Assignment(assignment, (RECORD,), GROUP), self._styles, description=description,
+        keys = (RECORD,) if self.people is None else (self.policy.person,)
+        return PartitionMap(Assignment(assignment, keys, GROUP), self._styles, description=description,
                             recoding=recoding)
+
+    @property
+    def _measured_models(self) -> list[PrivacyModel]:
+        """The models the metrics count a class's suppression by: over people, none (every group holds them over
+        people, which the publish checks; counted over records they would judge otherwise)."""
+        return list(self.policy.models) if self.people is None else []
 
     def _released(self, assignment: exp.Table) -> PartitionMap:
         """The partition map the release applies: the groups' summaries, and the method's own recoding."""
@@ -488,9 +577,12 @@ class Clusters:
     def check(self) -> CheckReport:
         """The policy's models, evaluated by the core's SQL over the records recoded by their groups (before any
         further recoding of the sensitive values by the method)."""
-        quasi = self.policy.quasi_identifier_names
+        quasi, person, models = self.policy.quasi_identifier_names, self.policy.person, self.policy.models
         with self._materialized(self._partition, self.numbering) as recoded:
-            return check(self.workspace.engine, Classes.of(recoded, quasi), self.policy.models, key_names=quasi)
+            if person is not None:
+                return people_check(self.workspace.engine, Classes.of(recoded, quasi), person, people_k(models),
+                                    models=models, replaced_checked=False)
+            return check(self.workspace.engine, Classes.of(recoded, quasi), models, key_names=quasi)
 
     def metrics(self) -> dict[str, float]:
         """The core's LM (``loss``), DM, NCP and average class size of the groups' release, computed in SQL by
@@ -498,7 +590,7 @@ class Clusters:
         assignment = self._assignment()
         try:
             return self._partition(assignment).metrics(self.workspace.engine, self.source, self.numbering,
-                                                       self.hierarchies, self.policy.models)
+                                                       self.hierarchies, self._measured_models)
         finally:
             self.workspace.engine.run(sb.drop("TABLE", assignment))
 
