@@ -13,6 +13,11 @@ loss grows least when they join and that still meets the constraints; a group ta
 long as it stays valid.  Records no group can take join their nearest group anyway, and groups left invalid merge with
 the group nearest them until every group is valid.
 
+**People.**  Under a policy that counts people (``person=``) the members are people: each person's point
+(:func:`~duckanon.privacy.people.person_points`) is grouped, k people per group, and :class:`PeopleComposition` then
+merges the groups that fail a model of the sensitive values over people (each person's value once), as leftovers'
+groups are repaired.  Every record of a person takes their group's summary.
+
 **The run.**  :func:`run` reads the records numbered as :mod:`duckanon.recode.recoding` numbers them (by all released
 columns), builds the record space and the constraints, lets a :class:`ClusteringMethod` assign groups, and returns
 :class:`Clusters`, which checks the groups with the core's SQL models and publishes them through

@@ -35,6 +35,15 @@ relaxed Mondrian may send part of a row's records to each half, which then becom
 NULL is a value of its own: a partition mixing NULL and other values on an attribute (not placed by a hierarchy's NULL
 row or an order's None) has span 1 there, and its cut separates the NULLs from the rest.
 
+**People.**  Under a policy that counts people (``person=``), Mondrian partitions people: a person is a point, on
+each dimension the ⌈n/2⌉-th of their n records' positions (:func:`~duckanon.privacy.people.person_points`), and the
+rows cut are each person's distinct combinations of the models' sensitive values at that point, so no cut parts a
+person.  A row's weight ``__w`` is 1 on one row of each person (a part's weight, its median and its halves count
+people), and each sensitive attribute has a weight of its own, 1 on one row of each (person, value): the models of
+that attribute judge a part by it (``class_verdicts(valued=…)``), each person's value once, and t-closeness balances
+each attribute against its table's people's values.  Relaxed halves are dealt whole people in the order of value,
+then of person.  The assignment names each person's partition, and every record of the person goes there.
+
 A partition is final when no dimension has an allowable cut; a partition smaller than twice the smallest class any
 model allows cannot have one and is set aside without evaluation.  The result is an
 :class:`~duckanon.recode.recoding.Assignment` of the frequency table's rows to partitions (with their leaves' codes), published by
