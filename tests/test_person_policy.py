@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 
 import duckdb
 import numpy as np
@@ -23,6 +24,7 @@ from duckanon import (
     DeltaPresence,
     Hierarchy,
     JournalistNoAttackProfitability,
+    JournalistProfitability,
     KAnonymity,
     KMap,
     Policy,
@@ -307,15 +309,13 @@ def test_a_stored_policy_keeps_its_person():
 
 BAD = [
     (lambda: person_policy(insensitive=["row"], identifiers=["pid"]), "'pid' must be released", PolicyError),
-    (lambda: person_policy(models=[KAnonymity(3), ProsecutorProfitability(1000, 10, 100, 50)], insensitive=["pid"]),
-     "profitability-prosecutor.* cannot count people yet", PolicyError),
     (lambda: person_policy(models=[DistinctLDiversity("row", 2)], insensitive=["pid"]), "needs KAnonymity .* or another model with a k",
      PolicyError),
     (lambda: person_policy(person=""), "person must name", PolicyError),
 ]
 
 
-@pytest.mark.parametrize("build,message,error", BAD, ids=["dropped person", "profitability", "no k", "empty"])
+@pytest.mark.parametrize("build,message,error", BAD, ids=["dropped person", "no k", "empty"])
 def test_bad_declarations_are_refused_by_name(build, message, error):
     with pytest.raises(error, match=message):
         build()
@@ -868,3 +868,87 @@ def test_the_command_line_counts_a_populations_people(tmp_path):
     released = pd.read_parquet(target)
     suppressed, _, _ = population_settled(frame, population, levels, 2, KMap(4, population="population"), True)
     assert set(released.loc[(released[["age", "code"]] == "*").all(axis=1), "pid"]) == suppressed and suppressed
+
+
+# ------------------------------------------------------------------------------- profitability with an attack
+TERMS = {"adversary_gain": 6.0, "adversary_cost": 2.0, "publisher_loss": 300.0, "publisher_benefit": 400.0}
+# The ages' intervals as a table: a value's domain share is then the share of the rows under it (an interval
+# hierarchy's is its width over the whole range, as ARX's DomainShareInterval).
+AGES_LISTED = Hierarchy.from_lists([list(row) for row in AGES.rows], name="ages_listed")
+
+
+def priced_settled(frame: pd.DataFrame, population: pd.DataFrame | None, levels: dict[str, int], k: int,
+                   replaced: bool) -> tuple[set, bool]:
+    """By ARX's definitions read over people: (the people suppressed, whether the suppressed people's own group fails
+    under replacement).  A value's domain share is the share of its hierarchy's rows that generalize to it (one row
+    for an original value); a class's IL = 1 + Σ log10 shares / log10 Π rows, clamped to [0, 1].  An adversary
+    attacks a person, one of the n people sharing their signature (a journalist's: of the P population people with
+    it, n where P = 0), and each of the person's records must pay: the group is priced by its costliest class,
+    B × (1 − IL) − (G / n − C > 0 ? L / n : 0) > 0.  A person is suppressed when fewer than k people share their
+    signature or their group does not pay; '*' values lose everything (IL = 1), so their group never pays."""
+    mine = generalized(frame, levels)
+    most = sum(math.log10(len(h.rows)) for h in (AGES_LISTED, CODES))
+    logs = np.zeros(len(mine))
+    for attribute, hierarchy in (("age", AGES_LISTED), ("code", CODES)):
+        level = levels[attribute]
+        covered = pd.Series([str(row[level]) for row in hierarchy.rows]).value_counts()
+        logs += [math.log10((1 if level == 0 else covered[str(v)]) / len(hierarchy.rows)) for v in mine[attribute]]
+    classes = mine[["age", "code"]].astype(str).agg("\x1f".join, axis=1)
+    signature = classes.groupby(mine["pid"]).agg(frozenset)
+    sizes = signature.map(signature.value_counts())
+    loss = (np.clip(1 + pd.Series(logs, index=mine.index).groupby(mine["pid"]).max() / most, 0, 1))
+    shared = sizes.astype(float)
+    if population is not None:
+        own = generalized(population, levels)
+        theirs = own[["age", "code"]].astype(str).agg("\x1f".join, axis=1).groupby(own["pid"]).agg(frozenset)
+        counted = signature.map(theirs.value_counts()).fillna(0)
+        shared = counted.where(counted > 0, sizes).astype(float)
+    success = 1 / shared
+    attacked = TERMS["adversary_gain"] * success - TERMS["adversary_cost"] > 0
+    payout = TERMS["publisher_benefit"] * (1 - loss) - np.where(attacked, TERMS["publisher_loss"] * success, 0.0)
+    suppressed = set(sizes[(sizes < k) | ~(payout > 0)].index)
+    return suppressed, replaced and len(suppressed) > 0  # a group of '*' values never pays
+
+
+PRICED = [ProsecutorProfitability(**TERMS), JournalistProfitability(**TERMS, population="population")]
+
+
+@pytest.mark.parametrize("model", PRICED, ids=["prosecutor", "journalist"])
+@pytest.mark.parametrize("suppression", ["replace", "replace-unchecked", "drop"])
+def test_profitability_with_an_attack_over_people_search_check_and_pandas_agree_at_every_node(model, suppression):
+    frame, population, con, anon = with_population()
+    policy = person_policy(2, 0.4, suppression, models=[KAnonymity(2), model],
+                           quasi_identifiers={"age": AGES_LISTED, "code": CODES})
+    allowed = int(0.4 * frame["pid"].nunique() + 1e-9)
+    priced_out = 0
+    with anon.encode("visits", policy) as encoded, evaluator(anon.workspace, encoded.bound, ["loss"], None,
+                                                             encoding=encoded.encoding) as nodes:
+        for index in range(nodes.lattice.size):
+            levels = dict(zip(["age", "code"], nodes.lattice.node(index)))
+            suppressed, starred = priced_settled(frame, population if model.population else None, levels, 2,
+                                                 suppression == "replace")
+            sizes = signature_sizes(generalized(frame, levels))
+            priced_out += len(suppressed) > int((sizes < 2).sum())
+            records_suppressed = int(frame["pid"].isin(suppressed).sum())
+            within = len(suppressed) <= allowed
+            result, report = nodes.evaluate(index), encoded.check(levels)
+            assert (report.violating_people, report.violating_records) == (len(suppressed), records_suppressed), levels
+            assert (result.suppressed, result.within_limit) == (records_suppressed, within), levels
+            assert report.within_limit == (within and not starred), levels
+            assert bool(nodes.satisfies(index)) == (within and not starred), levels
+    con.close()
+    assert priced_out > 0
+
+
+def test_a_release_priced_over_people_suppresses_whom_pandas_prices_out(tmp_path):
+    frame, population, con, anon = with_population()
+    policy = person_policy(2, 0.4, "drop", models=[KAnonymity(2), PRICED[1]], pseudonymize=["pid"],
+                           insensitive=["row"], quasi_identifiers={"age": AGES_LISTED, "code": CODES})
+    result, release = anon.anonymize("visits", policy, tmp_path / "r.parquet")
+    con.close()
+    suppressed, _ = priced_settled(frame, population, result.levels, 2, False)
+    released = pd.read_parquet(tmp_path / "r.parquet")
+    assert sorted(released["row"]) == sorted(frame.loc[~frame["pid"].isin(suppressed), "row"])
+    assert release.check.violating_people == len(suppressed)
+    checks = verify(tmp_path / "r.parquet").frame().set_index("guarantee")
+    assert checks["holds"].dropna().all()

@@ -166,8 +166,8 @@ class Policy:
                               f"risk thresholds over their groups, the models counted in a population table over "
                               f"its people, and the models of a class's sensitive values (l-diversity, t-closeness, "
                               f"β-likeness, δ-disclosure, (α,k)-anonymity, p-sensitive k-anonymity) with each "
-                              f"person's value counted once per class and once in the table; not the profitability "
-                              f"models that price classes")
+                              f"person's value counted once per class and once in the table, and the profitability "
+                              f"models that price a signature group by its costliest class")
         if not any(sets_signature_k(m) for m in self.models):
             raise PolicyError("a policy with person= needs KAnonymity (KAnonymity(1) for none) or another model with "
                               "a k: the largest k is the number of people each signature must be shared by")

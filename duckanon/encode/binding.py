@@ -314,7 +314,8 @@ class EncodedSource:
     def _check_people(self, levels: Mapping[str, int]) -> PeopleCheckReport:
         """The check of a policy that counts people: every signature shared by k people."""
         policy = self.bound.policy
-        return people_check(self.engine, self.encoding.classes(levels), policy.person, policy.person_k,
+        classes = self.encoding.classes(levels, priced=prices_classes(policy.models))
+        return people_check(self.engine, classes, policy.person, policy.person_k,
                             models=policy.models, allowed_suppressed=self.bound.allowed_suppressed,
                             replaced_checked=policy.checks_replaced, record_table=policy.record_table,
                             lacking=self.bound.lacking, drops=policy.drops)

@@ -43,12 +43,13 @@ from ..hierarchy.hierarchy import TOP
 from ..parameters import checked_number
 from ..sqlgen import build as sb
 from .checks import CheckReport, class_verdicts
-from .classes import VALUE, VIOLATED, WEIGHT, Classes, every_key_is
+from .classes import VALUE, VIOLATED, WEIGHT, Classes, every_key_is, information_losses
 from .models import KAnonymity, KMap, PrivacyModel, population_checked
 from .thresholds import RiskThreshold, cut, risk_thresholds
 
 PERSON, SIGNATURE, PEOPLE, RECORDS = "__person", "__signature", "__people", "__records"
 _KEY = "__class_key"
+_SHARE = "__person_share"  # a person's costliest class's sum of log10 domain shares
 _rounds = itertools.count()  # names the temporary tables of settled_people's rounds
 
 
@@ -213,6 +214,11 @@ def signature_classes(classes: Classes, person: str, everyone: bool = True) -> C
     which models counted in a population table judge them by.  With ``everyone``, the group of the suppressed (all
     values '*') weighs every population person, since a suppressed person could be anyone."""
     own = signatures(classes, person).subquery("people")
+    return Classes.of(own, [SIGNATURE], population=_population_groups(classes, person, everyone))
+
+
+def _population_groups(classes: Classes, person: str, everyone: bool = True) -> Classes:
+    """The population's signature groups of ``classes`` (:func:`signature_classes`), each weighing its people."""
     signed = signatures(classes.population, person).subquery("population_people")
     groups = exp.select(sb.col(SIGNATURE), exp.func("COUNT", exp.Star()).as_(PEOPLE, quoted=True)).from_(
         signed).group_by(sb.col(SIGNATURE))
@@ -221,8 +227,30 @@ def signature_classes(classes: Classes, person: str, everyone: bool = True) -> C
             exp.union(groups, exp.select(starred_signature(len(classes.keys)).as_(SIGNATURE, quoted=True),
                                          exp.func("COUNT", exp.Star()).as_(PEOPLE, quoted=True)).from_(signed.copy()),
                       distinct=False).subquery("groups")).group_by(sb.col(SIGNATURE))
-    return Classes.of(own, [SIGNATURE], population=Classes.of(groups.subquery("population_groups"), [SIGNATURE],
-                                                                   weight=PEOPLE))
+    return Classes.of(groups.subquery("population_groups"), [SIGNATURE], weight=PEOPLE)
+
+
+def priced_signature_classes(classes: Classes, person: str) -> Classes:
+    """People as the records of their signature groups, priced for the profitability models with an attack: an
+    adversary attacks a person, who is one of the people sharing their signature (a journalist's: of the population's
+    people with it, where any), and each record of theirs must pay the publisher, so a group is priced by its
+    costliest class (the largest sum of its values' log10 domain shares, the largest information loss).  ``classes``
+    carry each record's shares (:attr:`Classes.pricing`)."""
+    if classes.pricing is None:
+        raise PolicyError("a model that prices classes by their information loss needs each record's domain shares, "
+                          "which only a full-domain generalization over hierarchies gives")
+    shares = [sb.col(c) for c in classes.pricing.columns]
+    total = shares[0] if shares else sb.lit(0.0)
+    for share in shares[1:]:
+        total = total + share
+    keyed = exp.select(sb.col(VALUE).as_(PERSON, quoted=True), class_key(classes.key_columns).as_(_KEY, quoted=True),
+                       sb.as_double(total).as_(_SHARE, quoted=True)).from_(classes.normalized(person).subquery("r"))
+    people = (exp.select(sb.col(PERSON), _sorted_set(_KEY).as_(SIGNATURE, quoted=True),
+                         exp.func("MAX", sb.col(_SHARE)).as_(_SHARE, quoted=True))
+              .from_(keyed.subquery("keyed")).group_by(sb.col(PERSON)))
+    population = _population_groups(classes, person) if classes.population is not None else None
+    return Classes.of(people.subquery("priced_people"), [SIGNATURE], population=population,
+                      pricing=dataclasses.replace(classes.pricing, columns=(_SHARE,)))
 
 
 def _in_population_failing(classes: Classes, person: str, models: Sequence[PrivacyModel]) -> exp.Select:
@@ -232,6 +260,16 @@ def _in_population_failing(classes: Classes, person: str, models: Sequence[Priva
     failing = exp.select(*groups.keys_of()).from_(class_verdicts(groups, models).subquery("verdicts")).where(
         sb.col(VIOLATED))
     return exp.select(sb.col(PERSON)).from_(signatures(classes, person).subquery("signed")).where(
+        exp.In(this=sb.col(SIGNATURE), query=failing.subquery()))
+
+
+def _priced_failing(classes: Classes, person: str, models: Sequence[PrivacyModel]) -> exp.Select:
+    """``__person`` of each person whose signature group fails a profitability model that prices classes
+    (:func:`priced_signature_classes`)."""
+    groups = priced_signature_classes(classes, person)
+    failing = exp.select(*groups.keys_of()).from_(class_verdicts(groups, models).subquery("verdicts")).where(
+        sb.col(VIOLATED))
+    return exp.select(sb.col(PERSON)).from_(groups.source("priced")).where(
         exp.In(this=sb.col(SIGNATURE), query=failing.subquery()))
 
 
@@ -309,10 +347,12 @@ def counts_people(model: PrivacyModel) -> bool:
     (over signature groups, a person's risk), or a model of a class's sensitive values (the l-diversity forms; those
     comparing a class with its table: t-closeness, β-likeness, δ-disclosure; and those with a k as well:
     (α,k)-anonymity, p-sensitive k-anonymity), which then counts each person's value once per class and once in the
-    table; k-map estimated from the population's size, and the models counted in a population table
-    (:func:`counted_in_population`).  A model's k is a signature's (:func:`sets_signature_k`)."""
+    table; k-map estimated from the population's size, the models counted in a population table
+    (:func:`counted_in_population`), and the profitability models that price classes (a signature group by its people
+    and its costliest class: :func:`priced_signature_classes`).  A model's k is a signature's
+    (:func:`sets_signature_k`)."""
     return isinstance(model, (KAnonymity, RiskThreshold)) or _estimated(model) or counted_in_population(model) or (
-        model.sensitive is not None and model.population is None and not model.prices_classes)
+        model.prices_classes) or (model.sensitive is not None and model.population is None)
 
 
 def counted_in_population(model: PrivacyModel) -> bool:
@@ -324,6 +364,11 @@ def counted_in_population(model: PrivacyModel) -> bool:
 def population_models(models: Sequence[PrivacyModel]) -> list[PrivacyModel]:
     """The models of ``models`` counted in a population table (:func:`counted_in_population`)."""
     return [m for m in models if counted_in_population(m)]
+
+
+def priced_models(models: Sequence[PrivacyModel]) -> list[PrivacyModel]:
+    """The models of ``models`` that price classes by their information loss (ARX's profitability with an attack)."""
+    return [m for m in models if m.prices_classes]
 
 
 def unmendable_models(models: Sequence[PrivacyModel]) -> list[PrivacyModel]:
@@ -403,7 +448,7 @@ def settled_people(engine: Engine, classes: Classes, person: str, k: int, models
                    table: exp.Expression | None = None) -> Iterator[exp.Expression]:
     """A query of ``__person``: the people a policy that counts people suppresses.  With k alone, those whose
     signature fewer than ``k`` people share, and those whose signature group fails a model counted in the population
-    (signature groups are apart: that is final).  With models over
+    or a profitability model that prices it (signature groups are apart: that is final).  With models over
     sensitive values, round after round over the people left, those too with a row in a class that violates one,
     until a round suppresses nobody more: a person suppressed leaves every class of theirs, which may then violate.
     With risk thresholds, once a round suppresses nobody more, the smallest signature groups left go as ARX cuts the
@@ -412,12 +457,14 @@ def settled_people(engine: Engine, classes: Classes, person: str, k: int, models
     compares it with the rows of ``table`` (replacement keeps every person's values in the release), or when None
     with the people left, round after round (as dropping leaves them)."""
     valued, thresholds = valued_models(models), risk_thresholds(models)
-    counted = population_models(models)
+    counted, priced = population_models(models), priced_models(models)
 
     def exposed(kept: Classes) -> exp.Select:
         found = exposed_people(kept, person, k, record_table)
         if counted:  # each person once: a publish joins the records to them
             found = exp.union(found, _in_population_failing(kept, person, counted), distinct=True)
+        if priced:
+            found = exp.union(found, _priced_failing(kept, person, priced), distinct=True)
         return found
 
     if not valued and not thresholds:
@@ -492,16 +539,25 @@ def _starred_violates(engine: Engine, classes: Classes, person: str, suppressed:
     ).limit(1)))
 
 
-def _starred_population_fails(engine: Engine, classes: Classes, person: str, models: Sequence[PrivacyModel],
-                              suppressed: int) -> bool:
+def _starred_group_fails(engine: Engine, classes: Classes, person: str, models: Sequence[PrivacyModel],
+                         suppressed: int) -> bool:
     """Whether the ``suppressed`` people, one signature group once all their values are '*', fail a model counted in
-    the population: a suppressed person could be anyone, so the group's population is every population person."""
+    the population or a profitability model that prices classes: a suppressed person could be anyone, so the group's
+    population is every population person; '*' values' shares are 1, so such a group loses all its information."""
     if not models:
         return False
-    everyone = int(engine.value(exp.select(exp.func("COUNT", exp.Distinct(expressions=[sb.col(person)]))).from_(
-        classes.population.source("p"))))
-    group, population = np.array([suppressed], dtype=np.int64), np.array([everyone], dtype=np.int64)
-    return any(bool(model.population_verdicts(group, population)[0]) for model in models)
+    group = np.array([suppressed], dtype=np.int64)
+    population = None if classes.population is None else np.array([int(engine.value(exp.select(exp.func(
+        "COUNT", exp.Distinct(expressions=[sb.col(person)]))).from_(classes.population.source("p"))))], dtype=np.int64)
+    for model in models:
+        if model.prices_classes:
+            loss = information_losses(np.zeros(1), classes.pricing.most) if classes.pricing else np.ones(1)
+            failed = model.priced_verdicts(group, loss, population if model.population is not None else None)
+        else:
+            failed = model.population_verdicts(group, population)
+        if bool(failed[0]):
+            return True
+    return False
 
 
 def people_check(engine: Engine, classes: Classes, person: str, k: int, *, models: Sequence[PrivacyModel] = (),
@@ -524,7 +580,7 @@ def people_check(engine: Engine, classes: Classes, person: str, k: int, *, model
     publish suppresses them without settling again)."""
     if record_table is not None:
         classes = dataclasses.replace(classes, carry=(*classes.carry, record_table))
-    thresholds, counted = risk_thresholds(models), population_models(models)
+    thresholds, counted, priced = risk_thresholds(models), population_models(models), priced_models(models)
     unmendable = unmendable_models(models) if unmendable_checked else []
     models = [m for m in models if m.sensitive is not None]
     whole = classes.relation  # the exempt class's values stay in the table too
@@ -534,7 +590,7 @@ def people_check(engine: Engine, classes: Classes, person: str, k: int, *, model
         classes = dataclasses.replace(classes, relation=kept.subquery("checked"))
     groups = signature_groups(classes, person, record_table).subquery("g")
     count = exp.func("COUNT", exp.Star())
-    with settled_people(engine, classes, person, k, [*models, *thresholds, *counted], record_table, lacking,
+    with settled_people(engine, classes, person, k, [*models, *thresholds, *counted, *priced], record_table, lacking,
                         None if drops else whole) as suppressed:
         if keep is not None:
             keep(exp.select(sb.col(PERSON)).from_(sb.derived(suppressed, "s")))
@@ -558,7 +614,7 @@ def people_check(engine: Engine, classes: Classes, person: str, k: int, *, model
             int(starred.min()) < k
             or (bool(models) and _starred_violates(engine, classes, person, suppressed, models, record_table,
                                                    lacking, whole))
-            or _starred_population_fails(engine, classes, person, counted, violating_people))
+            or _starred_group_fails(engine, classes, person, [*counted, *priced], violating_people))
         failing = population_only_failing(engine, classes, person, unmendable) if unmendable else []
         if thresholds:  # over the groups the release shows: those kept, and the suppressed people's own
             kept = group_sizes(_without(classes, person, suppressed), person, record_table).subquery("k")
@@ -568,7 +624,7 @@ def people_check(engine: Engine, classes: Classes, person: str, k: int, *, model
     class_count, smallest_class = engine.rows(exp.select(
         count.copy(), exp.func("COALESCE", exp.func("MIN", sb.col("__size")), sb.lit(0))).from_(sizes))[0]
     model = "; ".join([f"k-anonymity over people (k={k})",
-                       *(f"{m.describe()} over people" for m in [*models, *thresholds, *counted])])
+                       *(f"{m.describe()} over people" for m in [*models, *thresholds, *counted, *priced])])
     per_model = pd.DataFrame({"model": [model], "violating_signatures": [int(violating_groups)],
                               "violating_people": [int(violating_people)],
                               "violating_records": [int(violating_records)]})

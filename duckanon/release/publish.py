@@ -241,7 +241,7 @@ def suppress(engine: Engine, bound: BoundPolicy, generalized: exp.Table, tempora
     """
     policy, quasi = bound.policy, bound.quasi_identifiers
     if policy.person is not None:
-        return _suppress_people(engine, bound, generalized, temporaries, generalized_population)
+        return _suppress_people(engine, bound, generalized, temporaries, generalized_population, prices)
     population = None if generalized_population is None else Classes.of(generalized_population, quasi, COUNT)
     with contextlib.ExitStack() as registered:
         classes = priced_classes(engine, registered, generalized, quasi, population, prices)
@@ -260,7 +260,8 @@ def suppress(engine: Engine, bound: BoundPolicy, generalized: exp.Table, tempora
 
 
 def _suppress_people(engine: Engine, bound: BoundPolicy, generalized: exp.Table, temporaries: _Temporaries,
-                     generalized_population: exp.Table | None) -> tuple[PeopleCheckReport, exp.Select, int]:
+                     generalized_population: exp.Table | None, prices: LabelPrices | None
+                     ) -> tuple[PeopleCheckReport, exp.Select, int]:
     """:func:`suppress` under a policy that counts people: every record of each person whose signature fewer than k
     people share is suppressed (``generalized`` carries each record's person as ``__duckanon_person``, and so, for
     the models counted in it, does the population recoded alike)."""
@@ -268,12 +269,13 @@ def _suppress_people(engine: Engine, bound: BoundPolicy, generalized: exp.Table,
     population = None if generalized_population is None else Classes.of(exp.select(
         *[sb.col(q) for q in quasi], sb.col(policy.person).as_(PERSON_CARRIED, quoted=True), sb.col(COUNT)).from_(
         generalized_population).subquery("population"), quasi, COUNT)
-    classes = Classes.of(generalized, quasi, population=population)
     kept: list[exp.Table] = []  # the people the check suppresses, settled once
-    report = people_check(engine, classes, PERSON_CARRIED, policy.person_k, models=policy.models,
-                          allowed_suppressed=bound.allowed_suppressed, replaced_checked=policy.checks_replaced,
-                          record_table=policy.record_table, lacking=bound.lacking, drops=policy.drops,
-                          keep=lambda people: kept.append(temporaries.create(people)))
+    with contextlib.ExitStack() as registered:
+        classes = priced_classes(engine, registered, generalized, quasi, population, prices)
+        report = people_check(engine, classes, PERSON_CARRIED, policy.person_k, models=policy.models,
+                              allowed_suppressed=bound.allowed_suppressed, replaced_checked=policy.checks_replaced,
+                              record_table=policy.record_table, lacking=bound.lacking, drops=policy.drops,
+                              keep=lambda people: kept.append(temporaries.create(people)))
     if not report.within_limit:
         raise PolicyNotSatisfied(report.summary(), report)
     exposed, = kept

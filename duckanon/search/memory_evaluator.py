@@ -481,13 +481,17 @@ class MemoryNodeEvaluator(NodeEvaluator):
             self.prices.append(per_level)
 
     def _information_losses(self, node: np.ndarray, groups: _Groups) -> np.ndarray:
-        """Per class of ``groups`` (at ``node``), its entropy-based information loss: its values' log10 shares summed
-        in attribute order, as the SQL evaluator sums them."""
+        """Per class of ``groups`` (at ``node``), its entropy-based information loss."""
+        return information_losses(self._log_shares(node, groups), self.most_information)
+
+    def _log_shares(self, node: np.ndarray, groups: _Groups) -> np.ndarray:
+        """Per class of ``groups`` (at ``node``), its values' log10 domain shares summed in attribute order, as the
+        SQL evaluator sums them."""
         codes = groups.codes
         total = self.prices[0][node[0]][codes[0]]
         for i in range(1, len(codes)):
             total = total + self.prices[i][node[i]][codes[i]]
-        return information_losses(total, self.most_information)
+        return total
 
     # ------------------------------------------------------------------ evaluating
     def _source(self, node: np.ndarray) -> _Rows:

@@ -28,9 +28,11 @@ from sqlglot import exp
 
 from ..encode.encoding import code_column
 from ..privacy.cells import ClassCells
+from ..privacy.classes import information_losses
 from ..privacy.people import (
     group_cut,
     population_models,
+    priced_models,
     signature_groups_of,
     signature_sharing,
     thresholds_failing,
@@ -69,8 +71,10 @@ class PersonNodeEvaluator(MemoryNodeEvaluator):
             name: np.flatnonzero(~np.isin(np.asarray(self.values[record_table].texts, dtype=object), lacking[name]))
             for name in self.valued if name in (lacking or {})}
         self._whole_table_counts: dict[str, np.ndarray] = {}
-        self.counted = population_models(self.models)
-        self.population_people = self._population_people() if self.counted else None
+        self.counted, self.priced = population_models(self.models), priced_models(self.models)
+        # The population's people, for the models counted in it and a journalist's profitability priced over it.
+        self.population_people = self._population_people() if self.counted or any(
+            m.population is not None for m in self.priced) else None
 
     def _population_people(self) -> tuple[list[list[np.ndarray]], np.ndarray, int]:
         """The population's rows for the models counted in it: per attribute, its codes (0-based) on every level;
@@ -119,8 +123,10 @@ class PersonNodeEvaluator(MemoryNodeEvaluator):
         signed = classes if self.record_table is None else _group(
             [classes.ids, rows.sensitive[self.record_table]], [classes.count, len(self.values[self.record_table])],
             rows.weights)
-        groups = self._population_groups(node, codes, cards, person) if self.counted else None
-        exposed = self._settled(signed.ids, person, rows, groups)
+        groups = self._population_groups(node, codes, cards, person) if self.population_people else None
+        # Per row, its class's sum of log10 domain shares, which a priced profitability model prices it by.
+        shares = self._log_shares(node, classes)[classes.ids] if self.priced else None
+        exposed = self._settled(signed.ids, person, rows, groups, shares)
         suppressed_rows = exposed[person]
         parts = _group([*codes, suppressed_rows.astype(np.int32)], [*cards, 2], rows.weights)
         violated = parts.codes[-1].astype(bool)
@@ -134,13 +140,24 @@ class PersonNodeEvaluator(MemoryNodeEvaluator):
             bool(self.valued) and self._violating(starred, person[suppressed_rows], rows, suppressed_rows,
                                                   None).any()) or (  # their population: every population person
             groups is not None and self._population_fails(np.array([people]),
-                                                          np.array([self.population_people[2]])).any()))
+                                                          np.array([self.population_people[2]])).any()) or (
+            self._priced_fail(np.array([people]), np.zeros(1),  # '*' values' shares are 1: their logs 0
+                              None if groups is None else np.array([self.population_people[2]])).any()))
         failing = bool(self.thresholds) and bool(thresholds_failing(self.thresholds, np.concatenate([
             self._groups(signed.ids, person, ~suppressed_rows)[0],
             starred_groups if self.suppressed_class else starred_groups[:0]])))
         failing = failing or (groups is not None and any(  # a population signature no data person has
             model.unmendable_with(groups[2]) for model in unmendable_models(self.models)))
         return split, people, classes.count, float(np.dot(sizes, sizes)), starred_violates, failing
+
+    def _priced_fail(self, sizes: np.ndarray, shares: np.ndarray, population: np.ndarray | None) -> np.ndarray:
+        """Per signature group of ``sizes`` people whose costliest class's log10 domain shares sum to ``shares`` (and
+        of ``population`` population people), whether it fails a profitability model that prices classes."""
+        failing = np.zeros(len(sizes), dtype=bool)
+        losses = information_losses(shares, self.most_information) if self.priced else None
+        for model in self.priced:
+            failing |= model.priced_verdicts(sizes, losses, population if model.population is not None else None)
+        return failing
 
     def _population_fails(self, sizes: np.ndarray, population: np.ndarray) -> np.ndarray:
         """Per signature group of ``sizes`` people and ``population`` population people, whether it fails a model
@@ -151,18 +168,29 @@ class PersonNodeEvaluator(MemoryNodeEvaluator):
         return failing
 
     def _settled(self, signed: np.ndarray, person: np.ndarray, rows,
-                 groups: tuple[np.ndarray, np.ndarray, int] | None) -> np.ndarray:
+                 groups: tuple[np.ndarray, np.ndarray, int] | None, shares: np.ndarray | None) -> np.ndarray:
         """Per person, whether the policy suppresses them: as :func:`~duckanon.privacy.people.settled_people`
         (``signed``: each row's class, one table's in a release of several tables, as signatures and models count
-        it; ``groups``: :meth:`_population_groups`, for the models counted in the population)."""
+        it; ``groups``: :meth:`_population_groups`, for the models counted in the population; ``shares``: each row's
+        class's log10 domain shares, for the priced profitability models)."""
 
         def population_failing(kept: np.ndarray) -> np.ndarray:
-            """Per person, whether their signature group, of the ``kept`` people, fails a population's model."""
-            if groups is None:
-                return np.zeros(self.people, dtype=bool)
-            group, population, _ = groups
-            sizes = np.bincount(group[kept], minlength=len(population))
-            return kept & self._population_fails(sizes[group], population[group])
+            """Per person, whether their signature group, of the ``kept`` people, fails a population's model or is
+            priced out by a profitability model (the group's costliest class,
+            :func:`~duckanon.privacy.people.priced_signature_classes`)."""
+            failing = np.zeros(self.people, dtype=bool)
+            if groups is not None and self.counted:
+                group, population, _ = groups
+                sizes = np.bincount(group[kept], minlength=len(population))
+                failing |= kept & self._population_fails(sizes[group], population[group])
+            if self.priced:
+                on = kept[person]
+                sizes, who, group = self._groups(signed, person, on)
+                costliest = np.full(self.people, -np.inf)
+                np.maximum.at(costliest, person[on], shares[on])
+                population = None if groups is None else groups[1][groups[0][who]]
+                failing[who] |= self._priced_fail(sizes[group], costliest[who], population)
+            return failing
 
         if not self.valued and not self.thresholds:
             return (signature_sharing(signed, person, self.people) < self.k) | population_failing(
