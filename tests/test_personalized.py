@@ -3,6 +3,7 @@ computed by hand, and pandas recomputations on Adult samples."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from fractions import Fraction
 
@@ -310,3 +311,14 @@ def test_the_sql_it_runs_transpiles_to_spark(con, anon):
     rule = "CASE WHEN CAST(`recoded`.`Ppl` AS DOUBLE) > CASE WHEN CAST(`recoded`.`Disease` AS STRING) = 'Asthma' THEN 2"
     assert rule in sb.to_sql(compiled, "spark")
     assert sorted(r[-1] for r in as_engine(con).rows(compiled)) == sorted(TABLE_7_DISEASE.values())
+
+
+def test_personalization_refuses_a_policy_that_counts_people():
+    """Protection levels are read record by record; a policy with person= groups people: one error naming both."""
+    con = duckdb.connect()
+    frame = patients(con, 60, 1).assign(pid=lambda f: f.index // 2)
+    load(con, frame, "visits")
+    policy = dataclasses.replace(adult_policy(4, AlphaLDiversityKAnonymity("disease", 0.6, 4, 4, LEVELS)),
+                                 insensitive=["pid"], person="pid")
+    with pytest.raises(PolicyError, match=r"reads \['ppl'\] record by record.*person= \('pid'\)"):
+        duckanon.connect(con).cluster("visits", policy, TopDownPartitioning(0, Personalization("ppl", GHT)))

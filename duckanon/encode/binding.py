@@ -32,7 +32,7 @@ from ..privacy.people import (
     require_people,
     table_holds,
 )
-from ..privacy.risk_report import RiskReport, risk
+from ..privacy.risk_report import RiskReport, person_risk, risk
 from ..recode.generalization import FullDomainGeneralization
 from ..recode.protect import check_methods
 from ..sqlgen import build as sb
@@ -321,10 +321,13 @@ class EncodedSource:
                             lacking=self.bound.lacking, drops=policy.drops)
 
     def risk(self, levels: Mapping[str, int], threshold: int = 5) -> RiskReport:
-        if self.bound.policy.person is not None:
-            raise PolicyError("the risk report counts records; for a policy with person=, measure people with "
-                              "Anonymizer.person_exposure (on the release)")
-        return risk(self.engine, self.encoding.classes(self.bound.levels(levels)), threshold=threshold)
+        """The prosecutor risk of the generalization to ``levels`` before suppression: of records, or under a policy
+        that counts people of people (1 / the people sharing their signature)."""
+        classes, policy = self.encoding.classes(self.bound.levels(levels)), self.bound.policy
+        if policy.person is not None:
+            return person_risk(self.engine, classes, policy.person, threshold=threshold,
+                               record_table=policy.record_table)
+        return risk(self.engine, classes, threshold=threshold)
 
     def close(self) -> None:
         self.encoding.close()

@@ -13,11 +13,14 @@ from ..engine import Engine
 from ..risk.population import ClassSizes, prosecutor_risk
 from ..sqlgen import build as sb
 from .classes import SIZE, Classes
+from .people import PEOPLE, group_sizes
 
 
 @dataclass
 class RiskReport:
-    """Prosecutor re-identification risk: an attacker who knows a target is in the data picks among its class."""
+    """Prosecutor re-identification risk: an attacker who knows a target is in the data picks among its class.  Under
+    a policy that counts people (``unit`` "people"), among the people sharing the target's signature: ``records``
+    then counts people, ``classes`` signature groups, and the histogram's ``class_size`` the people of a group."""
 
     records: int
     classes: int
@@ -26,6 +29,7 @@ class RiskReport:
     threshold: int
     records_below_threshold: int  # records in classes of fewer than ``threshold``
     histogram: pd.DataFrame  # class_size, classes, records
+    unit: str = "records"
 
     @property
     def share_below_threshold(self) -> float:
@@ -38,10 +42,26 @@ def risk(engine: Engine, classes: Classes, *, threshold: int = 5) -> RiskReport:
     size = sb.col(SIZE)
     rows = engine.rows(exp.select(size, exp.func("COUNT", exp.Star())).from_(classes.sizes().subquery("sizes"))
                        .group_by(size).order_by(size))
-    sizes = np.array([r[0] for r in rows], dtype=np.int64)
-    counts = np.array([r[1] for r in rows], dtype=np.int64)
+    return _report(np.array([r[0] for r in rows], dtype=np.int64), np.array([r[1] for r in rows], dtype=np.int64),
+                   threshold, "records")
+
+
+def person_risk(engine: Engine, classes: Classes, person: str, *, threshold: int = 5,
+                record_table: str | None = None) -> RiskReport:
+    """:func:`risk` of people: a person's risk is 1 / the people who share their signature (the groups' sizes
+    counted in SQL, :func:`~.people.group_sizes`); a person is below ``threshold`` when fewer share it."""
+    groups = group_sizes(classes, person, record_table).subquery("groups")
+    rows = engine.rows(exp.select(sb.col(PEOPLE), exp.func("COUNT", exp.Star())).from_(groups)
+                       .group_by(sb.col(PEOPLE)).order_by(sb.col(PEOPLE)))
+    return _report(np.array([r[0] for r in rows], dtype=np.int64), np.array([r[1] for r in rows], dtype=np.int64),
+                   threshold, "people")
+
+
+def _report(sizes: np.ndarray, counts: np.ndarray, threshold: int, unit: str) -> RiskReport:
+    """The report of ``counts`` classes (or signature groups) of each of ``sizes`` records (or people)."""
     prosecutor = prosecutor_risk(ClassSizes(sizes, counts), 1.0 / threshold)
     return RiskReport(records=int((sizes * counts).sum()), classes=int(counts.sum()), highest_risk=prosecutor.highest,
                       average_risk=prosecutor.average, threshold=threshold,
                       records_below_threshold=prosecutor.records_at_risk,
-                      histogram=pd.DataFrame({"class_size": sizes, "classes": counts, "records": sizes * counts}))
+                      histogram=pd.DataFrame({"class_size": sizes, "classes": counts, "records": sizes * counts}),
+                      unit=unit)
