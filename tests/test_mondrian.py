@@ -21,6 +21,7 @@ from sqlglot import ErrorLevel, exp
 
 import duckanon
 from duckanon import (
+    BasicBetaLikeness,
     DistinctLDiversity,
     EntropyLDiversity,
     Hierarchy,
@@ -247,6 +248,34 @@ def test_strict_mondrian_finds_the_reference_partitions_and_publishes_them(rows,
                                                                                            fill_value=0.0)
         assert ((shares - table).abs().sum(axis=1) / 2).max() <= t + 1e-9
     assert result.metrics["records"] == len(frame) and result.metrics["suppressed"] == 0
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rows=RECORDS, k=st.integers(1, 5), beta=st.sampled_from([0.5, 1.0, 2.0]))
+def test_strict_mondrian_judges_beta_likeness_against_the_whole_table(rows, k, beta):
+    """Basic β-likeness compares a part with the whole table, as t-closeness does: (p − q) / q ≤ β for every value
+    of the part, q its share of the table, never of the partitions still being cut."""
+    con = duckdb.connect()
+    frame = make_source(con, rows)
+    if bad_input(frame, k, None):
+        return
+    values = frame["s"].fillna(MISSING)
+    table = values.value_counts(normalize=True)
+
+    def allowed(part: list[int]) -> bool:
+        shares = values[part].value_counts(normalize=True)
+        return len(part) >= k and bool(((shares - table[shares.index]) / table[shares.index] <= beta + 1e-9).all())
+
+    pol = dataclasses.replace(policy(k), models=[KAnonymity(k), BasicBetaLikeness("s", beta)])
+    partitioning, assignment = sql_partitions(con, frame, pol)
+    expected = reference_mondrian(frame, k, None, allowed=allowed)
+    assert partitioning.partitions == len(expected)
+    keys = ["age", "color", "size", "s"]
+    got = keyed(assignment, keys).assign(group=assignment["group_id"]).groupby("group")[keys].agg(
+        lambda column: tuple(sorted(column))).apply(tuple, axis=1)
+    want = [tuple(tuple(sorted(keyed(frame.loc[sorted(part)], keys).drop_duplicates()[c])) for c in keys)
+            for part in expected]
+    assert sorted(got) == sorted(want)
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])

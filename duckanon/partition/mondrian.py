@@ -40,8 +40,8 @@ each dimension the ⌈n/2⌉-th of their n records' positions (:func:`~duckanon.
 rows cut are each person's distinct combinations of the models' sensitive values at that point, so no cut parts a
 person.  A row's weight ``__w`` is 1 on one row of each person (a part's weight, its median and its halves count
 people), and each sensitive attribute has a weight of its own, 1 on one row of each (person, value): the models of
-that attribute judge a part by it (``class_verdicts(valued=…)``), each person's value once, and t-closeness balances
-each attribute against its table's people's values.  Relaxed halves are dealt whole people in the order of value,
+that attribute judge a part by it (``class_verdicts(valued=…)``), each person's value once, and the models comparing
+with the table balance each attribute against its table's people's values.  Relaxed halves are dealt whole people in the order of value,
 then of person.  The assignment names each person's partition, and every record of the person goes there.
 
 A partition is final when no dimension has an allowable cut; a partition smaller than twice the smallest class any
@@ -69,7 +69,7 @@ from ..hierarchy.bound import BoundHierarchy
 from ..hierarchy.hierarchy import _preview
 from ..privacy.checks import class_verdicts
 from ..privacy.classes import SIZE, VIOLATED, Classes, key_name
-from ..privacy.models import PrivacyModel, TCloseness, sensitive_attributes
+from ..privacy.models import PrivacyModel, sensitive_attributes
 from ..privacy.people import people_k, person_points
 from ..recode.recoding import (
     ATTRIBUTE,
@@ -285,8 +285,9 @@ class Mondrian:
         self.value_weights = [f"__wv{j}" for j in range(len(self.cell_sensitive))] if person is not None else []
         # Relaxed halves over people deal out whole people, in the order of value and then of people (ORDINAL).
         self.ordinal = [ORDINAL] if person is not None and relaxed else []
-        # t-closeness compares a class with the whole table: the rounds need the table's sensitive distribution.
-        self.compares_with_table = any(isinstance(m, TCloseness) for m in self.models)
+        # t-closeness, β-likeness and δ-disclosure compare a class with the whole table: the rounds need the table's
+        # sensitive distribution.
+        self.compares_with_table = any(m.compares_with_table for m in self.models)
         self.hierarchical = [i for i, d in enumerate(self.dims) if d.kind == HIERARCHICAL]
         # Numeric and ordered dimensions are cut on their value (at the median, or in halves).
         self.valued = [i for i, d in enumerate(self.dims) if d.kind != HIERARCHICAL]
@@ -791,7 +792,8 @@ class Mondrian:
 
     def _balanced(self, parts: str) -> dict[str, exp.Select]:
         """``parts`` and one more class (keys -1) whose records make the sensitive values' distribution over all
-        rows the whole table's.  t-closeness compares every class with the distribution of the relation it is given;
+        rows the whole table's.  A model that compares a class with its table (t-closeness, β-likeness, δ-disclosure)
+        compares it with the distribution of the relation it is given;
         the parts hold only the partitions still being cut, once per candidate dimension.  The extra class has
         ``c * Q(v) - A(v)`` records of each sensitive combination v (``A`` its records in the parts, ``Q`` its share of
         the table, ``c = max A/Q``), so every v totals ``c * Q(v)``; its own verdict is never read.  Over people each
