@@ -800,6 +800,19 @@ def population_settled(frame: pd.DataFrame, population: pd.DataFrame, levels: di
     return suppressed, unmendable, starred
 
 
+def agrees_at(nodes, encoded, index: int, frame: pd.DataFrame, suppressed: set, within: bool, starred: bool) -> None:
+    """At node ``index``, the in-process search and the SQL check suppress the people ``suppressed`` (and their
+    records), and find the node ``within`` the limit, and satisfied unless the suppressed people's group fails
+    (``starred``), as the definition does."""
+    levels = dict(zip(["age", "code"], nodes.lattice.node(index)))
+    records_suppressed = int(frame["pid"].isin(suppressed).sum())
+    result, report = nodes.evaluate(index), encoded.check(levels)
+    assert (report.violating_people, report.violating_records) == (len(suppressed), records_suppressed), levels
+    assert (result.suppressed, result.within_limit) == (records_suppressed, within), levels
+    assert report.within_limit == (within and not starred), levels
+    assert bool(nodes.satisfies(index)) == (within and not starred), levels
+
+
 # ARX's journalist profitability without an attack is k-map with k = G/C + 1 = 5 here.
 POPULATION_MODELS = [KMap(4, population="population"), DeltaPresence(0.0, 0.6, "population"),
                      DeltaPresence(0.2, 0.9, "population"), JournalistNoAttackProfitability(1000, 250, "population")]
@@ -822,13 +835,7 @@ def test_population_models_over_people_search_check_and_pandas_agree_at_every_no
             sizes = signature_sizes(generalized(frame, levels))
             bites += len(suppressed) > int((sizes < 2).sum())
             unmendable_nodes += unmendable
-            records_suppressed = int(frame["pid"].isin(suppressed).sum())
-            within = len(suppressed) <= allowed and not unmendable
-            result, report = nodes.evaluate(index), encoded.check(levels)
-            assert (report.violating_people, report.violating_records) == (len(suppressed), records_suppressed), levels
-            assert (result.suppressed, result.within_limit) == (records_suppressed, within), levels
-            assert report.within_limit == (within and not starred), levels
-            assert bool(nodes.satisfies(index)) == (within and not starred), levels
+            agrees_at(nodes, encoded, index, frame, suppressed, len(suppressed) <= allowed and not unmendable, starred)
     con.close()
     assert bites > 0 and (unmendable_nodes > 0) == (model.name == "delta-presence" and model.delta_min > 0)
 
@@ -943,13 +950,7 @@ def test_profitability_with_an_attack_over_people_search_check_and_pandas_agree_
                                                  suppression == "replace")
             sizes = signature_sizes(generalized(frame, levels))
             priced_out += len(suppressed) > int((sizes < 2).sum())
-            records_suppressed = int(frame["pid"].isin(suppressed).sum())
-            within = len(suppressed) <= allowed
-            result, report = nodes.evaluate(index), encoded.check(levels)
-            assert (report.violating_people, report.violating_records) == (len(suppressed), records_suppressed), levels
-            assert (result.suppressed, result.within_limit) == (records_suppressed, within), levels
-            assert report.within_limit == (within and not starred), levels
-            assert bool(nodes.satisfies(index)) == (within and not starred), levels
+            agrees_at(nodes, encoded, index, frame, suppressed, len(suppressed) <= allowed, starred)
     con.close()
     assert priced_out > 0
 
