@@ -469,7 +469,8 @@ def _grouped_people(workspace: Workspace, bound: BoundPolicy, method: Clustering
     k = people_k(policy.models)
     building = Composition.of([KAnonymity(k)] if k > 1 else [], None, space.size, method.name)
     workspace.announce(f"{method.name}: grouping {space.size} people")
-    groups, count = method.assign(Records(policy, space, building, columns, list(numeric)))
+    records = Records(policy, space, building, columns, list(numeric))
+    groups, count = method.assign(records)
     if sensitive is not None:
         pairs = engine.arrays(exp.select(sb.as_text(sb.col(person)).as_(PERSON_TEXT, quoted=True),
                                          sb.as_text(sb.col(sensitive)).as_(sensitive, quoted=True)).distinct()
@@ -478,7 +479,6 @@ def _grouped_people(workspace: Workspace, bound: BoundPolicy, method: Clustering
         composition = PeopleComposition.of_pairs(policy.models, _unmasked(pairs[sensitive], object), holders, k,
                                                  method.name)
         groups, count = _repair(space, composition, groups, count)
-    records = Records(policy, space, building, columns, list(numeric))
     return Clusters(workspace, bound.source, policy, bound.hierarchies, method, records, groups, count, bound.columns,
                     bound.columns, time.perf_counter() - started, people=people)
 

@@ -123,7 +123,7 @@ class PersonNodeEvaluator(MemoryNodeEvaluator):
         signed = classes if self.record_table is None else _group(
             [classes.ids, rows.sensitive[self.record_table]], [classes.count, len(self.values[self.record_table])],
             rows.weights)
-        groups = self._population_groups(node, codes, cards, person) if self.population_people else None
+        groups = self._population_groups(node, codes, cards, person) if self.population_people is not None else None
         # Per row, its class's sum of log10 domain shares, which a priced profitability model prices it by.
         shares = self._log_shares(node, classes)[classes.ids] if self.priced else None
         exposed = self._settled(signed.ids, person, rows, groups, shares)
