@@ -151,6 +151,23 @@ def test_mondrian_partition_equals_duckdbs(adult, on_spark, spark):
     assert found.metrics == pytest.approx(on_duckdb.metrics, rel=1e-12)
 
 
+def test_mondrian_over_people_equals_duckdbs(adult, on_spark, tmp_path):
+    """Mondrian partitioning people (four records each), relaxed so that halves deal out whole people: Spark's SQL
+    finds DuckDB's partitions and measures them alike."""
+    con, _ = adult
+    source = tmp_path / "visits.parquet"
+    con.execute("COPY (SELECT *, (row_number() OVER () - 1) // 4 AS person FROM adult) TO ? (FORMAT parquet)",
+                [str(source)])
+    for models in ([KAnonymity(20)], [KAnonymity(20), DistinctLDiversity("salary-class", 2)]):
+        policy = Policy(quasi_identifiers={"age": None, "education-num": None, "sex": HIERARCHIES["sex"]},
+                        models=models, sensitive=["salary-class"], insensitive=["person"], person="person",
+                        others="drop")
+        on_duckdb = duckanon.connect(con).mondrian(str(source), policy, relaxed=True)
+        found = on_spark.mondrian(str(source), policy, relaxed=True)
+        assert found.partitioning.partitions == on_duckdb.partitioning.partitions > 1
+        assert found.metrics == pytest.approx(on_duckdb.metrics, rel=1e-12)
+
+
 @pytest.fixture(scope="module")
 def spark_release(adult, on_spark, tmp_path_factory):
     _, path = adult

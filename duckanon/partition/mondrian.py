@@ -527,9 +527,10 @@ class Mondrian:
 
         def first(partition: Sequence[exp.Expression]) -> exp.Expression:
             # Without sensitive values a person has one row; with them, the first in their order.
+            if not sensitive:
+                return sb.lit(1)
             order = exp.Order(expressions=[exp.Ordered(this=x.copy(), nulls_first=True) for x in sensitive])
-            ordinal = exp.Window(this=exp.func("ROW_NUMBER"), partition_by=[x.copy() for x in partition],
-                                 order=order if sensitive else None)
+            ordinal = exp.Window(this=exp.func("ROW_NUMBER"), partition_by=[x.copy() for x in partition], order=order)
             return exp.Case().when(ordinal.eq(sb.lit(1)), sb.lit(1)).else_(sb.lit(0))
 
         values = exp.select(person.copy(), *[x.copy() for x in sensitive]).distinct().from_(self.counted)
