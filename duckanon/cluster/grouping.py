@@ -60,7 +60,7 @@ from ..recode.recoding import (
     numbered,
     numeric_kind,
 )
-from ..release.publish import Release, publish_source, signing
+from ..release.publish import Release, measured_models, publish_source, signing
 from ..sqlgen import build as sb
 from .distance import RecordSpace, row_blocks
 
@@ -569,12 +569,6 @@ class Clusters:
         return PartitionMap(Assignment(assignment, keys, GROUP), self._styles, description=description,
                             recoding=recoding)
 
-    @property
-    def _measured_models(self) -> list[PrivacyModel]:
-        """The models the metrics count a class's suppression by: over people, none (every group holds them over
-        people, which the publish checks; counted over records they would judge otherwise)."""
-        return list(self.policy.models) if self.people is None else []
-
     def _released(self, assignment: exp.Table) -> PartitionMap:
         """The partition map the release applies: the groups' summaries, and the method's own recoding."""
         return self._partition(assignment, self.method.release_recoding(self))
@@ -595,7 +589,7 @@ class Clusters:
         assignment = self._assignment()
         try:
             return self._partition(assignment).metrics(self.workspace.engine, self.source, self.numbering,
-                                                       self.hierarchies, self._measured_models)
+                                                       self.hierarchies, measured_models(self.policy))
         finally:
             self.workspace.engine.run(sb.drop("TABLE", assignment))
 

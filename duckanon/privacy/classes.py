@@ -26,6 +26,15 @@ POPULATION = "__population"
 LOG_SHARE = "__log_share"
 
 
+def summed(terms: Sequence[exp.Expression]) -> exp.Expression:
+    """The sum of ``terms`` in their order (0 for none): log10 domain shares are summed in key order everywhere, as
+    the in-process evaluator sums them."""
+    total = terms[0] if terms else sb.lit(0.0)
+    for term in terms[1:]:
+        total = total + term
+    return total
+
+
 def key_name(i: int) -> str:
     return f"__k{i}"
 
@@ -164,10 +173,7 @@ class Classes:
         if self.pricing is None:
             raise PolicyError("a model that prices classes by their information loss needs each record's domain "
                               "shares, which only a full-domain generalization over hierarchies gives")
-        shares = [exp.func("MIN", sb.col(c)) for c in self.pricing.columns]
-        total = shares[0] if shares else sb.lit(0.0)
-        for share in shares[1:]:
-            total = total + share
+        total = summed([exp.func("MIN", sb.col(c)) for c in self.pricing.columns])
         size = exp.cast(exp.func("SUM", sb.col(WEIGHT)), exp.DataType.build("BIGINT"))
         priced = (exp.select(*self.keys_of(), size.as_(SIZE, quoted=True),
                              exp.cast(total, exp.DataType.build("DOUBLE")).as_(LOG_SHARE, quoted=True))

@@ -43,7 +43,15 @@ from ..hierarchy.hierarchy import TOP
 from ..parameters import checked_number
 from ..sqlgen import build as sb
 from .checks import CheckReport, class_verdicts
-from .classes import VALUE, VIOLATED, WEIGHT, Classes, every_key_is, information_losses
+from .classes import (
+    VALUE,
+    VIOLATED,
+    WEIGHT,
+    Classes,
+    every_key_is,
+    information_losses,
+    summed,
+)
 from .models import KAnonymity, KMap, PrivacyModel, population_checked
 from .thresholds import RiskThreshold, cut, risk_thresholds
 
@@ -239,10 +247,7 @@ def priced_signature_classes(classes: Classes, person: str) -> Classes:
     if classes.pricing is None:
         raise PolicyError("a model that prices classes by their information loss needs each record's domain shares, "
                           "which only a full-domain generalization over hierarchies gives")
-    shares = [sb.col(c) for c in classes.pricing.columns]
-    total = shares[0] if shares else sb.lit(0.0)
-    for share in shares[1:]:
-        total = total + share
+    total = summed([sb.col(c) for c in classes.pricing.columns])
     keyed = exp.select(sb.col(VALUE).as_(PERSON, quoted=True), class_key(classes.key_columns).as_(_KEY, quoted=True),
                        sb.as_double(total).as_(_SHARE, quoted=True)).from_(classes.normalized(person).subquery("r"))
     people = (exp.select(sb.col(PERSON), _sorted_set(_KEY).as_(SIGNATURE, quoted=True),
@@ -551,7 +556,7 @@ def _starred_group_fails(engine: Engine, classes: Classes, person: str, models: 
         "COUNT", exp.Distinct(expressions=[sb.col(person)]))).from_(classes.population.source("p"))))], dtype=np.int64)
     for model in models:
         if model.prices_classes:
-            loss = information_losses(np.zeros(1), classes.pricing.most) if classes.pricing else np.ones(1)
+            loss = information_losses(np.zeros(1), classes.pricing.most)
             failed = model.priced_verdicts(group, loss, population if model.population is not None else None)
         else:
             failed = model.population_verdicts(group, population)

@@ -42,8 +42,7 @@ def risk(engine: Engine, classes: Classes, *, threshold: int = 5) -> RiskReport:
     size = sb.col(SIZE)
     rows = engine.rows(exp.select(size, exp.func("COUNT", exp.Star())).from_(classes.sizes().subquery("sizes"))
                        .group_by(size).order_by(size))
-    return _report(np.array([r[0] for r in rows], dtype=np.int64), np.array([r[1] for r in rows], dtype=np.int64),
-                   threshold, "records")
+    return _report(rows, threshold, "records")
 
 
 def person_risk(engine: Engine, classes: Classes, person: str, *, threshold: int = 5,
@@ -53,12 +52,13 @@ def person_risk(engine: Engine, classes: Classes, person: str, *, threshold: int
     groups = group_sizes(classes, person, record_table).subquery("groups")
     rows = engine.rows(exp.select(sb.col(PEOPLE), exp.func("COUNT", exp.Star())).from_(groups)
                        .group_by(sb.col(PEOPLE)).order_by(sb.col(PEOPLE)))
-    return _report(np.array([r[0] for r in rows], dtype=np.int64), np.array([r[1] for r in rows], dtype=np.int64),
-                   threshold, "people")
+    return _report(rows, threshold, "people")
 
 
-def _report(sizes: np.ndarray, counts: np.ndarray, threshold: int, unit: str) -> RiskReport:
-    """The report of ``counts`` classes (or signature groups) of each of ``sizes`` records (or people)."""
+def _report(rows: list[tuple], threshold: int, unit: str) -> RiskReport:
+    """The report of ``rows`` of (a size in records or people, the classes or signature groups of that size)."""
+    sizes = np.array([r[0] for r in rows], dtype=np.int64)
+    counts = np.array([r[1] for r in rows], dtype=np.int64)
     prosecutor = prosecutor_risk(ClassSizes(sizes, counts), 1.0 / threshold)
     return RiskReport(records=int((sizes * counts).sum()), classes=int(counts.sum()), highest_risk=prosecutor.highest,
                       average_risk=prosecutor.average, threshold=threshold,

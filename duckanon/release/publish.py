@@ -31,7 +31,7 @@ from ..errors import AnonymizationError, PolicyNotSatisfied, ReleaseCheckFailed
 from ..hierarchy.shares import log_domain_shares, log_domain_size
 from ..privacy.checks import CheckReport, check, class_verdicts, verdict_report
 from ..privacy.classes import SIZE, VIOLATED, Classes, Pricing
-from ..privacy.models import prices_classes
+from ..privacy.models import PrivacyModel, prices_classes
 from ..privacy.people import (
     PERSON,
     PeopleCheckReport,
@@ -203,10 +203,15 @@ def partition_metrics(workspace: Workspace, bound: BoundPolicy, partition: Parti
     """LM, DM, NCP and the average class size of the release ``partition`` gives ``bound``'s source
     (:meth:`PartitionMap.metrics <duckanon.recode.recoding.PartitionMap.metrics>`)."""
     workspace.announce("measuring LM, DM, NCP and the average class size")
-    # Over people a class's verdicts count each person once, as the publish's check does, and every partition
-    # formed over people holds them; counted over records they would judge otherwise.
-    models = bound.policy.models if bound.policy.person is None else []
-    return partition.metrics(workspace.engine, bound.source, bound.columns, bound.hierarchies, models)
+    return partition.metrics(workspace.engine, bound.source, bound.columns, bound.hierarchies,
+                             measured_models(bound.policy))
+
+
+def measured_models(policy: Policy) -> list[PrivacyModel]:
+    """The models a partition's metrics count a class suppressed by: the policy's; over people, none (every partition
+    or group formed over people holds them, each person counted once, which the publish checks; counted over records
+    they would judge otherwise)."""
+    return list(policy.models) if policy.person is None else []
 
 
 def described_policy(bound: BoundPolicy, report: CheckReport | None = None) -> dict:
