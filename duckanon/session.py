@@ -42,7 +42,9 @@ from .privacy.risk_report import RiskReport
 from .recode.generalization import FullDomainGeneralization, Transformation
 from .release.files import STORAGE_VERSION
 from .release.publish import Release, Reportable, publish_source, signing
+from .search import local
 from .search import run as search_run
+from .search.local import LocalRecoding
 from .search.strategies import SearchResult
 from .utility.metrics import Metric
 from .utility.weights import attribute_weights
@@ -166,6 +168,20 @@ class Anonymizer:
         node it found)."""
         return search_run.anonymize(signing(self.workspace, sign_with), source, policy, path, metric, strategy, label, table, format,
                                     evaluator, memory_budget, time_limit, check_limit)
+
+    def anonymize_locally(self, source, policy: Policy | str | None, path: str | os.PathLike, *,
+                          metric: Metric | str = "loss", strategy: str = "optimal", label: str | None = None,
+                          table: str = "release", format: str | None = None, evaluator: str = "auto",
+                          memory_budget: int | None = None, iterations: int = 100, time_limit: float | None = None,
+                          check_limit: int | None = None, sign_with: object | None = None
+                          ) -> tuple[LocalRecoding, Release]:
+        """As :meth:`anonymize`, then the records the generalization suppresses are anonymized again among
+        themselves on levels of their own, in at most ``iterations`` steps, as ARX's local recoding
+        (``optimizeIterative``) does; the release holds each record on its step's levels (see
+        :mod:`duckanon.search.local`).  The limits apply to each step's search."""
+        return local.anonymize_locally(signing(self.workspace, sign_with), source, policy, path, metric, strategy,
+                                       label, table, format, evaluator, memory_budget, iterations, time_limit,
+                                       check_limit)
 
     # ---------------------------------------------------------------- publish
     def publish(self, source, policy: Policy | str, transformation: Transformation | Mapping[str, int],

@@ -8,6 +8,7 @@ that small table, with no join to any hierarchy.
 
 from __future__ import annotations
 
+import copy
 import functools
 import itertools
 from collections.abc import Callable, Mapping, Sequence
@@ -69,6 +70,20 @@ class Encoding:
         self._memo: dict[str, object] = {}
         self._price_tables: list[exp.Table] = []
         self._build(counted, population, population_carried)
+        # The tables :meth:`close` drops: a part shares the codes with the encoding it was taken from.
+        self._owned = [self.table, *self.code_tables, *([self.population_table] if population is not None else [])]
+
+    def part(self, rows: exp.Expression) -> Encoding:
+        """The rows of :attr:`table` the condition ``rows`` holds for, as an encoding of its own in the same codes (a
+        search of some of the records, as local recoding runs on those a generalization suppresses): a temporary
+        table of its own, closed apart from this encoding, which must outlive it."""
+        part = copy.copy(self)
+        part.table = sb.table(f"__duckanon_frequencies_{next(_serial)}")
+        part._memo, part._price_tables = {}, []
+        self.engine.run(sb.create_table_as(part.table, exp.select(exp.Star()).from_(self.table).where(rows),
+                                           temporary=True))
+        part._owned = [part.table]
+        return part
 
     def _build(self, counted: exp.Table, population: exp.Table | None, population_carried: Sequence[str]) -> None:
         self.code_tables = []
@@ -184,6 +199,5 @@ class Encoding:
 
     def close(self) -> None:
         self._memo.clear()
-        for table in [self.table, *self.code_tables, self.population_table, *self._price_tables]:
-            if table is not None:
-                self.engine.run(sb.drop("TABLE", table))
+        for table in [*self._owned, *self._price_tables]:
+            self.engine.run(sb.drop("TABLE", table))

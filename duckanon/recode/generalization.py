@@ -22,6 +22,8 @@ from ..sqlgen import build as sb
 from .ranges import Ranges, range_relation, require_free
 
 SOURCE = "src"
+# In a local recoding's assignment, the step that generalizes a combination of quasi-identifiers.
+STEP = "__step"
 LEAF_LABEL, LEAF_VALUE = "__leaf_label", "__leaf_value"
 
 
@@ -50,6 +52,9 @@ class Transformation(ABC):
     Full-domain generalization (one level per attribute) is one; per-record partition or cluster maps of the
     partitioning and clustering algorithms are others.  Suppression, checking and publishing do not care which.
     """
+
+    #: What a release's info calls it.
+    kind: str = ""
 
     @abstractmethod
     def compile(self, source: exp.Expression, columns: Sequence[str],
@@ -82,6 +87,8 @@ class Transformation(ABC):
 class FullDomainGeneralization(Transformation):
     """Every value of an attribute generalized to the same level of its hierarchy."""
 
+    kind = "full-domain generalization"
+
     def __init__(self, levels: Mapping[str, int]):
         self.levels = dict(levels)
 
@@ -112,60 +119,160 @@ class FullDomainGeneralization(Transformation):
         that are numbers of the column's type, and, on levels computed without the table (interval hierarchies, level
         0), the source's values the level places under the node."""
         self.validate(hierarchies)
-        types = engine.types(source)
-        ranged = [a for a in hierarchies if sb.is_numeric_type(types[a])]
-        require_free(ranged, columns)
-        return Ranges({a: materialize(range_relation(self._leaves(hierarchies[a], types[a], source).subquery("leaves"),
-                                                     LEAF_LABEL, LEAF_VALUE, LEAF_VALUE)) for a in ranged})
-
-    def _leaves(self, bound: BoundHierarchy, type_name: str, source: exp.Expression) -> exp.Select:
-        """Each leaf of the attribute's hierarchy (and each value of the source the level places without the table)
-        with its label on the attribute's level."""
-        level = self.levels[bound.column]
-        leaf = sb.col(level_column(0))
-        typed = exp.TryCast(this=leaf, to=exp.DataType.build(type_name, dialect=sb.DIALECT))
-        # A text such as '47.5' casts to the INTEGER 48: only leaves that are numbers of the type count.
-        exact = sb.as_double(typed.copy()).eq(exp.TryCast(this=leaf.copy(), to=exp.DataType.build("DOUBLE")))
-        leaves = (exp.select(sb.col(level_column(level)).as_(LEAF_LABEL, quoted=True),
-                             typed.as_(LEAF_VALUE, quoted=True)).from_(bound.table).where(exact))
-        (label,), join = level_expressions(bound, [level], SOURCE, "h")
-        if join is not None:
-            return leaves
-        placed = exp.select(label.as_(LEAF_LABEL, quoted=True),
-                            sb.col(bound.column, SOURCE).as_(LEAF_VALUE, quoted=True)).from_(_from_source(source))
-        return exp.union(leaves, placed, distinct=False)
+        return leveled_ranges(engine, source, columns, hierarchies, materialize,
+                              {a: [level] for a, level in self.levels.items()})
 
     def range_problems(self, attribute, bound, rows):
-        level = self.levels[attribute]
-        hierarchy = bound.hierarchy
-        leaves: dict[str | None, list[float]] = {}
-        for row in hierarchy.rows:
-            number = _number(row[0])
-            if number is not None:
-                leaves.setdefault(row[level], []).append(number)
-        unlisted = level > 0 and hierarchy.generalize_sql(sb.col(attribute), level) is not None
-        problems = []
-        for label, low, high in rows:
-            low, high = (None if b is None else float(b) for b in (low, high))
-            under = leaves.get(label, [])
-            if level == 0:
-                expected = (_number(label),) * 2
-            elif unlisted:
-                # Values the table does not list are leaves too: the bounds hold the listed ones and lie within the
-                # interval.
-                try:
-                    lowest, highest = hierarchy.interval(level, label)
-                except KeyError:
-                    problems.append(f"{label!r} is not an interval of level {level}")
-                    continue
-                if low is None or not (lowest <= low <= min(under, default=low) and
-                                       max(under, default=high) <= high < highest):
-                    problems.append(f"{label!r} shows [{low}, {high}], not within its interval around its leaves")
+        return level_range_problems(bound, self.levels[attribute], rows)
+
+
+def leveled_ranges(engine: Engine, source: exp.Expression, columns: Sequence[str],
+                   hierarchies: Mapping[str, BoundHierarchy], materialize: Callable[[exp.Expression], exp.Table],
+                   levels: Mapping[str, Sequence[int]]) -> Ranges:
+    """The bounds of the labels numeric attributes show on ``levels`` (per attribute, the levels its records are
+    generalized to): per label, the smallest and largest leaf under it on any of them."""
+    types = engine.types(source)
+    ranged = [a for a in hierarchies if sb.is_numeric_type(types[a])]
+    require_free(ranged, columns)
+    relations = {}
+    for attribute in ranged:
+        leaves = [_leaves(hierarchies[attribute], level, types[attribute], source) for level in levels[attribute]]
+        union = leaves[0]
+        for more in leaves[1:]:
+            union = exp.union(union, more, distinct=False)
+        relations[attribute] = materialize(range_relation(union.subquery("leaves"), LEAF_LABEL, LEAF_VALUE,
+                                                          LEAF_VALUE))
+    return Ranges(relations)
+
+
+def _leaves(bound: BoundHierarchy, level: int, type_name: str, source: exp.Expression) -> exp.Select:
+    """Each leaf of the attribute's hierarchy (and each value of the source the level places without the table) with
+    its label on ``level``."""
+    leaf = sb.col(level_column(0))
+    typed = exp.TryCast(this=leaf, to=exp.DataType.build(type_name, dialect=sb.DIALECT))
+    # A text such as '47.5' casts to the INTEGER 48: only leaves that are numbers of the type count.
+    exact = sb.as_double(typed.copy()).eq(exp.TryCast(this=leaf.copy(), to=exp.DataType.build("DOUBLE")))
+    leaves = (exp.select(sb.col(level_column(level)).as_(LEAF_LABEL, quoted=True),
+                         typed.as_(LEAF_VALUE, quoted=True)).from_(bound.table).where(exact))
+    (label,), join = level_expressions(bound, [level], SOURCE, "h")
+    if join is not None:
+        return leaves
+    placed = exp.select(label.as_(LEAF_LABEL, quoted=True),
+                        sb.col(bound.column, SOURCE).as_(LEAF_VALUE, quoted=True)).from_(_from_source(source))
+    return exp.union(leaves, placed, distinct=False)
+
+
+def level_range_problems(bound: BoundHierarchy, level: int, rows: Sequence[tuple[str, object, object]]) -> list[str]:
+    """What is wrong with a release's distinct (label, low, high) of an attribute generalized to ``level``: each
+    label's bounds must span its leaves in the hierarchy (computed here from its rows, apart from the SQL)."""
+    hierarchy = bound.hierarchy
+    leaves: dict[str | None, list[float]] = {}
+    for row in hierarchy.rows:
+        number = _number(row[0])
+        if number is not None:
+            leaves.setdefault(row[level], []).append(number)
+    unlisted = level > 0 and hierarchy.generalize_sql(sb.col(bound.column), level) is not None
+    problems = []
+    for label, low, high in rows:
+        low, high = (None if b is None else float(b) for b in (low, high))
+        under = leaves.get(label, [])
+        if level == 0:
+            expected = (_number(label),) * 2
+        elif unlisted:
+            # Values the table does not list are leaves too: the bounds hold the listed ones and lie within the
+            # interval.
+            try:
+                lowest, highest = hierarchy.interval(level, label)
+            except KeyError:
+                problems.append(f"{label!r} is not an interval of level {level}")
                 continue
+            if low is None or not (lowest <= low <= min(under, default=low) and
+                                   max(under, default=high) <= high < highest):
+                problems.append(f"{label!r} shows [{low}, {high}], not within its interval around its leaves")
+            continue
+        else:
+            expected = (min(under), max(under)) if under else (None, None)
+        if (low, high) != expected:
+            problems.append(f"{label!r} shows [{low}, {high}], its leaves span {list(expected)}")
+    return problems
+
+
+class LocalGeneralization(Transformation):
+    """Local recoding as ARX does it (``ARXResult.optimizeIterative``): full-domain generalizations in steps, each of
+    the records the steps before it left suppressed, so that a record's quasi-identifiers take the levels of its own
+    step.  ``steps`` are the levels of each step; ``assignment`` a table of the quasi-identifier combinations of the
+    records past step 0 (the quasi-identifiers' original values) with their step (:data:`STEP`, from 1); records it
+    does not list are generalized by step 0."""
+
+    kind = "local recoding"
+
+    def __init__(self, steps: Sequence[Mapping[str, int]], assignment: exp.Table | None,
+                 records: Sequence[int] = ()):
+        if not steps:
+            raise PolicyError("local recoding needs at least one step's levels")
+        self.steps = [FullDomainGeneralization(levels) for levels in steps]
+        self.assignment = assignment
+        self.records = list(records)
+
+    def levels_of(self, attribute: str) -> list[int]:
+        """The distinct levels the steps generalize ``attribute`` to, in the order they first appear."""
+        return list(dict.fromkeys(step.levels[attribute] for step in self.steps))
+
+    def compile(self, source, columns, hierarchies):
+        for step in self.steps:
+            step.validate(hierarchies)
+        select = exp.select().from_(_from_source(source))
+        step = exp.Literal.number(0)
+        if self.assignment is not None and len(self.steps) > 1:
+            quasi = list(hierarchies)
+            on = sb.and_all(exp.NullSafeEQ(this=sb.col(q, SOURCE), expression=sb.col(q, "a")) for q in quasi)
+            select = select.join(exp.alias_(self.assignment, "a", quoted=True), on=on, join_type="LEFT")
+            step = exp.func("COALESCE", sb.col(STEP, "a"), exp.Literal.number(0))
+        for i, column in enumerate(columns):
+            if column not in hierarchies:
+                select = select.select(sb.col(column, SOURCE))
+                continue
+            levels = self.levels_of(column)
+            expressions, join = level_expressions(hierarchies[column], levels, SOURCE, f"h{i}")
+            if join is not None:
+                select = select.join(join)
+            by_level = dict(zip(levels, expressions))
+            if len(levels) == 1:
+                value = expressions[0]
             else:
-                expected = (min(under), max(under)) if under else (None, None)
-            if (low, high) != expected:
-                problems.append(f"{label!r} shows [{low}, {high}], its leaves span {list(expected)}")
+                value = exp.Case()
+                for number, generalization in enumerate(self.steps):
+                    value = value.when(step.copy().eq(exp.Literal.number(number)),
+                                       by_level[generalization.levels[column]].copy())
+            select = select.select(value.as_(column, quoted=True))
+        return select
+
+    def allowed_values(self, attribute, bound):
+        allowed: set[str | None] = set()
+        for step in self.steps:
+            values = step.allowed_values(attribute, bound)
+            if values is None:
+                return None
+            allowed |= values
+        return allowed
+
+    def describe(self):
+        return {"local recoding": [step.levels for step in self.steps],
+                **({"records per step": self.records} if self.records else {})}
+
+    def ranges(self, engine, source, columns, hierarchies, materialize):
+        for step in self.steps:
+            step.validate(hierarchies)
+        return leveled_ranges(engine, source, columns, hierarchies, materialize,
+                              {a: self.levels_of(a) for a in hierarchies})
+
+    def range_problems(self, attribute, bound, rows):
+        """A label's bounds hold when they are right on one of the levels the attribute is generalized to."""
+        problems = []
+        for row in rows:
+            each = [level_range_problems(bound, level, [row]) for level in self.levels_of(attribute)]
+            if all(each):
+                problems.extend(each[0])
         return problems
 
 

@@ -38,7 +38,7 @@ from ..privacy.people import (
     people_check,
     table_holds,
 )
-from ..recode.generalization import FullDomainGeneralization, Transformation
+from ..recode.generalization import Transformation
 from ..recode.protect import protected
 from ..recode.ranges import Ranges
 from ..recode.recoding import PartitionMap
@@ -130,8 +130,7 @@ def publish(workspace: Workspace, bound: BoundPolicy, transformation: Transforma
                                    exp.func("COUNT", exp.Star()).as_("records"))
                         .from_(sb.table(table)).group_by(*[sb.col(c) for c in ranges.columns(quasi)]))
         info = ReleaseInfo(
-            kind="full-domain generalization" if isinstance(transformation, FullDomainGeneralization)
-            else "recoding by groups", source_records=bound.facts.records, suppressed_records=suppressed,
+            kind=transformation.kind, source_records=bound.facts.records, suppressed_records=suppressed,
             suppression=bound.policy.suppression, policy=described_policy(bound, report),
             transformation=transformation.describe(), metrics=metrics or {}, classes_by=quasi,
             person=bound.policy.person)

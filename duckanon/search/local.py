@@ -1,0 +1,209 @@
+"""Local recoding as ARX does it (``ARXResult.optimizeIterative``, ARX 3.9.2): the records the optimal full-domain
+generalization suppresses are anonymized again among themselves, by a search of their own, and so on while a step
+releases any of them.
+
+Each step is a search over a part of the frequency table (:meth:`~duckanon.encode.encoding.Encoding.part`, the rows
+the step before it suppressed, in the same codes), under the policy's models and a suppression limit of the same share
+of the step's records (ARX's ``getInstanceForLocalRecoding`` keeps the share).  A row's fate depends on its
+quasi-identifiers alone (its class at every node), so the steps assign combinations of quasi-identifiers; the rows the
+last step leaves suppressed stay on its levels, where the publish suppresses them.  The release is one
+:class:`~duckanon.recode.generalization.LocalGeneralization`, checked as a whole by the publish (its classes are the
+records with equal released values, whichever step recoded them) and verified from its file.
+
+Where this differs from ARX: a model that compares a class with its table (t-closeness, β-likeness, δ-disclosure)
+compares a step's classes with the step's records while searching (ARX: with the whole input); the publish then checks
+every class against the whole table.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from collections.abc import Sequence
+
+from sqlglot import exp
+
+from ..declare.policy import Policy
+from ..encode.binding import BoundPolicy, Workspace
+from ..encode.encoding import COUNT, Encoding, code_column
+from ..engine import Engine
+from ..errors import PolicyError, PolicyNotSatisfied
+from ..parameters import checked_number
+from ..privacy.checks import class_verdicts, verdict_report
+from ..privacy.classes import VIOLATED
+from ..privacy.models import prices_classes
+from ..privacy.people import population_models
+from ..privacy.thresholds import PopulationUniqueness
+from ..recode.generalization import STEP, LocalGeneralization
+from ..release.files import release_format
+from ..release.publish import Release, checked_table_names, publish
+from ..sqlgen import build as sb
+from ..utility.metrics import Metric
+from .run import bound_source, checked_evaluator, evaluator
+from .strategies import STRATEGIES, SearchBudget, SearchResult
+
+_serial = iter(range(1, 2**62))
+
+
+@dataclasses.dataclass(frozen=True)
+class LocalStep:
+    """One step: the levels its search chose for the records it was given, how many it was given, how many it
+    released on those levels (the rest go to the next step), and its search."""
+
+    levels: dict[str, int]
+    records: int
+    released: int
+    search: SearchResult
+
+
+@dataclasses.dataclass(frozen=True)
+class LocalRecoding:
+    """The steps of a local recoding, and the records the last one left suppressed."""
+
+    steps: list[LocalStep]
+    suppressed: int
+
+    def summary(self) -> str:
+        steps = "; ".join(f"step {i}: {s.released} of {s.records} records at {s.levels}"
+                          for i, s in enumerate(self.steps))
+        return f"local recoding in {len(self.steps)} steps ({steps}); {self.suppressed} left suppressed"
+
+
+def refuse_unsupported(policy: Policy) -> None:
+    """Local recoding recodes records on several levels: a model whose verdict needs one level for every record, or
+    more than each class's own records, is refused by name (as ARX's ``isLocalRecodingSupported``)."""
+    if policy.person is not None:
+        raise PolicyError("local recoding counts records: a policy with person= is not supported")
+    for model in policy.models:
+        if model in population_models(policy.models) or model.population is not None:
+            raise PolicyError(f"local recoding does not support {model.describe()}: it compares classes with a "
+                              f"population table, whose classes would need one level for every record")
+        if prices_classes([model]):
+            raise PolicyError(f"local recoding does not support {model.describe()}: it prices classes by the "
+                              f"domain shares of one level per attribute")
+        if isinstance(model, PopulationUniqueness):
+            raise PolicyError(f"local recoding does not support {model.describe()}: population uniqueness is "
+                              f"estimated from all classes together, not step by step (ARX refuses it too)")
+
+
+def local_recoding(workspace: Workspace, bound: BoundPolicy, encoding: Encoding, metric: Metric | str,
+                   strategy: str, label: str | None, evaluator_kind: str, memory_budget: int | None,
+                   iterations: int, budget: SearchBudget) -> tuple[LocalRecoding, LocalGeneralization]:
+    """The steps of a local recoding of ``encoding`` (``bound``'s frequency table), at most ``iterations``, each
+    searched by ``strategy`` within ``budget``'s limits; and the transformation that releases them, whose assignment
+    (when it has one) is a temporary table the caller drops.  Raises :class:`PolicyNotSatisfied` when the first
+    search finds nothing."""
+    engine = workspace.engine
+    steps: list[LocalStep] = []
+    parts: list[Encoding] = []  # the rows each step leaves suppressed, nested: the next step's
+    current, records = encoding, bound.facts.records
+    try:
+        while len(steps) < iterations and records > 0:
+            workspace.announce(f"local recoding, step {len(steps)}: searching {records} records")
+            scoped = dataclasses.replace(bound, facts=dataclasses.replace(bound.facts, records=records))
+            with evaluator(workspace, scoped, [metric], label, evaluator_kind, memory_budget, current) as nodes:
+                result = STRATEGIES[strategy]().search(nodes, SearchBudget(budget.time_limit, budget.check_limit))
+            if not result.found:
+                if not steps:
+                    raise PolicyNotSatisfied(result.summary())
+                break
+            left = _suppressed_part(engine, scoped, current, result.levels)
+            remaining = _records(engine, left)
+            if remaining == records:  # the step releases nothing: ARX stops here too
+                left.close()
+                break
+            steps.append(LocalStep(result.levels, records, records - remaining, result))
+            parts.append(left)
+            current, records = left, remaining
+        assignment = _assignment(engine, encoding, parts[:len(steps) - 1])
+    finally:
+        for part in parts:
+            part.close()
+    transformation = LocalGeneralization([s.levels for s in steps], assignment, [s.released for s in steps])
+    return LocalRecoding(steps, records), transformation
+
+
+def _suppressed_part(engine: Engine, bound: BoundPolicy, encoding: Encoding, levels: dict[str, int]) -> Encoding:
+    """The rows of ``encoding`` whose class at ``levels`` the policy suppresses (drop mode's fixed point and the risk
+    thresholds' cut included, as a check and a publish suppress them), as a part of it."""
+    policy = bound.policy
+    classes = encoding.classes(levels)
+    verdicts = sb.table(f"__duckanon_local_verdicts_{next(_serial)}")
+    engine.run(sb.create_table_as(verdicts, class_verdicts(classes, policy.models), temporary=True))
+    try:
+        verdict_report(engine, verdicts, classes, policy.models, key_names=bound.quasi_identifiers,
+                       allowed_suppressed=bound.allowed_suppressed, drop=policy.drops,
+                       replaced_checked=policy.checks_replaced)
+        codes = [code_column(i, levels[a]) for i, a in enumerate(encoding.attributes)]
+        matched = sb.and_all(sb.col(key, "v").eq(sb.col(code, encoding.table.name))
+                             for key, code in zip(classes.key_columns, codes))
+        return encoding.part(exp.Exists(this=exp.select(exp.Literal.number(1)).from_(
+            exp.alias_(verdicts, "v", quoted=True)).where(exp.and_(matched, sb.col(VIOLATED, "v")))))
+    finally:
+        engine.run(sb.drop("TABLE", verdicts))
+
+
+def _records(engine: Engine, encoding: Encoding) -> int:
+    """The records of ``encoding``'s frequency table."""
+    total = exp.func("COALESCE", exp.func("SUM", sb.col(COUNT)), exp.Literal.number(0))
+    return int(engine.rows(exp.select(total).from_(encoding.table))[0][0])
+
+
+def _assignment(engine: Engine, encoding: Encoding, parts: Sequence[Encoding]) -> exp.Table | None:
+    """A temporary table of each combination of quasi-identifiers (original values) the steps after the first
+    generalize, with its step (:data:`STEP`): the last step whose rows hold it (``parts``, nested, are the rows of
+    steps 1, 2, …); None when there is no later step."""
+    if not parts:
+        return None
+    leaves = [code_column(i, 0) for i in range(len(encoding.attributes))]
+    stepped = [exp.select(*[sb.col(c) for c in leaves], exp.Literal.number(number).as_(STEP, quoted=True))
+               .from_(part.table).distinct() for number, part in enumerate(parts, 1)]
+    union = stepped[0]
+    for more in stepped[1:]:
+        union = exp.union(union, more, distinct=False)
+    last = (exp.select(*[sb.col(c) for c in leaves], exp.func("MAX", sb.col(STEP)).as_(STEP, quoted=True))
+            .from_(union.subquery("stepped")).group_by(*[sb.col(c) for c in leaves]))
+    query = exp.select(sb.col(STEP, "l")).from_(last.subquery("l"))
+    for i, (attribute, codes) in enumerate(zip(encoding.attributes, encoding.code_tables)):
+        query = query.join(exp.alias_(codes, f"c{i}", quoted=True), join_type="INNER",
+                           on=sb.col(leaves[i], "l").eq(sb.col(leaves[i], f"c{i}")))
+        query = query.select(sb.col(attribute, f"c{i}").as_(attribute, quoted=True))
+    table = sb.table(f"__duckanon_local_steps_{next(_serial)}")
+    engine.run(sb.create_table_as(table, query, temporary=True))
+    return table
+
+
+def anonymize_locally(workspace: Workspace, source, policy: Policy | str, path: str | os.PathLike,
+                      metric: Metric | str, strategy: str, label: str | None, table: str, format: str | None,
+                      evaluator_kind: str = "auto", memory_budget: int | None = None, iterations: int = 100,
+                      time_limit: float | None = None, check_limit: int | None = None
+                      ) -> tuple[LocalRecoding, Release]:
+    """Search the best full-domain generalization, recode the records it suppresses locally (:func:`local_recoding`)
+    and publish the whole: one read of the source, whose frequency table every step's search shares."""
+    release_format(path, format)
+    checked_table_names(source, table)
+    checked_evaluator(evaluator_kind, memory_budget)
+    iterations = int(checked_number(iterations, "iterations", "local recoding", whole=True, low=1))
+    if strategy not in STRATEGIES:
+        raise PolicyError(f"unknown search strategy {strategy!r}; known: {', '.join(STRATEGIES)}")
+    budget = SearchBudget(time_limit, check_limit)
+    STRATEGIES[strategy].check_budget(budget.time_limit, budget.check_limit)
+    started = time.perf_counter()
+    with bound_source(workspace, source, policy) as (bound, encoding):
+        refuse_unsupported(bound.policy)
+        owned = encoding is None
+        encoding = bound.encoding(workspace.engine) if owned else encoding
+        try:
+            recoding, transformation = local_recoding(workspace, bound, encoding, metric, strategy, label,
+                                                      evaluator_kind, memory_budget, iterations, budget)
+        finally:
+            if owned:
+                encoding.close()
+        try:
+            workspace.announce(f"{recoding.summary()} ({time.perf_counter() - started:.1f} s); publishing")
+            release = publish(workspace, bound, transformation, path, table, format)
+        finally:
+            if transformation.assignment is not None:
+                workspace.engine.run(sb.drop("TABLE", transformation.assignment))
+    return recoding, release
