@@ -71,6 +71,8 @@ def _generalize(args: argparse.Namespace, console: Console, anon: Anonymizer, so
     """Search (or take --levels), report the check, and publish to ``args.output`` unless --check-only."""
     table = _release_table(args, source)  # a bad name fails before the search
     console.say(f"policy: {policy.describe()}")
+    if args.local_recoding is not None:
+        return _recode_locally(args, console, anon, source, policy, table)
     if args.levels:
         levels = args.levels
     else:
@@ -90,6 +92,23 @@ def _generalize(args: argparse.Namespace, console: Console, anon: Anonymizer, so
         return OK if report.within_limit else NOT_MET
     release = anon.publish(source.relation, policy, levels, args.output, table=table, format=args.format,
                            sign_with=args.sign_with)
+    console.say(release.summary())
+    console.say(f"time: {console.seconds():.2f} s")
+    return OK
+
+
+def _recode_locally(args: argparse.Namespace, console: Console, anon: Anonymizer, source: Source, policy: Policy,
+                    table: str) -> int:
+    """--local-recoding: search, recode the suppressed records locally, publish (a release is its purpose)."""
+    if args.levels or args.check_only or args.payout is not None:
+        given = "--levels" if args.levels else "--check-only" if args.check_only else "--payout"
+        raise AnonymizationError(f"--local-recoding searches each step and writes a release: it takes no {given}")
+    recoding, release = anon.anonymize_locally(
+        source.relation, policy, args.output, metric=args.metric, strategy=args.strategy, label=args.label,
+        table=table, format=args.format, evaluator=args.evaluator, memory_budget=args.memory_budget,
+        iterations=args.local_recoding, time_limit=args.time_limit, check_limit=args.check_limit,
+        sign_with=args.sign_with)
+    console.say(recoding.summary())
     console.say(release.summary())
     console.say(f"time: {console.seconds():.2f} s")
     return OK

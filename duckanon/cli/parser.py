@@ -239,6 +239,9 @@ def _search() -> Parser:
                              "optimal)")
     search.add_argument("--check-limit", type=values.positive_whole, metavar="NODES",
                         help="stop the search after checking this many transformations and take the best found")
+    search.add_argument("--local-recoding", type=values.positive_whole, nargs="?", const=100, metavar="STEPS",
+                        help="after the search, anonymize the records it suppresses again among themselves on "
+                             "levels of their own, as ARX's local recoding, in at most STEPS steps (default 100)")
     return parser
 
 

@@ -54,7 +54,7 @@ class Transformation(ABC):
     """
 
     #: What a release's info calls it.
-    kind: str = ""
+    kind: str
 
     @abstractmethod
     def compile(self, source: exp.Expression, columns: Sequence[str],

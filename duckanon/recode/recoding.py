@@ -376,6 +376,8 @@ class PartitionMap(Transformation):
     again (without, the queries number their leaves themselves); ``recoding`` recodes one more column
     (:class:`ColumnRecoding`)."""
 
+    kind = "recoding by groups"
+
     def __init__(self, assignment: Assignment, styles: Mapping[str, str], *,
                  orders: Mapping[str, Sequence[object]] | None = None, description: Mapping | None = None,
                  coded: CodedHierarchies | None = None, recoding: ColumnRecoding | None = None):
