@@ -41,6 +41,7 @@ from .privacy.people import PersonExposure
 from .privacy.risk_report import RiskReport
 from .recode.generalization import FullDomainGeneralization, Transformation
 from .release.files import STORAGE_VERSION
+from .risk.records import IndividualRisk, Suda, combinations, individual_risk, suda2
 from .release.publish import Release, Reportable, publish_source, signing
 from .search import local
 from .search import run as search_run
@@ -123,6 +124,24 @@ class Anonymizer:
     def risk(self, source, policy: Policy | str, levels: Mapping[str, int], threshold: int = 5) -> RiskReport:
         with self.encode(source, policy) as encoded:
             return encoded.risk(levels, threshold)
+
+    def suda2(self, source, variables: Sequence[str], *, strata: Sequence[str] = (), max_size: int | None = None,
+              dis_fraction: float = 0.01, original_scores: bool = True) -> Suda:
+        """SUDA2's minimal sample uniques of ``source``'s records over the key ``variables`` (sets of at most
+        ``max_size``), each record's SUDA and DIS-SUDA score as sdcMicro's ``suda2`` computes them, the variables'
+        contributions and why records are at risk (``Suda.why``); per stratum of ``strata`` (see
+        :mod:`duckanon.risk.records`)."""
+        frame = combinations(self.engine, source_relation(self.engine, source), variables, strata)
+        return suda2(frame, variables, strata, max_size, dis_fraction, original_scores)
+
+    def individual_risk(self, source, variables: Sequence[str], *, weight: str | None = None,
+                        strata: Sequence[str] = (), method: str = "approx", qual: float = 1.0) -> IndividualRisk:
+        """Each record's re-identification risk over the key ``variables`` and the global risk, as sdcMicro's
+        ``measure_risk``: with a sampling ``weight`` column the Benedetti–Franconi risk (``method`` ``approx`` or
+        ``exact``, times ``qual``), without 1 / its key's frequency; a missing key value matches any value; per
+        stratum of ``strata`` (see :mod:`duckanon.risk.records`)."""
+        frame = combinations(self.engine, source_relation(self.engine, source), variables, strata, weight)
+        return individual_risk(frame, variables, strata, weight is not None, method, qual)
 
     def person_exposure(self, source, quasi_identifiers: Sequence[str], person: str, k: int = 5) -> PersonExposure:
         """How exposed people are in ``source`` (a release, or any table or file, or :class:`~duckanon.Tables`
