@@ -33,14 +33,21 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
-import common  # noqa: E402
-import duckdb  # noqa: E402
-import pandas as pd  # noqa: E402
-from bench_search import ADULT_QIS, IHIS_DIR, IHIS_QIS, adult_table, ihis_file, ihis_table  # noqa: E402
+import common
+import duckdb
+import pandas as pd
+from bench_search import (
+    ADULT_QIS,
+    IHIS_DIR,
+    IHIS_QIS,
+    adult_table,
+    ihis_file,
+    ihis_table,
+)
 
-import duckanon  # noqa: E402
-from duckanon import ArxLoss, KAnonymity, Policy  # noqa: E402
-from duckanon.hierarchy.hierarchy import Hierarchy  # noqa: E402
+import duckanon
+from duckanon import ArxLoss, KAnonymity, Policy
+from duckanon.hierarchy.hierarchy import Hierarchy
 
 K, SUPPRESSION, GS = 5, 0.05, 0.5
 DRIVER = HERE / "arx_local" / "ArxLocal.java"
@@ -77,7 +84,7 @@ def lm_loss(frame: pd.DataFrame, hierarchies: dict[str, Hierarchy]) -> float:
         unknown = set(values.unique()) - set(sizes) - {"*"}
         if unknown:
             raise ValueError(f"{attribute}: released values {sorted(unknown)[:5]} are no labels of its hierarchy")
-        leaves = values.map(lambda v: domain if v == "*" else sizes[v])
+        leaves = values.map({**sizes, "*": domain})
         losses.append(((leaves - 1) / (domain - 1)).to_numpy())
     return float(sum(loss.sum() for loss in losses) / (len(frame) * len(losses)))
 

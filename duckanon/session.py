@@ -41,8 +41,8 @@ from .privacy.people import PersonExposure
 from .privacy.risk_report import RiskReport
 from .recode.generalization import FullDomainGeneralization, Transformation
 from .release.files import STORAGE_VERSION
-from .risk.records import IndividualRisk, Suda, combinations, individual_risk, suda2
 from .release.publish import Release, Reportable, publish_source, signing
+from .risk.records import IndividualRisk, Suda, combinations, individual_risk, suda2
 from .search import local
 from .search import run as search_run
 from .search.local import LocalRecoding

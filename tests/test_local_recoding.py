@@ -90,7 +90,7 @@ def test_local_recoding_of_adult_takes_arxs_steps(tmp_path):
     """ARX 3.9.2 (benchmarks/arx_local/ArxLocal.java: k = 5, 5 %, Loss with gs 0.5, optimizeIterative with 100
     iterations and adaption 0) releases 1,280 then 63 of the 1,346 records its optimum suppresses, leaving 3, on the
     levels below (printed by the driver in ARX's attribute order, named here)."""
-    con, anon, hierarchies = adult_setup(ADULT_QIS)
+    _, anon, hierarchies = adult_setup(ADULT_QIS)
     policy = Policy(quasi_identifiers=hierarchies, models=[KAnonymity(5)], suppression_limit=0.05,
                     suppression="replace-unchecked", others="insensitive")
     recoding, release = anon.anonymize_locally("adult", policy, tmp_path / "local.duckdb", metric=ArxLoss(0.5))
@@ -110,7 +110,7 @@ def test_local_recoding_of_adult_takes_arxs_steps(tmp_path):
 
 def test_local_recoding_refuses_what_it_cannot_recode_and_writes_nothing(tmp_path):
     frame = pd.DataFrame({"q": ["a", "b", "a", "b"], "pid": [1, 1, 2, 3], "s": ["x", "y", "x", "y"]})
-    con, anon = setup_table(frame)
+    _, anon = setup_table(frame)
     q = duckanon.Hierarchy.from_lists([["a", "*"], ["b", "*"]], name="q")
     path = tmp_path / "release.duckdb"
     people = Policy(quasi_identifiers={"q": q}, models=[KAnonymity(2)], person="pid",

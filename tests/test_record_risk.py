@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import duckanon
+from duckanon.cli import main
 from duckanon.errors import PolicyError
 
 
@@ -215,3 +216,16 @@ def test_bad_weights_and_columns_are_refused_by_name():
         anon.suda2("t", ["A", "B", "C"], max_size=4)
     with pytest.raises(PolicyError, match="method must be 'approx' or 'exact'"):
         anonymizer(COMPLETE).individual_risk("t", ["A", "B"], weight="w", method="fast")
+
+
+def test_the_risk_command_says_why_records_are_at_risk(tmp_path, capsys):
+    path = tmp_path / "book.csv"
+    BOOK.assign(w=[10.0, 20, 30, 40, 50, 60, 70, 80]).to_csv(path, index=False)
+    keys = [argument for variable in BOOK for argument in ("--key", variable)]
+    assert main(["risk", str(path), *keys, "--weight", "w"]) == 0
+    out = capsys.readouterr().out
+    assert "4 records have minimal sample uniques; highest score 8" in out
+    assert "1 record unique on age" in out
+    assert "expected re-identifications" in out
+    assert main(["risk", str(path), *keys, "--weight", "income"]) == 2
+    assert "weight column 'income' holds VARCHAR, not numbers" in capsys.readouterr().err

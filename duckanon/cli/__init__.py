@@ -19,8 +19,17 @@ from collections.abc import Sequence
 
 import duckdb
 
-from ..errors import (DigestMismatch, GeneratedSqlError, GuaranteeFails, MissingExtra, NotARelease,
-                      PolicyNotSatisfied, ReleaseCheckFailed, SignatureMismatch, WrongKey)
+from ..errors import (
+    DigestMismatch,
+    GeneratedSqlError,
+    GuaranteeFails,
+    MissingExtra,
+    NotARelease,
+    PolicyNotSatisfied,
+    ReleaseCheckFailed,
+    SignatureMismatch,
+    WrongKey,
+)
 from .commands import COMMANDS
 from .console import Console
 from .parser import (

@@ -12,17 +12,22 @@ import duckdb
 from sqlglot import exp
 
 from .. import datasets
-from ..datasets import examples
 from ..cluster.mdav import MDAV
 from ..cluster.personalized import Personalization, TopDownPartitioning
 from ..cluster.semisupervised import SemiSupervisedClustering
+from ..datasets import examples
 from ..declare.policy import Policy
 from ..encode.tables import Tables
 from ..engine import DuckDBEngine
 from ..errors import AnonymizationError
 from ..hierarchy.hierarchy import Hierarchy
 from ..perturb.perturbation import AdditiveNoise, EmpiricalSynthesis, RandomizedResponse
-from ..release.files import checked_table_name, read_release_info, release_format, write_atomically
+from ..release.files import (
+    checked_table_name,
+    read_release_info,
+    release_format,
+    write_atomically,
+)
 from ..release.signing import new_key_pair
 from ..release.verify import verify as verify_release
 from ..search.strategies import STRATEGIES
@@ -33,7 +38,14 @@ from . import policy_options
 from .console import Console
 from .parser import EXIT_NOT_MET as NOT_MET
 from .parser import EXIT_OK as OK
-from .sources import Source, attach_database, database_table, existing_file, open_source, with_events
+from .sources import (
+    Source,
+    attach_database,
+    database_table,
+    existing_file,
+    open_source,
+    with_events,
+)
 
 # ------------------------------------------------------------------------------------------------ shared steps
 
@@ -305,6 +317,26 @@ def exposure(args: argparse.Namespace, console: Console) -> int:
     return OK
 
 
+def risk(args: argparse.Namespace, console: Console) -> int:
+    """SUDA2 and the individual risk of a table, file or release, over its key variables."""
+    source, anon = _open(args, console)
+    suda = anon.suda2(source.relation, args.key, strata=args.strata, max_size=args.max_size,
+                      dis_fraction=args.dis_fraction)
+    scored = suda.combinations[suda.combinations["score"] > 0]
+    console.say(f"SUDA2 over {', '.join(args.key)} (sets of at most {suda.max_size}): {len(scored):,} records have "
+                f"minimal sample uniques; highest score {suda.combinations['score'].max():g}, highest DIS-SUDA "
+                f"{suda.combinations['dis_score'].max():.4f}")
+    for reason in suda.why(args.top):
+        console.say(f"  {reason}")
+    console.say(suda.attribute_contributions.to_string(index=False))
+    individual = anon.individual_risk(source.relation, args.key, weight=args.weight, strata=args.strata,
+                                      method=args.method)
+    console.say(individual.summary())
+    if individual.by_stratum is not None:
+        console.say(individual.by_stratum.to_string(index=False))
+    return OK
+
+
 def keygen(args: argparse.Namespace, console: Console) -> int:
     """Write a new Ed25519 key pair for signing releases."""
     private, public = new_key_pair(args.key)
@@ -338,6 +370,6 @@ def example_data(args: argparse.Namespace, console: Console) -> int:
 
 
 COMMANDS = {"search": search, "check": check, "mondrian": mondrian, "cluster": cluster, "perturb": perturb,
-            "run": run_stored, "hierarchy": hierarchy, "report": report, "verify": verify, "exposure": exposure,
+            "run": run_stored, "hierarchy": hierarchy, "report": report, "verify": verify, "exposure": exposure, "risk": risk,
             "keygen": keygen,
             "example-data": example_data}

@@ -409,6 +409,22 @@ def build_parser() -> Parser:
     exposed.add_argument("--qi", action="append", required=True, metavar="COLUMN", help="a quasi-identifier")
     exposed.add_argument("--person", required=True, metavar="COLUMN", help="the column naming each record's person")
     exposed.add_argument("-k", "--k", type=values.whole, default=5, help="the k people must hide among (default 5)")
+    risky = command("risk", "risk record by record, as sdcMicro measures it: SUDA2's minimal sample uniques (why "
+                            "records are at risk) and the individual risk with sampling weights, with the global "
+                            "risk", _source(bundled=False))
+    risky.add_argument("--key", action="append", required=True, metavar="COLUMN", help="a key variable")
+    risky.add_argument("--weight", metavar="COLUMN", help="the sampling weight column (positive numbers); without "
+                                                          "it a record's risk is 1 / its key's records")
+    risky.add_argument("--strata", action="append", default=[], metavar="COLUMN",
+                       help="measure within each stratum of this column (region, survey wave)")
+    risky.add_argument("--max-size", type=values.positive_whole, metavar="N",
+                       help="SUDA2: the largest set of variables searched for sample uniques (default all)")
+    risky.add_argument("--dis-fraction", type=float, default=0.01, metavar="F",
+                       help="SUDA2: the sampling fraction DIS-SUDA assumes (default %(default)s)")
+    risky.add_argument("--method", choices=["approx", "exact"], default="approx",
+                       help="the individual risk's formula (sdcMicro's indivRisk; default %(default)s)")
+    risky.add_argument("--top", type=values.positive_whole, default=10, metavar="N",
+                       help="how many sets of variables to list that records are unique on (default %(default)s)")
     keys = command("keygen", "write a new Ed25519 key pair for signing releases: KEYFILE (private, readable by you "
                              "only) and KEYFILE.pub (for recipients)")
     keys.add_argument("key", metavar="KEYFILE", type=Path, help="where to write the private key; neither it nor "

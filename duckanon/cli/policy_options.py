@@ -7,7 +7,6 @@ from pathlib import Path
 
 from .. import datasets
 from ..declare.policy import Policy
-from ..recode.protect import DateShift, Pseudonymize
 from ..errors import AnonymizationError
 from ..hierarchy.hierarchy import Hierarchy
 from ..privacy.models import (
@@ -32,7 +31,12 @@ from ..privacy.profitability import (
     ProsecutorNoAttackProfitability,
     ProsecutorProfitability,
 )
-from ..privacy.thresholds import AverageReidentificationRisk, PopulationUniqueness, SampleUniqueness
+from ..privacy.thresholds import (
+    AverageReidentificationRisk,
+    PopulationUniqueness,
+    SampleUniqueness,
+)
+from ..recode.protect import DateShift, Pseudonymize
 from ..session import Anonymizer
 
 BUNDLED_K = 5

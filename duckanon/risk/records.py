@@ -42,11 +42,15 @@ def combinations(engine: Engine, relation: exp.Expression, variables: Sequence[s
     missing = [c for c in [*variables, *strata, *([weight] if weight else [])] if c not in columns]
     if missing:
         raise PolicyError(f"column {missing[0]!r} is not in the source (it has {', '.join(sorted(columns))})")
-    relation = relation.subquery("r") if isinstance(relation, exp.Select) else relation
+    rows = relation.subquery("r") if isinstance(relation, exp.Select) else relation
     if weight is not None:
+        kind = engine.types(relation)[weight]
+        if not sb.is_numeric_type(kind):
+            raise PolicyError(f"weight column {weight!r} holds {kind}, not numbers: sampling weights must be positive "
+                              f"numbers")
         value = sb.col(weight)
         bad = exp.or_(value.is_(exp.Null()), value <= sb.lit(0))
-        (count,), = engine.rows(exp.select(exp.func("COUNT", exp.Star())).from_(relation).where(bad))
+        (count,), = engine.rows(exp.select(exp.func("COUNT", exp.Star())).from_(rows).where(bad))
         if count:
             raise PolicyError(f"weight column {weight!r} is missing or not positive on {count} records: sampling "
                               f"weights must be positive numbers")
@@ -54,7 +58,7 @@ def combinations(engine: Engine, relation: exp.Expression, variables: Sequence[s
     sums = [exp.func("COUNT", exp.Star()).as_(RECORDS, quoted=True)]
     if weight is not None:
         sums.append(exp.cast(exp.func("SUM", sb.col(weight)), exp.DataType.build("DOUBLE")).as_(WEIGHT, quoted=True))
-    return engine.frame(exp.select(*keys, *sums).from_(relation).group_by(*[k.copy() for k in keys]))
+    return engine.frame(exp.select(*keys, *sums).from_(rows).group_by(*[k.copy() for k in keys]))
 
 
 def _codes(frame: pd.DataFrame, variables: Sequence[str]) -> tuple[np.ndarray, np.ndarray, list[int]]:
