@@ -229,3 +229,29 @@ def test_the_risk_command_says_why_records_are_at_risk(tmp_path, capsys):
     assert "expected re-identifications" in out
     assert main(["risk", str(path), *keys, "--weight", "income"]) == 2
     assert "weight column 'income' holds VARCHAR, not numbers" in capsys.readouterr().err
+
+
+def test_the_report_says_why_records_are_at_risk_in_release_and_source(tmp_path):
+    """The report's special uniques by set of quasi-identifiers, for the release and its source, against brute force
+    over the file's rows (a suppressed value is missing); only counts and column names appear."""
+    frame = GUIDELINE.assign(Income=[f"i{n}" for n in range(10)])
+    anon = anonymizer(frame)
+    keys = list(GUIDELINE)
+    hierarchies = {k: duckanon.Hierarchy.from_lists([[v, "*"] for v in sorted(set(frame[k]))], name=k) for k in keys}
+    policy = duckanon.Policy(quasi_identifiers=hierarchies, models=[duckanon.KAnonymity(1)], others="insensitive")
+    release = anon.publish("t", policy, {k: 0 for k in keys}, tmp_path / "r.duckdb")
+    anon.report(release, tmp_path / "r.html", source="t", tables=tmp_path / "tables.duckdb")
+    with duckdb.connect(str(tmp_path / "tables.duckdb"), read_only=True) as reader:
+        shown = reader.execute("SELECT * FROM report_special_uniques").df()
+    with duckdb.connect(str(tmp_path / "r.duckdb"), read_only=True) as reader:
+        released = reader.execute("SELECT * FROM release").df()[keys].replace("*", None)
+    for side, rows in (("release", released), ("source", frame[keys])):
+        expected: dict[str, int] = {}
+        for msus in brute_msus(rows.reset_index(drop=True), keys, 3):
+            for msu in msus:
+                expected[" × ".join(msu)] = expected.get(" × ".join(msu), 0) + 1
+        got = dict(zip(shown["variables"], shown[f"{side} records"]))
+        assert {k: v for k, v in got.items() if v} == expected
+    html = (tmp_path / "r.html").read_text()
+    section = html.split("Why records are at risk")[1].split("<h2>")[0]
+    assert "Post-secondary" not in section and "Rural" not in section

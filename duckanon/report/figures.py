@@ -29,6 +29,7 @@ from ..release.files import open_release
 from ..release.verify import person_of, record_table_of, verify
 from ..risk.counting import class_size_histogram, population_pairs, records
 from ..risk.population import ClassSizes, prosecutor_risk
+from ..risk.records import RECORDS, combinations, suda2
 from ..risk.summary import RiskSummary, summarize
 from ..search.run import frontier as optima_by_parameter
 from ..sqlgen import build as sb
@@ -80,6 +81,10 @@ class ReportFigures:
     notes: list[str]
     verdict: pd.DataFrame  # the release's verification: guarantee, claimed, recomputed, holds (None: not checked)
     custodian_view: bool = False  # the source's own values are shown: not to be passed on with the release
+    # Per set of quasi-identifiers records are minimal sample uniques on (SUDA2): its size and records on each side;
+    # and per side the records that have any.
+    special_uniques: pd.DataFrame | None = None
+    special_records: dict[str, int] | None = None
 
     @property
     def metrics(self) -> pd.DataFrame:
@@ -117,6 +122,8 @@ def collect(workspace: Workspace, release_path: str | os.PathLike, *, source: ex
                                          f"release's source?")
         announce("counting classes and estimating risk")
         risk, buckets = _risk(workspace, reader, released, source, quasi, info, policy, population, threshold, notes)
+        special, special_records = _special_uniques(workspace, reader, released, source, quasi) if quasi else (
+            None, None)
         announce("comparing each attribute's distribution")
         shown = [a for a in quasi or list(_perturbed(info)) if a in released_columns]
         hierarchies = _known_hierarchies(workspace, policy)
@@ -143,7 +150,38 @@ def collect(workspace: Workspace, release_path: str | os.PathLike, *, source: ex
     finally:
         reader.close()
     return ReportFigures(Path(release_path), info, risk, buckets, comparisons, accuracy, frontier_frame,
-                         frontier, levels, notes, verdict, custodian_view)
+                         frontier, levels, notes, verdict, custodian_view, special, special_records)
+
+
+# SUDA2 in a report searches sets of at most this many quasi-identifiers: seconds on a million records.
+REPORT_SUDA_SIZE = 3
+
+
+def _special_uniques(workspace, reader, released, source, quasi) -> tuple[pd.DataFrame, dict[str, int]]:
+    """Why records are at risk: per set of quasi-identifiers that some record of the release (or of the source, when
+    given) is a minimal sample unique on (SUDA2, sets of at most :data:`REPORT_SUDA_SIZE`), the set, its size and the
+    records of each side unique on it and on no smaller set; and per side the records with any.  Only names of
+    columns and counts: no value.  A suppressed value (``*``) is missing to SUDA2, so it never makes a record
+    unique."""
+    size = min(len(quasi), REPORT_SUDA_SIZE)
+    shown = exp.select(*[exp.Nullif(this=sb.col(q), expression=sb.lit(SUPPRESSED)).as_(q, quoted=True)
+                         for q in quasi]).from_(released)
+    sides = {"release": suda2(combinations(reader, shown, quasi), quasi, max_size=size)}
+    if source is not None:
+        sides["source"] = suda2(combinations(workspace.engine, source, quasi), quasi, max_size=size)
+    table = None
+    for side, found in sides.items():
+        counted = pd.DataFrame({"variables": [" × ".join(v) for v in found.msu_sets["variables"]],
+                                "size": found.msu_sets["size"].astype("int64"),
+                                f"{side} records": found.msu_sets["records"].astype("int64")})
+        table = counted if table is None else table.merge(counted, on=["variables", "size"], how="outer")
+    for side in sides:
+        table[f"{side} records"] = table[f"{side} records"].fillna(0).astype("int64")
+    order = [f"{side} records" for side in sides]
+    table = table.sort_values([*order, "size"], ascending=[False] * len(order) + [True], kind="stable")
+    special = {side: int(found.combinations.loc[found.combinations["score"] > 0, RECORDS].sum())
+               for side, found in sides.items()}
+    return table.reset_index(drop=True), special
 
 
 def _risk(workspace, reader, released, source, quasi, info, policy, population, threshold, notes):

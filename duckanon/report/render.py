@@ -217,7 +217,24 @@ def _risk(figures: ReportFigures) -> str:
                              "Share of records by the size of their class: the smaller the class, the higher the "
                              "risk."))
         parts.append(_table(figures.class_buckets, "class_sizes"))
+    if figures.special_uniques is not None:
+        parts.append(_special_uniques(figures.special_uniques, figures.special_records))
     return "".join(parts)
+
+
+def _special_uniques(table, records: dict[str, int]) -> str:
+    """SUDA2's minimal sample uniques, by set of quasi-identifiers: why records are at risk."""
+    text = ("<h3>Why records are at risk</h3><p>A record is a special unique when no other record shares its values "
+            "on some set of quasi-identifiers, while on every smaller set another does (a minimal sample unique, "
+            "SUDA2, as sdcMicro finds them; sets of at most "
+            f"{_count(max(table['size'], default=0))} attributes here, a suppressed value never counting). "
+            "Each row is a set of attributes and the records unique on it; the attacker who knows those attributes "
+            "of such a record singles it out.</p><p>"
+            + "; ".join(f'<span {_tag(f"special_uniques.{side}", count)}>{_count(count)}</span> records of the {side} '
+                        f"are special uniques" for side, count in records.items()) + ".</p>")
+    if not len(table):
+        return text + "<p>No record is unique on any such set.</p>"
+    return text + _table(table.head(15), "special_uniques")
 
 
 def _utility(figures: ReportFigures) -> str:
