@@ -26,6 +26,7 @@ from duckanon import (
 from duckanon.encode.binding import bind
 from duckanon.engine import as_engine
 from duckanon.hierarchy.bound import level_expressions
+from duckanon.recode import generalization
 from duckanon.recode.generalization import (
     LEAF_LABEL,
     LEAF_VALUE,
@@ -256,13 +257,13 @@ def test_bound_names_taken_by_a_released_column_are_refused(con, people, tmp_pat
 def test_verification_refuses_bounds_narrower_than_the_node(con, people, tmp_path, monkeypatch):
     """Bounds taken from the records' own values instead of the node's leaves would tell more than the label: the
     release check refuses them and no file is left."""
-    def own_values(self, bound, type_name, source):
-        (label,), join = level_expressions(bound, [self.levels[bound.column]], SOURCE, "h")
+    def own_values(bound, level, type_name, source):
+        (label,), join = level_expressions(bound, [level], SOURCE, "h")
         return (exp.select(label.as_(LEAF_LABEL, quoted=True),
                            sb.col(bound.column, SOURCE).as_(LEAF_VALUE, quoted=True))
                 .from_(exp.alias_(source, SOURCE, quoted=True)).join(join))
 
-    monkeypatch.setattr(FullDomainGeneralization, "_leaves", own_values)
+    monkeypatch.setattr(generalization, "_leaves", own_values)
     policy = Policy(quasi_identifiers={"age": decades_hierarchy(range(5, 95))}, models=[KAnonymity(2)],
                     insensitive=["id"], others="drop")
     with pytest.raises(AnonymizationError, match="bounds of 'age' do not match"):

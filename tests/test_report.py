@@ -222,7 +222,7 @@ def test_a_report_never_changes_a_release_and_its_tables_go_into_a_file_of_their
     assert risk.loc["classes", "release"] == len(sizes)
     assert list(frontier_table["k"]) == [2, 10]
     assert tables == {"report_metrics", "report_risk", "report_population_uniqueness", "report_class_sizes",
-                      "report_frontier"}
+                      "report_special_uniques", "report_frontier"}
     with pytest.raises(AnonymizationError, match="is the release"):
         release.report(tmp_path / "again.html", tables=release.path)
     assert release.path.read_bytes() == written[release.path]
