@@ -32,6 +32,7 @@ from .perturb.perturbation import (
     AdditiveNoise,
     EmpiricalSynthesis,
     PerturbedRelease,
+    Pram,
     RandomizedResponse,
 )
 from .privacy.checks import CheckReport
@@ -98,7 +99,7 @@ __all__ = [
     "MondrianResult",
     "NonUniformEntropy", "NormalizedCertaintyPenalty", "NotARelease", "PartitionMap", "PersonExposure", "Personalization",
     "PerturbedRelease", "Policy", "PolicyError", "PolicyNotSatisfied", "PopulationUniqueness", "PrivacyModel",
-    "ProsecutorNoAttackProfitability", "ProsecutorProfitability", "Pseudonymize", "PSensitiveKAnonymity", "RandomizedResponse",
+    "ProsecutorNoAttackProfitability", "ProsecutorProfitability", "Pseudonymize", "Pram", "PSensitiveKAnonymity", "RandomizedResponse",
     "read_release_info",
     "RecursiveCLDiversity", "Release", "ReleaseCheckFailed", "RiskReport", "SampleUniqueness", "SearchResult",
     "SemiSupervisedClustering", "SignatureMismatch", "SigningKeyError", "Tables", "TCloseness", "TopDownPartitioning",

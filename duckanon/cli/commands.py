@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 import duckdb
+import pandas as pd
 from sqlglot import exp
 
 from .. import datasets
@@ -21,7 +22,7 @@ from ..encode.tables import Tables
 from ..engine import DuckDBEngine
 from ..errors import AnonymizationError
 from ..hierarchy.hierarchy import Hierarchy
-from ..perturb.perturbation import AdditiveNoise, EmpiricalSynthesis, RandomizedResponse
+from ..perturb.perturbation import AdditiveNoise, EmpiricalSynthesis, Pram, RandomizedResponse
 from ..release.files import (
     checked_table_name,
     read_release_info,
@@ -207,13 +208,26 @@ def perturb(args: argparse.Namespace, console: Console) -> int:
         "empirical-synthesis" if args.method == "empirical-synthesis" else "randomized-response")
     released = anon.perturb(
         source.relation, output, method=method, numeric=args.numeric, categorical=args.categorical,
-        categorical_method=(EmpiricalSynthesis(args.bins) if categorical_method == "empirical-synthesis"
-                            else RandomizedResponse(args.keep_probability)),
+        categorical_method=_categorical_method(args, categorical_method),
         identifiers=args.identifier, insensitive=args.insensitive, others=args.others, seed=args.seed, table=_release_table(args, source), format=args.format,
         sign_with=args.sign_with)
     console.say(released.summary())
     console.say(f"time: {console.seconds():.2f} s")
     return OK
+
+
+def _categorical_method(args: argparse.Namespace, name: str):
+    if (args.transition_matrix is not None or args.invariant) and name != "pram":
+        raise AnonymizationError("--transition-matrix and --invariant are for --categorical-method pram")
+    if name == "empirical-synthesis":
+        return EmpiricalSynthesis(args.bins)
+    if name == "randomized-response":
+        return RandomizedResponse(args.keep_probability)
+    if args.transition_matrix is None:
+        return Pram(keep=args.keep_probability, alpha=args.pram_alpha)
+    matrix = pd.read_csv(existing_file(args.transition_matrix), index_col=0, dtype={0: str})
+    matrix.index, matrix.columns = matrix.index.astype(str), matrix.columns.astype(str)
+    return Pram(matrix=matrix, invariant=args.invariant)
 
 
 def hierarchy(args: argparse.Namespace, console: Console) -> int:

@@ -16,7 +16,7 @@ from . import values
 
 CLUSTER_METHODS = ("semi-supervised", "top-down", "mdav")
 NUMERIC_PERTURBATIONS = ("empirical-synthesis", "additive-noise")
-CATEGORICAL_PERTURBATIONS = ("empirical-synthesis", "randomized-response")
+CATEGORICAL_PERTURBATIONS = ("empirical-synthesis", "randomized-response", "pram")
 DEFAULT_COMMAND = "search"
 
 DESCRIPTION = """Anonymize a DuckDB table or a CSV/Parquet file into a release file.
@@ -311,7 +311,16 @@ def _perturb_options(parser: Parser) -> None:
                        help="for categorical columns (default: empirical synthesis with --method empirical-synthesis, "
                             "else randomized response)")
     group.add_argument("--keep-probability", type=values.number, default=0.8,
-                       help="randomized response: the probability a category is kept (default %(default)s)")
+                       help="randomized response: the probability a category is kept; pram: the least probability "
+                            "(default %(default)s)")
+    group.add_argument("--pram-alpha", type=values.number, default=0.5,
+                       help="pram: the weight of the invariant matrix against keeping every category (default "
+                            "%(default)s)")
+    group.add_argument("--transition-matrix", type=Path, metavar="CSV",
+                       help="pram: the transition matrix instead, a CSV file whose first column names each "
+                            "category and whose header names the categories released in its place")
+    group.add_argument("--invariant", action="store_true",
+                       help="pram with --transition-matrix: refuse a matrix that does not keep the data's shares")
     group.add_argument("--seed", type=values.whole,
                        help="makes the release reproducible; never written to it, keep it secret (default: random)")
 

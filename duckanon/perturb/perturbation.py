@@ -78,7 +78,8 @@ _names = itertools.count()
 # ======================================================================= the methods
 class Perturbation(ABC):
     """How one private attribute's values are replaced.  ``perturb`` gets the values (numbers, or category codes
-    0..categories-1) in the records' random order and returns the released values in the same order."""
+    0..len(categories)-1, ``categories`` the values in code order) in the records' random order and returns the
+    released values in the same order."""
 
     name: str = ""
     numeric: bool = True       # releases numbers (False: releases categories)
@@ -86,7 +87,8 @@ class Perturbation(ABC):
     bounded: bool = False      # released values lie within the original values' range
 
     @abstractmethod
-    def perturb(self, values: np.ndarray, rng: np.random.Generator, categories: int | None = None) -> np.ndarray:
+    def perturb(self, values: np.ndarray, rng: np.random.Generator, categories: Sequence | None = None
+                ) -> np.ndarray:
         ...
 
     @abstractmethod
@@ -226,11 +228,114 @@ class RandomizedResponse(Perturbation):
         return {"method": self.name, "keep": float(self.keep)}
 
     def perturb(self, values, rng, categories=None):
-        if categories is None or categories < 2:
+        if categories is None or len(categories) < 2:
             raise AnonymizationError("randomized response needs at least two categories")
         kept = rng.random(len(values)) < self.keep
-        shift = rng.integers(1, categories, len(values))
-        return np.where(kept, values, (values + shift) % categories)
+        shift = rng.integers(1, len(categories), len(values))
+        return np.where(kept, values, (values + shift) % len(categories))
+
+
+@dataclass(frozen=True)
+class Pram(Perturbation):
+    """PRAM, the post-randomization method as sdcMicro's ``pram`` applies it: each record's category i is replaced by
+    a draw from row i of a transition matrix (the probabilities of releasing each category in its place).
+
+    Without ``matrix``, the matrix is sdcMicro's invariant one, built from the attribute's own category shares p:
+    P keeps category i with a probability drawn uniformly from [``keep``, 1] and moves it to each other category
+    alike; its Bayesian inverse Q (Q[k, j] = P[j, k] p[j] / Σ_i p[i] P[i, k]) gives R = P Q, for which p R = p; the
+    matrix is ``alpha`` R + (1 − ``alpha``) I, invariant too, so the released categories keep the shares in
+    expectation.  ``matrix`` gives the transition matrix instead: a mapping of each category to its row (a mapping of
+    categories to probabilities; a pandas DataFrame's rows do), every row summing to 1; with ``invariant`` it must
+    also keep the data's shares (p M = p), or nothing is released."""
+
+    keep: float = 0.8
+    alpha: float = 0.5
+    matrix: Mapping[object, Mapping[object, float]] | None = None
+    invariant: bool = False
+    name = "pram"
+    numeric = False
+    categorical = True
+
+    def __post_init__(self):
+        object.__setattr__(self, "keep", checked_number(self.keep, "keep", self.name, low=0, high=1,
+                                                        note="the least probability of keeping a category"))
+        object.__setattr__(self, "alpha", checked_number(self.alpha, "alpha", self.name, low=0, high=1))
+        if self.matrix is not None:
+            object.__setattr__(self, "matrix", _transition_rows(self.matrix))
+
+    def describe(self) -> dict:
+        described = {"method": self.name}
+        if self.matrix is None:
+            described.update(keep=float(self.keep), alpha=float(self.alpha))
+        else:
+            described.update(matrix=self.matrix, invariant=self.invariant)
+        return described
+
+    def transition_matrix(self, values: np.ndarray, rng: np.random.Generator, categories: Sequence) -> np.ndarray:
+        """The matrix the release draws from, in the categories' code order (``values`` are their codes)."""
+        shares = np.bincount(values, minlength=len(categories)) / len(values)
+        if self.matrix is not None:
+            return self._given(categories, shares)
+        count = len(categories)
+        kept = rng.uniform(self.keep, 1, count)
+        p = np.repeat(((1 - kept) / (count - 1))[:, None], count, axis=1)
+        np.fill_diagonal(p, kept)
+        arriving = shares @ p  # Σ_i p_i P[i, k]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            q = np.where(arriving[:, None] > 0, (p * shares[:, None]).T / arriving[:, None], 0.0)
+        return self.alpha * (p @ q) + (1 - self.alpha) * np.eye(count)
+
+    def _given(self, categories: Sequence, shares: np.ndarray) -> np.ndarray:
+        """The given matrix in the categories' code order (rows and columns matched by their text)."""
+        texts = [str(c) for c in categories]
+        missing, extra = [t for t in texts if t not in self.matrix], [t for t in self.matrix if t not in texts]
+        if missing or extra:
+            raise PolicyError(f"pram: the transition matrix's categories must be the attribute's: "
+                              + (f"it lacks {missing}" if missing else f"it has {extra}, which the data does not"))
+        matrix = np.array([[self.matrix[i].get(j, 0.0) for j in texts] for i in texts], dtype=float)
+        if self.invariant:
+            drift = np.abs(shares @ matrix - shares)
+            worst = int(np.argmax(drift))
+            if drift[worst] > 1e-9:
+                raise PolicyError(f"pram: the transition matrix is not invariant for the data's category shares: "
+                                  f"category {categories[worst]!r} would hold {float((shares @ matrix)[worst]):.6g} "
+                                  f"of the records instead of {float(shares[worst]):.6g}")
+        return matrix
+
+    def perturb(self, values, rng, categories=None):
+        if categories is None or len(categories) < 2:
+            raise AnonymizationError("pram needs at least two categories")
+        matrix = self.transition_matrix(values, rng, categories)
+        released = np.empty_like(values)
+        for category in range(len(categories)):
+            chosen = values == category
+            if chosen.any():
+                released[chosen] = rng.choice(len(categories), int(chosen.sum()), p=matrix[category])
+        return released
+
+
+def _transition_rows(matrix: Mapping) -> dict[str, dict[str, float]]:
+    """A transition matrix given as rows of probabilities, checked alone (every row's probabilities in [0, 1],
+    summing to 1, over the same categories as the rows), keyed by the categories' text."""
+    rows = matrix.to_dict(orient="index") if isinstance(matrix, pd.DataFrame) else matrix
+    if not isinstance(rows, Mapping) or not rows:
+        raise PolicyError("pram: the transition matrix must map each category to its row of probabilities")
+    labels = {str(label) for label in rows}
+    checked = {}
+    for label, row in rows.items():
+        label = str(label)
+        if not isinstance(row, Mapping):
+            raise PolicyError(f"pram: the transition matrix's row {label!r} must map categories to probabilities")
+        outside = [str(c) for c in row if str(c) not in labels]
+        if outside:
+            raise PolicyError(f"pram: the transition matrix's row {label!r} names {outside}, which are no rows")
+        numbers = {str(c): float(checked_number(p, f"row {label!r}, column {str(c)!r}", "pram", low=0, high=1))
+                   for c, p in row.items()}
+        total = sum(numbers.values())
+        if abs(total - 1) > 1e-9:
+            raise PolicyError(f"pram: the transition matrix's row {label!r} sums to {total:.12g}, not 1")
+        checked[label] = numbers
+    return checked
 
 
 # ==================================================================== the release
@@ -568,9 +673,8 @@ def _perturb_all(attributes: list[_Attribute], original: Mapping[str, np.ndarray
     """Each attribute's new values, attributes in parallel threads (NumPy's sorts and draws release the GIL), each
     with its own random stream (by the column's position in the source)."""
     def one(attribute: _Attribute) -> np.ndarray:
-        categories = len(attribute.categories) if attribute.categories is not None else None
         return attribute.method.perturb(original[attribute.column], np.random.default_rng(seeds[attribute.position]),
-                                        categories)
+                                        attribute.categories)
 
     with ThreadPoolExecutor(max_workers=max(1, min(len(attributes), os.cpu_count() or 1))) as pool:
         return dict(zip([a.column for a in attributes], pool.map(one, attributes)))
