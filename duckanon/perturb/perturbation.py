@@ -290,7 +290,7 @@ class Pram(Perturbation):
         texts = [str(c) for c in categories]
         missing, extra = [t for t in texts if t not in self.matrix], [t for t in self.matrix if t not in texts]
         if missing or extra:
-            raise PolicyError(f"pram: the transition matrix's categories must be the attribute's: "
+            raise PolicyError("pram: the transition matrix's categories must be the attribute's: "
                               + (f"it lacks {missing}" if missing else f"it has {extra}, which the data does not"))
         matrix = np.array([[self.matrix[i].get(j, 0.0) for j in texts] for i in texts], dtype=float)
         if self.invariant:
