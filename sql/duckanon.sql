@@ -446,6 +446,37 @@ CREATE OR REPLACE TEMP MACRO anon_hierarchy_redaction(tbl, col, height) AS TABLE
     SELECT * FROM anon__hierarchy_redaction(tbl, col, height, mask)
 );
 
+-- anon__code_text(x) -> a top or bottom code as Hierarchy.top_bottom writes it: 10 for 10.0, 2.5 for 2.5.
+CREATE OR REPLACE TEMP MACRO anon__code_text(x) AS
+    CASE WHEN x = trunc(x) THEN CAST(CAST(x AS BIGINT) AS VARCHAR) ELSE CAST(CAST(x AS DOUBLE) AS VARCHAR) END;
+
+-- anon_hierarchy_top_bottom(tbl, col, bottom, top) -> top and bottom coding of the numbers in
+-- column col as a level, as Hierarchy.top_bottom(values, bottom=bottom, top=top): the value,
+-- then the value itself from bottom to top, '< bottom' below and '> top' above, then '*'.
+-- A NULL bottom or top codes one side only. The codes' typed bounds in a release are the
+-- smallest and largest values under them: build it over the public domain (a table of
+-- every possible value) when the data's extremes are secret.
+CREATE OR REPLACE TEMP MACRO anon_hierarchy_top_bottom(tbl, col, bottom, top) AS TABLE
+    SELECT COLUMNS(lambda c: anon__is_level(c, 3))
+    FROM (SELECT unnest(anon__levels(__anon_l)), __anon_v FROM (
+        SELECT [CAST(__anon_v AS VARCHAR),
+                CASE WHEN __anon_v < bottom THEN '< ' || anon__code_text(bottom)
+                     WHEN __anon_v > top THEN '> ' || anon__code_text(top)
+                     ELSE CAST(__anon_v AS VARCHAR) END,
+                '*'] AS __anon_l,
+               __anon_v
+        FROM anon__values(tbl, col)
+        WHERE CASE
+                  WHEN bottom IS NULL AND top IS NULL
+                      THEN error('anon_hierarchy_top_bottom: give a top code, a bottom code, or both')
+                  WHEN bottom >= top
+                      THEN error('anon_hierarchy_top_bottom: the bottom code ' || bottom
+                                 || ' must lie below the top code ' || top)
+                  ELSE true
+              END
+    ))
+    ORDER BY __anon_v;
+
 -- anon_hierarchy_dates(tbl, col) -> the date hierarchy of column col (DATE, TIMESTAMP or
 -- ISO text), as Hierarchy.dates(values): the value, month '2020-03', year '2020', decade
 -- '2020-2029', '*'. For a DATE column it equals Hierarchy.dates; for a TIMESTAMP column

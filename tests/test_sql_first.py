@@ -155,6 +155,20 @@ def test_intervals_of_fractional_numbers_equal_python(rows):
                                     for r in python.rows]))
 
 
+@pytest.mark.parametrize("bottom,top", [(20, 70), ("NULL", 65), (18, "NULL"), (17.5, 80.5)])
+def test_top_bottom_coding_equals_python(rows, bottom, top):
+    got = rows(f"SELECT * FROM anon_hierarchy_top_bottom('people', 'age', {bottom}, {top})")
+    python = Hierarchy.top_bottom([a for a in AGES if a is not None], bottom=None if bottom == "NULL" else bottom,
+                                  top=None if top == "NULL" else top)
+    assert_table_is(got, python)
+    # Written out: below the bottom code, above the top code, and kept between.
+    low, high = (-1e9 if bottom == "NULL" else bottom), (1e9 if top == "NULL" else top)
+    for leaf, coded, root in got[1]:
+        value = float(leaf)
+        assert root == "*"
+        assert coded == (f"< {bottom}" if value < low else f"> {top}" if value > high else leaf)
+
+
 @pytest.mark.parametrize("height", [5, 3, 1])
 def test_redaction(rows, height):
     got = rows(f"SELECT * FROM anon_hierarchy_redaction('people', 'zip', {height})")
@@ -219,6 +233,8 @@ BUILDER_ERRORS = [
     ("anon_hierarchy_redaction('people', 'zip', 40)", "exceeds the longest value's length"),
     ("anon_hierarchy_redaction('people', 'zap', 3)", 'column "zap" not found'),
     ("anon_hierarchy_dates('people', 'nope')", 'column "nope" not found'),
+    ("anon_hierarchy_top_bottom('people', 'age', 70, 20)", "the bottom code 70 must lie below the top code 20"),
+    ("anon_hierarchy_top_bottom('people', 'age', NULL, NULL)", "give a top code, a bottom code, or both"),
     ("anon_hierarchy_ordered_groups(['a', 'b', 'a'], [2])", "categories listed twice or NULL: [a, a]"),
     ("anon_hierarchy_ordered_groups(['a', 'b'], [1])", "group sizes must be whole numbers of at least 2"),
     ("anon_hierarchy_ordered_groups(['a', 'b'], [2.5])", "group sizes must be whole numbers of at least 2"),

@@ -268,11 +268,14 @@ def _build_hierarchy(args: argparse.Namespace, name: str, values: list) -> Hiera
 
 
 def _built(args: argparse.Namespace, name: str, values: list) -> Hierarchy:
-    if args.builder == "intervals":
+    if args.builder in ("intervals", "top-bottom"):
         wrong = [v for v in values if v is not None and not isinstance(v, numbers.Number)]
         if wrong:
-            raise AnonymizationError(f"--column {args.column!r} is not numeric (it holds {wrong[0]!r}): intervals "
-                                     f"need numbers")
+            raise AnonymizationError(f"--column {args.column!r} is not numeric (it holds {wrong[0]!r}): "
+                                     f"{args.builder} needs numbers")
+        if args.builder == "top-bottom":
+            return Hierarchy.top_bottom(values, bottom=args.bottom, top=args.top, widths=args.widths,
+                                        origin=args.origin, name=name)
         return Hierarchy.intervals(values, widths=args.widths, cuts=args.cuts, origin=args.origin, name=name)
     if args.builder == "redaction":
         return Hierarchy.redaction(values, mask=args.mask, name=name)

@@ -455,6 +455,15 @@ def build_parser() -> Parser:
                                                           "47677, 4767*, 476**, …, *")
     redaction.add_argument("--mask", default="*", help="the redaction character (default %(default)s)")
     _hierarchy_command(builders, "dates", "day, month, year, decade, *")
+    coded = _hierarchy_command(builders, "top-bottom", "top and bottom coding: the values from --bottom to --top "
+                                                       "kept, '< BOTTOM' below and '> TOP' above, then --widths' "
+                                                       "intervals over the kept values, then *")
+    coded.add_argument("--bottom", type=values.number, help="the bottom code: smaller values become '< BOTTOM'")
+    coded.add_argument("--top", type=values.number, help="the top code: larger values become '> TOP'")
+    coded.add_argument("--widths", type=values.numbers, metavar="W1,W2,…",
+                       help="nested interval widths over the kept values, e.g. 5,10,20")
+    coded.add_argument("--origin", type=values.number, default=0.0,
+                       help="where the widths' intervals start counting (default %(default)s)")
 
     examples = commands.add_parser("example-data", help="write the files the README's examples read into a folder",
                                    description="write the files the README's examples read (people.duckdb, "

@@ -229,6 +229,42 @@ class Hierarchy:
         return IntervalHierarchy(values, widths=widths, cuts=cuts, origin=origin, name=name)
 
     @classmethod
+    def top_bottom(cls, values: Iterable[float], *, bottom: float | None = None, top: float | None = None,
+                   widths: Sequence[float] | None = None, origin: float = 0, name: str = "hierarchy") -> Hierarchy:
+        """Top and bottom coding as a level (sdcMicro's ``topBotCoding``): level 1 keeps each value from ``bottom``
+        to ``top`` and codes those below ``bottom`` as ``< bottom`` and those above ``top`` as ``> top``; ``widths``
+        adds levels of nested intervals over the kept values, labelled as :meth:`intervals` labels them (the codes
+        stay), then ``*``.  A released code's typed bounds are the smallest and largest values of the hierarchy
+        under it: build it over the public domain (``range(0, 121)`` for ages), not the data, when the data's
+        extremes are secret."""
+        numbers = sorted({float(v) for v in values if _text(v) is not None})
+        if not numbers:
+            raise HierarchyError(f"hierarchy {name!r} is empty: no numbers to code")
+        if bottom is None and top is None:
+            raise HierarchyError(f"hierarchy {name!r}: give a top code, a bottom code, or both")
+        for code, value in (("bottom", bottom), ("top", top)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                      or not math.isfinite(value)):
+                raise HierarchyError(f"hierarchy {name!r}: the {code} code must be a finite number, got {value!r}")
+        if bottom is not None and top is not None and not bottom < top:
+            raise HierarchyError(f"hierarchy {name!r}: the bottom code {bottom} must lie below the top code {top}")
+        low = -math.inf if bottom is None else float(bottom)
+        high = math.inf if top is None else float(top)
+        kept = [v for v in numbers if low <= v <= high]
+        intervals = (cls.intervals(kept, widths=widths, origin=origin, name=name) if widths and kept else None)
+        below, above = f"< {_format_number(low)}", f"> {_format_number(high)}"
+        levels = len(widths or ())
+
+        def row(value: float) -> list[str]:
+            code = below if value < low else above if value > high else None
+            if code is not None:
+                return [_format_number(value), *[code] * (levels + 1), TOP]
+            coarser = list(intervals.rows[intervals.values.index(_format_number(value))][1:-1]) if intervals else []
+            return [_format_number(value), _format_number(value), *coarser, TOP]
+
+        return cls([row(v) for v in numbers], name=name)
+
+    @classmethod
     def redaction(cls, values: Iterable[object], *, mask: str = "*", name: str = "hierarchy") -> Hierarchy:
         """Redact from the right one character a level: 47677 → 4767* → 476** → … → *."""
         texts = sorted({t for t in (_text(v) for v in values) if t is not None})
