@@ -22,6 +22,8 @@ import os
 import time
 from collections.abc import Sequence
 
+import numpy as np
+import pandas as pd
 from sqlglot import exp
 
 from ..declare.policy import Policy
@@ -39,11 +41,21 @@ from ..recode.generalization import STEP, LocalGeneralization
 from ..release.files import release_format
 from ..release.publish import Release, checked_table_names, publish
 from ..sqlgen import build as sb
-from ..utility.metrics import Metric
-from .run import bound_source, checked_evaluator, evaluator
+from ..utility.metrics import (
+    Loss,
+    Metric,
+    NonUniformEntropy,
+    NormalizedCertaintyPenalty,
+    RecordCostMetric,
+    cost_column,
+)
+from .costs import RecordCosts
+from .run import bound_source, checked_evaluator, evaluator, resolve_metric
 from .strategies import STRATEGIES, SearchBudget, SearchResult
 
 _serial = iter(range(1, 2**62))
+# The metrics a local recoding's release records beside the search's: those summed over records (no label needed).
+_RECORD_COST_METRICS = [Loss(), NormalizedCertaintyPenalty(), NonUniformEntropy()]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,10 +71,13 @@ class LocalStep:
 
 @dataclasses.dataclass(frozen=True)
 class LocalRecoding:
-    """The steps of a local recoding, and the records the last one left suppressed."""
+    """The steps of a local recoding, the records the last one left suppressed, and the record-cost metrics (Loss,
+    NCP, non-uniform entropy, and the search's metric when it is one) of the whole release: each record at its
+    step's levels, the ones left suppressed at their suppressed cost."""
 
     steps: list[LocalStep]
     suppressed: int
+    metrics: dict[str, float] = dataclasses.field(default_factory=dict)
 
     def summary(self) -> str:
         steps = "; ".join(f"step {i}: {s.released} of {s.records} records at {s.levels}"
@@ -95,6 +110,8 @@ def local_recoding(workspace: Workspace, bound: BoundPolicy, encoding: Encoding,
     (when it has one) is a temporary table the caller drops.  Raises :class:`PolicyNotSatisfied` when the first
     search finds nothing."""
     engine = workspace.engine
+    metric = resolve_metric(workspace, bound, metric, label)
+    hierarchies = [b.hierarchy for b in bound.hierarchies.values()]
     steps: list[LocalStep] = []
     parts: list[Encoding] = []  # the rows each step leaves suppressed, nested: the next step's
     current, records = encoding, bound.facts.records
@@ -117,11 +134,54 @@ def local_recoding(workspace: Workspace, bound: BoundPolicy, encoding: Encoding,
             parts.append(left)
             current, records = left, remaining
         assignment = _assignment(engine, encoding, parts[:len(steps) - 1])
+        measured = _release_metrics(encoding, hierarchies, steps, parts, [metric, *_RECORD_COST_METRICS])
     finally:
         for part in parts:
             part.close()
     transformation = LocalGeneralization([s.levels for s in steps], assignment, [s.released for s in steps])
-    return LocalRecoding(steps, records), transformation
+    return LocalRecoding(steps, records, measured), transformation
+
+
+def _release_metrics(encoding: Encoding, hierarchies, steps: Sequence[LocalStep], parts: Sequence[Encoding],
+                     metrics: Sequence[Metric]) -> dict[str, float]:
+    """Each record-cost metric of ``metrics`` over the whole release: every record costs what its step's levels
+    cost it, the ones the last step left suppressed their suppressed cost (as a node's value counts them), summed
+    over the frequency table's rows (``parts``: the rows each step left, nested)."""
+    priced = [m for m in metrics if isinstance(m, RecordCostMetric)]
+    if not priced:
+        return {}
+    costs = RecordCosts(encoding, hierarchies, priced)
+    leaves = [code_column(i, 0) for i in range(len(encoding.attributes))]
+    arrays = encoding.engine.arrays(exp.select(*[sb.col(c) for c in leaves], sb.col(COUNT)).from_(encoding.table))
+    codes = [np.asarray(arrays[c], dtype=np.int64) for c in leaves]
+    counts = np.asarray(arrays[COUNT], dtype=np.float64)
+    # Each row's step: how many of the nested parts hold its combination of quasi-identifiers (the last part, when
+    # the last step left rows, holds those left suppressed).
+    key = pd.MultiIndex.from_arrays(codes)
+    step = np.zeros(len(counts), dtype=np.int64)
+    for part in parts:
+        held = encoding.engine.arrays(exp.select(*[sb.col(c) for c in leaves]).from_(part.table))
+        step += key.isin(pd.MultiIndex.from_arrays([np.asarray(held[c], dtype=np.int64) for c in leaves]))
+    suppressed = step >= len(steps)
+    step = np.minimum(step, len(steps) - 1)
+    levels = np.array([[s.levels[a] for a in encoding.attributes] for s in steps])
+    values = {}
+    for metric in priced:
+        total = 0.0
+        for cost_sum in metric.cost_sums(encoding.attributes):
+            for i, attribute in enumerate(encoding.attributes):
+                weight = cost_sum.weights[attribute]
+                if not weight:
+                    continue
+                table = costs.attributes[i].table
+                rows = pd.Index(table["code"]).get_indexer(codes[i])
+                by_level = np.column_stack([table[cost_column(cost_sum.kind, i, j)].to_numpy(dtype=np.float64)
+                                            for j in range(hierarchies[i].levels)]
+                                           + [table[cost_column(cost_sum.kind, i, None)].to_numpy(dtype=np.float64)])
+                column = np.where(suppressed, hierarchies[i].levels, levels[step, i])
+                total += weight * float(counts @ by_level[rows, column])
+        values[metric.name] = float(total / counts.sum() if metric.average else total)
+    return values
 
 
 def _suppressed_part(engine: Engine, bound: BoundPolicy, encoding: Encoding, levels: dict[str, int]) -> Encoding:
@@ -202,7 +262,7 @@ def anonymize_locally(workspace: Workspace, source, policy: Policy | str, path: 
                 encoding.close()
         try:
             workspace.announce(f"{recoding.summary()} ({time.perf_counter() - started:.1f} s); publishing")
-            release = publish(workspace, bound, transformation, path, table, format)
+            release = publish(workspace, bound, transformation, path, table, format, recoding.metrics)
         finally:
             if transformation.assignment is not None:
                 workspace.engine.run(sb.drop("TABLE", transformation.assignment))
