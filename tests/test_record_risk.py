@@ -255,3 +255,12 @@ def test_the_report_says_why_records_are_at_risk_in_release_and_source(tmp_path)
     html = (tmp_path / "r.html").read_text()
     section = html.split("Why records are at risk")[1].split("<h2>")[0]
     assert "Post-secondary" not in section and "Rural" not in section
+
+
+def test_compatible_counts_are_freqcalcs():
+    """sdcMicro's test_freqCalc.R "with missing values (weighted)": C missing on records 3 and 7 matches any value."""
+    frame = COMPLETE.assign(C=[1, 3, None, 2, 1, 1, None, 1])
+    risk = anonymizer(frame).individual_risk("t", ["A", "B", "C"], weight="w")
+    rows = per_record(frame, risk.combinations, ["A", "B", "C"])
+    assert rows["fk"].tolist() == [3, 1, 4, 2, 2, 2, 1, 3]
+    assert rows["Fk"].tolist() == [108.0, 45.5, 125.0, 56.0, 100.0, 100.0, 123.5, 108.0]
