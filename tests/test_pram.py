@@ -113,3 +113,16 @@ def test_the_perturb_command_prams_with_a_matrix_file(tmp_path, capsys):
     assert main(["perturb", str(tmp_path / "t.csv"), "--categorical", "c", "--transition-matrix",
                  str(tmp_path / "m.csv"), "--insensitive", "id", "-o", str(tmp_path / "x.duckdb")]) == 2
     assert "are for --categorical-method pram" in capsys.readouterr().err
+
+
+def test_the_release_records_the_matrix_it_was_drawn_from(tmp_path):
+    """The drawn invariant matrix goes into release_info (analysts correct their estimates by it): its rows sum to 1
+    and it keeps the source's shares, computed here with pandas."""
+    rng = np.random.default_rng(3)
+    frame = pd.DataFrame({"id": range(5_000), "c": rng.choice(["x", "y", "z"], 5_000, p=[0.6, 0.3, 0.1])})
+    released(tmp_path, frame, Pram(keep=0.6, alpha=0.8))
+    recorded = duckanon.verify(tmp_path / "r.duckdb").info["transformation"]["perturbation"]["c"]
+    matrix = pd.DataFrame(recorded["transition_matrix"]).T.loc[["x", "y", "z"], ["x", "y", "z"]]
+    shares = frame["c"].value_counts(normalize=True).loc[["x", "y", "z"]].to_numpy()
+    assert np.allclose(matrix.sum(axis=1), 1) and np.allclose(shares @ matrix.to_numpy(), shares)
+    assert recorded["keep"] == 0.6 and recorded["alpha"] == 0.8

@@ -95,6 +95,12 @@ class Perturbation(ABC):
     def describe(self) -> dict:
         ...
 
+    def drawn(self, values: np.ndarray, rng: np.random.Generator, categories: Sequence | None = None
+              ) -> tuple[np.ndarray, dict]:
+        """The released values (as :meth:`perturb`) and what the release records of this draw beside
+        :meth:`describe` (PRAM: the transition matrix it drew from); nothing by default."""
+        return self.perturb(values, rng, categories), {}
+
     def noise_variance(self, values: np.ndarray) -> float:
         """The variance of what is added to the values: what a PCA attacker subtracts (0 when nothing is added)."""
         return 0.0
@@ -303,6 +309,11 @@ class Pram(Perturbation):
         return matrix
 
     def perturb(self, values, rng, categories=None):
+        return self.drawn(values, rng, categories)[0]
+
+    def drawn(self, values, rng, categories=None):
+        """The released codes and the matrix they were drawn from (rows and columns by the categories' text), which
+        analysts correct their estimates by."""
         if categories is None or len(categories) < 2:
             raise AnonymizationError("pram needs at least two categories")
         matrix = self.transition_matrix(values, rng, categories)
@@ -311,7 +322,9 @@ class Pram(Perturbation):
             chosen = values == category
             if chosen.any():
                 released[chosen] = rng.choice(len(categories), int(chosen.sum()), p=matrix[category])
-        return released
+        texts = [str(c) for c in categories]
+        return released, {"transition_matrix": {row: dict(zip(texts, map(float, probabilities)))
+                                                for row, probabilities in zip(texts, matrix)}}
 
 
 def _transition_rows(matrix: Mapping) -> dict[str, dict[str, float]]:
@@ -436,8 +449,8 @@ def perturb(engine: Engine, source: exp.Expression, path: str | os.PathLike, *,
         _check_values(attributes, original)
 
         say("perturbing")
-        perturbed = _perturb_all(attributes, original, np.random.SeedSequence(seed).spawn(len(columns)))
-        methods = {a.column: _description(a) for a in attributes}
+        perturbed, draws = _perturb_all(attributes, original, np.random.SeedSequence(seed).spawn(len(columns)))
+        methods = {a.column: {**_description(a), **draws[a.column]} for a in attributes}
 
         report = None
         if measure:
@@ -669,15 +682,17 @@ def _unique(*ordered: np.ndarray) -> bool:
 
 
 def _perturb_all(attributes: list[_Attribute], original: Mapping[str, np.ndarray],
-                 seeds: Sequence[np.random.SeedSequence]) -> dict[str, np.ndarray]:
-    """Each attribute's new values, attributes in parallel threads (NumPy's sorts and draws release the GIL), each
-    with its own random stream (by the column's position in the source)."""
-    def one(attribute: _Attribute) -> np.ndarray:
-        return attribute.method.perturb(original[attribute.column], np.random.default_rng(seeds[attribute.position]),
-                                        attribute.categories)
+                 seeds: Sequence[np.random.SeedSequence]) -> tuple[dict[str, np.ndarray], dict[str, dict]]:
+    """Each attribute's new values and what its release records of the draw (:meth:`Perturbation.drawn`),
+    attributes in parallel threads (NumPy's sorts and draws release the GIL), each with its own random stream (by the
+    column's position in the source)."""
+    def one(attribute: _Attribute) -> tuple[np.ndarray, dict]:
+        return attribute.method.drawn(original[attribute.column], np.random.default_rng(seeds[attribute.position]),
+                                      attribute.categories)
 
     with ThreadPoolExecutor(max_workers=max(1, min(len(attributes), os.cpu_count() or 1))) as pool:
-        return dict(zip([a.column for a in attributes], pool.map(one, attributes)))
+        drawn = dict(zip([a.column for a in attributes], pool.map(one, attributes)))
+    return {c: values for c, (values, _) in drawn.items()}, {c: extra for c, (_, extra) in drawn.items()}
 
 
 def _check_values(attributes: list[_Attribute], values: Mapping[str, np.ndarray]) -> None:
