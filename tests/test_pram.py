@@ -108,8 +108,9 @@ def test_the_perturb_command_prams_with_a_matrix_file(tmp_path, capsys):
                  "--transition-matrix", str(tmp_path / "m.csv"), "--invariant", "--insensitive", "id", "-o",
                  str(out), "--seed", "1"]) == 0
     info = duckanon.verify(out).info
-    assert info["transformation"]["perturbation"]["c"]["matrix"] == {"a": {"a": 0.9, "b": 0.1},
-                                                                      "b": {"a": 0.1, "b": 0.9}}
+    recorded = info["transformation"]["perturbation"]["c"]
+    assert recorded["matrix"] == "given" and recorded["invariant"] is True
+    assert recorded["transition_matrix"] == {"a": {"a": 0.9, "b": 0.1}, "b": {"a": 0.1, "b": 0.9}}
     assert main(["perturb", str(tmp_path / "t.csv"), "--categorical", "c", "--transition-matrix",
                  str(tmp_path / "m.csv"), "--insensitive", "id", "-o", str(tmp_path / "x.duckdb")]) == 2
     assert "are for --categorical-method pram" in capsys.readouterr().err

@@ -387,6 +387,5 @@ def example_data(args: argparse.Namespace, console: Console) -> int:
 
 
 COMMANDS = {"search": search, "check": check, "mondrian": mondrian, "cluster": cluster, "perturb": perturb,
-            "run": run_stored, "hierarchy": hierarchy, "report": report, "verify": verify, "exposure": exposure, "risk": risk,
-            "keygen": keygen,
-            "example-data": example_data}
+            "run": run_stored, "hierarchy": hierarchy, "report": report, "verify": verify, "exposure": exposure,
+            "risk": risk, "keygen": keygen, "example-data": example_data}

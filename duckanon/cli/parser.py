@@ -428,7 +428,7 @@ def build_parser() -> Parser:
                        help="measure within each stratum of this column (region, survey wave)")
     risky.add_argument("--max-size", type=values.positive_whole, metavar="N",
                        help="SUDA2: the largest set of variables searched for sample uniques (default all)")
-    risky.add_argument("--dis-fraction", type=float, default=0.01, metavar="F",
+    risky.add_argument("--dis-fraction", type=values.number, default=0.01, metavar="F",
                        help="SUDA2: the sampling fraction DIS-SUDA assumes (default %(default)s)")
     risky.add_argument("--method", choices=["approx", "exact"], default="approx",
                        help="the individual risk's formula (sdcMicro's indivRisk; default %(default)s)")

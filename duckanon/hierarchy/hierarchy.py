@@ -251,7 +251,8 @@ class Hierarchy:
         low = -math.inf if bottom is None else float(bottom)
         high = math.inf if top is None else float(top)
         kept = [v for v in numbers if low <= v <= high]
-        intervals = (cls.intervals(kept, widths=widths, origin=origin, name=name) if widths and kept else None)
+        intervals = cls.intervals(kept, widths=widths, origin=origin, name=name).rows if widths and kept else []
+        coarser = {row[0]: list(row[1:-1]) for row in intervals}
         below, above = f"< {_format_number(low)}", f"> {_format_number(high)}"
         levels = len(widths or ())
 
@@ -259,8 +260,8 @@ class Hierarchy:
             code = below if value < low else above if value > high else None
             if code is not None:
                 return [_format_number(value), *[code] * (levels + 1), TOP]
-            coarser = list(intervals.rows[intervals.values.index(_format_number(value))][1:-1]) if intervals else []
-            return [_format_number(value), _format_number(value), *coarser, TOP]
+            text = _format_number(value)
+            return [text, text, *coarser.get(text, []), TOP]
 
         return cls([row(v) for v in numbers], name=name)
 

@@ -270,12 +270,10 @@ class Pram(Perturbation):
             object.__setattr__(self, "matrix", _transition_rows(self.matrix))
 
     def describe(self) -> dict:
-        described = {"method": self.name}
+        """The parameters; the matrix itself, given or built, is what :meth:`drawn` records."""
         if self.matrix is None:
-            described.update(keep=float(self.keep), alpha=float(self.alpha))
-        else:
-            described.update(matrix=self.matrix, invariant=self.invariant)
-        return described
+            return {"method": self.name, "keep": float(self.keep), "alpha": float(self.alpha)}
+        return {"method": self.name, "matrix": "given", "invariant": self.invariant}
 
     def transition_matrix(self, values: np.ndarray, rng: np.random.Generator, categories: Sequence) -> np.ndarray:
         """The matrix the release draws from, in the categories' code order (``values`` are their codes)."""

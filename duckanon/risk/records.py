@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -153,63 +153,74 @@ def suda2(frame: pd.DataFrame, variables: Sequence[str], strata: Sequence[str] =
     n = len(frame)
     scores, dis = np.zeros(n), np.zeros(n)
     contributions = np.zeros((n, m))
-    msus: list[list[tuple[str, ...]]] = [[] for _ in range(n)]
+    sets = list(_subsets(m, max_size))  # in this order, a record's MSUs are listed smallest first
+    holders, held = [], []  # per MSU found: its record, and its set's position in ``sets``
     parts = [np.arange(n)] if not strata else list(frame.groupby(strata, dropna=False, sort=True).indices.values())
     for rows in parts:
         part = frame.iloc[rows]
-        found = _msus(part, variables, max_size)
+        for number, positions in _msus(part, variables, sets):
+            records, columns = rows[positions], sets[number]
+            weight = weights[len(columns) - 1]
+            scores[records] += weight
+            contributions[np.ix_(records, columns)] += weight
+            holders.append(records)
+            held.append(np.full(len(records), number))
         counts = part[RECORDS].to_numpy()
-        for local, sets in found.items():
-            row = rows[local]
-            msus[row] = sorted(sets, key=lambda s: (len(s), s))
-            for columns in sets:
-                scores[row] += weights[len(columns) - 1]
-                contributions[row, list(columns)] += weights[len(columns) - 1]
         dis[rows] = _dis_scores(scores[rows], int((counts == 1).sum()), 2 * int((counts == 2).sum()), dis_fraction,
                                 m)
     with np.errstate(invalid="ignore", divide="ignore"):
         shares = np.where(scores[:, None] > 0, contributions / scores[:, None], 0.0)
+    names = [tuple(variables[c] for c in columns) for columns in sets]
+    found = pd.DataFrame({"record": np.concatenate(holders) if holders else np.zeros(0, dtype=np.int64),
+                          "set": np.concatenate(held) if held else np.zeros(0, dtype=np.int64)})
+    listed = found.sort_values(["record", "set"]).groupby("record")["set"].agg(list)
     result = frame[[*strata, *variables, RECORDS]].copy()
     result["score"], result["dis_score"] = scores, dis
-    result["msus"] = [[tuple(variables[c] for c in s) for s in sets] for sets in msus]
+    result["msus"] = [[names[number] for number in numbers]
+                      for numbers in listed.reindex(range(n)).map(lambda v: v if isinstance(v, list) else [])]
     for j, variable in enumerate(variables):
         result[f"contribution {variable}"] = shares[:, j]
     total = scores.sum()
     attribute = pd.DataFrame({"variable": variables, "contribution": 100 * contributions.sum(axis=0) / total
                               if total else np.zeros(m)})
-    tally: dict[tuple[str, ...], int] = {}
-    for sets in result["msus"]:
-        for s in sets:
-            tally[s] = tally.get(s, 0) + 1
-    msu_sets = pd.DataFrame({"variables": list(tally), "size": [len(s) for s in tally], "records": list(tally.values())})
-    if len(msu_sets):
-        msu_sets = msu_sets.sort_values(["records", "size"], ascending=[False, True], kind="stable").reset_index(
-            drop=True)
+    tally = found["set"].value_counts()
+    msu_sets = pd.DataFrame({"variables": [names[number] for number in tally.index],
+                             "size": [len(sets[number]) for number in tally.index],
+                             "records": tally.to_numpy(dtype=np.int64)})
+    msu_sets = msu_sets.sort_values(["records", "size", "variables"], ascending=[False, True, True],
+                                    kind="stable").reset_index(drop=True)
     return Suda(variables, strata, max_size, result, attribute, msu_sets)
 
 
-def _msus(part: pd.DataFrame, variables: Sequence[str], max_size: int) -> dict[int, list[tuple[int, ...]]]:
-    """Per row of ``part`` that is a sample unique, its MSUs as tuples of variable positions, found level by level:
-    a set is minimal when the row is unique on it and on none of the sets one variable smaller."""
+def _subsets(variables: int, max_size: int) -> Iterator[tuple[int, ...]]:
+    """The sets of variable positions SUDA2 searches, smallest first, each size in lexicographic order."""
+    for size in range(1, max_size + 1):
+        yield from itertools.combinations(range(variables), size)
+
+
+def _msus(part: pd.DataFrame, variables: Sequence[str], sets: Sequence[tuple[int, ...]]
+          ) -> Iterator[tuple[int, np.ndarray]]:
+    """Per set of ``sets`` (:func:`_subsets`) that is an MSU of some rows of ``part``: its position in ``sets`` and
+    those rows.  A set is minimal for a row unique on it when the row is unique on none of the sets one variable
+    smaller (searched before it)."""
     codes, missing, cards = _codes(part, variables)
     counts = part[RECORDS].to_numpy().astype(np.float64)
     candidates = np.flatnonzero(counts == 1)  # a record another shares on every variable has no MSU
-    found: dict[int, list[tuple[int, ...]]] = {}
     if not len(candidates):
-        return found
-    smaller: dict[tuple[int, ...], np.ndarray] = {(): np.zeros(len(candidates), dtype=bool)}
-    for size in range(1, max_size + 1):
-        unique_at: dict[tuple[int, ...], np.ndarray] = {}
-        for columns in itertools.combinations(range(len(variables)), size):
-            unique = _group_sums(_key(codes, columns, cards), counts)[candidates] == 1
-            unique_at[columns] = unique
-            minimal = unique & ~missing[list(columns)][:, candidates].any(axis=0)
-            for drop in range(size):
-                minimal &= ~smaller[columns[:drop] + columns[drop + 1:]]
-            for position in np.flatnonzero(minimal):
-                found.setdefault(int(candidates[position]), []).append(columns)
-        smaller = unique_at
-    return found
+        return
+    unique_on: dict[tuple[int, ...], np.ndarray] = {(): np.zeros(len(candidates), dtype=bool)}
+    size = 0
+    for number, columns in enumerate(sets):
+        if len(columns) > size:  # a new size: only the sets one smaller are read again
+            size = len(columns)
+            unique_on = {s: u for s, u in unique_on.items() if len(s) == size - 1}
+        unique = _group_sums(_key(codes, columns, cards), counts)[candidates] == 1
+        unique_on[columns] = unique
+        minimal = unique & ~missing[list(columns)][:, candidates].any(axis=0)
+        for drop in range(len(columns)):
+            minimal &= ~unique_on[columns[:drop] + columns[drop + 1:]]
+        if minimal.any():
+            yield number, candidates[minimal]
 
 
 def _dis_scores(scores: np.ndarray, uniques: int, paired: int, fraction: float, variables: int) -> np.ndarray:
@@ -273,11 +284,10 @@ def benedetti_franconi(fk: np.ndarray, weights: np.ndarray, method: str = "appro
         risk[two] = odds[two] - odds[two] ** 2 * np.log(1 / pk[two])
         more = fk > 2
         risk[more] = pk[more] / (fk[more] - (1 - pk[more]))
-        if method == "exact":
-            for row in np.flatnonzero(more):
-                exact = _exact_risk(int(fk[row]), float(pk[row]))
-                if math.isfinite(exact):
-                    risk[row] = exact
+        if method == "exact":  # a series per distinct (fk, pk), which keys with equal frequencies share
+            pairs, back = np.unique(np.column_stack([fk[more], pk[more]]), axis=0, return_inverse=True)
+            exact = np.array([_exact_risk(int(f), float(p)) for f, p in pairs])
+            risk[more] = np.where(np.isfinite(exact[back.ravel()]), exact[back.ravel()], risk[more])
     census = fk == big
     risk[census] = 1 / fk[census]
     return risk * qual

@@ -35,7 +35,6 @@ from ..parameters import checked_number
 from ..privacy.checks import class_verdicts, verdict_report
 from ..privacy.classes import VIOLATED
 from ..privacy.models import prices_classes
-from ..privacy.people import population_models
 from ..privacy.thresholds import PopulationUniqueness
 from ..recode.generalization import STEP, LocalGeneralization
 from ..release.files import release_format
@@ -50,7 +49,7 @@ from ..utility.metrics import (
     cost_column,
 )
 from .costs import RecordCosts
-from .run import bound_source, checked_evaluator, evaluator, resolve_metric
+from .run import bound_source, checked_search, evaluator, resolve_metric
 from .strategies import STRATEGIES, SearchBudget, SearchResult
 
 _serial = iter(range(1, 2**62))
@@ -91,7 +90,7 @@ def refuse_unsupported(policy: Policy) -> None:
     if policy.person is not None:
         raise PolicyError("local recoding counts records: a policy with person= is not supported")
     for model in policy.models:
-        if model in population_models(policy.models) or model.population is not None:
+        if model.population is not None:
             raise PolicyError(f"local recoding does not support {model.describe()}: it compares classes with a "
                               f"population table, whose classes would need one level for every record")
         if prices_classes([model]):
@@ -127,14 +126,18 @@ def local_recoding(workspace: Workspace, bound: BoundPolicy, encoding: Encoding,
                 break
             left = _suppressed_part(engine, scoped, current, result.levels)
             remaining = _records(engine, left)
-            if remaining == records:  # the step releases nothing: ARX stops here too
+            if remaining == records and steps:  # a later step releases nothing: ARX stops here too
                 left.close()
                 break
             steps.append(LocalStep(result.levels, records, records - remaining, result))
             parts.append(left)
             current, records = left, remaining
-        assignment = _assignment(engine, encoding, parts[:len(steps) - 1])
-        measured = _release_metrics(encoding, hierarchies, steps, parts, [metric, *_RECORD_COST_METRICS])
+        stepped = _steps_of_rows(engine, encoding, parts)
+        try:
+            assignment = _assignment(engine, encoding, stepped, len(steps))
+            measured = _release_metrics(encoding, hierarchies, steps, stepped, [metric, *_RECORD_COST_METRICS])
+        finally:
+            engine.run(sb.drop("TABLE", stepped))
     finally:
         for part in parts:
             part.close()
@@ -142,26 +145,25 @@ def local_recoding(workspace: Workspace, bound: BoundPolicy, encoding: Encoding,
     return LocalRecoding(steps, records, measured), transformation
 
 
-def _release_metrics(encoding: Encoding, hierarchies, steps: Sequence[LocalStep], parts: Sequence[Encoding],
+def _release_metrics(encoding: Encoding, hierarchies, steps: Sequence[LocalStep], stepped: exp.Table,
                      metrics: Sequence[Metric]) -> dict[str, float]:
     """Each record-cost metric of ``metrics`` over the whole release: every record costs what its step's levels
     cost it, the ones the last step left suppressed their suppressed cost (as a node's value counts them), summed
-    over the frequency table's rows (``parts``: the rows each step left, nested)."""
+    over the frequency table's rows (``stepped``: :func:`_steps_of_rows`)."""
     priced = [m for m in metrics if isinstance(m, RecordCostMetric)]
     if not priced:
         return {}
     costs = RecordCosts(encoding, hierarchies, priced)
     leaves = [code_column(i, 0) for i in range(len(encoding.attributes))]
-    arrays = encoding.engine.arrays(exp.select(*[sb.col(c) for c in leaves], sb.col(COUNT)).from_(encoding.table))
+    on = sb.and_all(sb.col(c, "f").eq(sb.col(c, "s")) for c in leaves)
+    arrays = encoding.engine.arrays(
+        exp.select(*[sb.col(c, "f") for c in leaves], sb.col(COUNT, "f"),
+                   exp.func("COALESCE", sb.col(STEP, "s"), exp.Literal.number(0)).as_(STEP, quoted=True))
+        .from_(exp.alias_(encoding.table, "f", quoted=True))
+        .join(exp.alias_(stepped, "s", quoted=True), on=on, join_type="LEFT"))
     codes = [np.asarray(arrays[c], dtype=np.int64) for c in leaves]
     counts = np.asarray(arrays[COUNT], dtype=np.float64)
-    # Each row's step: how many of the nested parts hold its combination of quasi-identifiers (the last part, when
-    # the last step left rows, holds those left suppressed).
-    key = pd.MultiIndex.from_arrays(codes)
-    step = np.zeros(len(counts), dtype=np.int64)
-    for part in parts:
-        held = encoding.engine.arrays(exp.select(*[sb.col(c) for c in leaves]).from_(part.table))
-        step += key.isin(pd.MultiIndex.from_arrays([np.asarray(held[c], dtype=np.int64) for c in leaves]))
+    step = np.asarray(arrays[STEP], dtype=np.int64)
     suppressed = step >= len(steps)
     step = np.minimum(step, len(steps) - 1)
     levels = np.array([[s.levels[a] for a in encoding.attributes] for s in steps])
@@ -210,26 +212,36 @@ def _records(engine: Engine, encoding: Encoding) -> int:
     return int(engine.rows(exp.select(total).from_(encoding.table))[0][0])
 
 
-def _assignment(engine: Engine, encoding: Encoding, parts: Sequence[Encoding]) -> exp.Table | None:
+def _steps_of_rows(engine: Engine, encoding: Encoding, parts: Sequence[Encoding]) -> exp.Table:
+    """A temporary table of each combination of quasi-identifiers (level-0 codes) past step 0 with its step
+    (:data:`STEP`): how many of the nested ``parts`` (the rows each step left suppressed) hold it, so that the step
+    after the last one marks the combinations left suppressed."""
+    leaves = [code_column(i, 0) for i in range(len(encoding.attributes))]
+    held = [exp.select(*[sb.col(c) for c in leaves]).from_(part.table).distinct() for part in parts]
+    union = held[0]  # step 0 always leaves a part, empty when it suppresses nothing
+    for more in held[1:]:
+        union = exp.union(union, more, distinct=False)
+    table = sb.table(f"__duckanon_local_steps_{next(_serial)}")
+    engine.run(sb.create_table_as(table, exp.select(*[sb.col(c) for c in leaves], exp.cast(
+        exp.func("COUNT", exp.Star()), exp.DataType.build("INTEGER")).as_(STEP, quoted=True))
+        .from_(union.subquery("held")).group_by(*[sb.col(c) for c in leaves]), temporary=True))
+    return table
+
+
+def _assignment(engine: Engine, encoding: Encoding, stepped: exp.Table, steps: int) -> exp.Table | None:
     """A temporary table of each combination of quasi-identifiers (original values) the steps after the first
-    generalize, with its step (:data:`STEP`): the last step whose rows hold it (``parts``, nested, are the rows of
-    steps 1, 2, …); None when there is no later step."""
-    if not parts:
+    generalize, with its step (:data:`STEP`; those left suppressed stay on the last step's levels, where the
+    publish suppresses them); None when there is no later step."""
+    if steps < 2:
         return None
     leaves = [code_column(i, 0) for i in range(len(encoding.attributes))]
-    stepped = [exp.select(*[sb.col(c) for c in leaves], exp.Literal.number(number).as_(STEP, quoted=True))
-               .from_(part.table).distinct() for number, part in enumerate(parts, 1)]
-    union = stepped[0]
-    for more in stepped[1:]:
-        union = exp.union(union, more, distinct=False)
-    last = (exp.select(*[sb.col(c) for c in leaves], exp.func("MAX", sb.col(STEP)).as_(STEP, quoted=True))
-            .from_(union.subquery("stepped")).group_by(*[sb.col(c) for c in leaves]))
-    query = exp.select(sb.col(STEP, "l")).from_(last.subquery("l"))
+    last = exp.func("LEAST", sb.col(STEP, "s"), exp.Literal.number(steps - 1))
+    query = exp.select(last.as_(STEP, quoted=True)).from_(exp.alias_(stepped, "s", quoted=True))
     for i, (attribute, codes) in enumerate(zip(encoding.attributes, encoding.code_tables)):
         query = query.join(exp.alias_(codes, f"c{i}", quoted=True), join_type="INNER",
-                           on=sb.col(leaves[i], "l").eq(sb.col(leaves[i], f"c{i}")))
+                           on=sb.col(leaves[i], "s").eq(sb.col(leaves[i], f"c{i}")))
         query = query.select(sb.col(attribute, f"c{i}").as_(attribute, quoted=True))
-    table = sb.table(f"__duckanon_local_steps_{next(_serial)}")
+    table = sb.table(f"__duckanon_local_assigned_{next(_serial)}")
     engine.run(sb.create_table_as(table, query, temporary=True))
     return table
 
@@ -243,12 +255,8 @@ def anonymize_locally(workspace: Workspace, source, policy: Policy | str, path: 
     and publish the whole: one read of the source, whose frequency table every step's search shares."""
     release_format(path, format)
     checked_table_names(source, table)
-    checked_evaluator(evaluator_kind, memory_budget)
+    budget = checked_search(strategy, evaluator_kind, memory_budget, time_limit, check_limit)
     iterations = int(checked_number(iterations, "iterations", "local recoding", whole=True, low=1))
-    if strategy not in STRATEGIES:
-        raise PolicyError(f"unknown search strategy {strategy!r}; known: {', '.join(STRATEGIES)}")
-    budget = SearchBudget(time_limit, check_limit)
-    STRATEGIES[strategy].check_budget(budget.time_limit, budget.check_limit)
     started = time.perf_counter()
     with bound_source(workspace, source, policy) as (bound, encoding):
         refuse_unsupported(bound.policy)

@@ -167,6 +167,18 @@ def _size(count: int) -> str:
     return f"{count / 1e6:.0f} MB" if count >= 1e6 else f"{count / 1e3:.0f} KB"
 
 
+def checked_search(strategy: str, evaluator_kind: str, memory_budget: int | None, time_limit: float | None,
+                   check_limit: int | None) -> SearchBudget:
+    """A search's settings checked before any work: the strategy known, the evaluator and its budget, and the limits
+    the strategy needs; the budget they give."""
+    if strategy not in STRATEGIES:
+        raise PolicyError(f"unknown search strategy {strategy!r}; known: {', '.join(STRATEGIES)}")
+    checked_evaluator(evaluator_kind, memory_budget)
+    budget = SearchBudget(time_limit, check_limit)
+    STRATEGIES[strategy].check_budget(budget.time_limit, budget.check_limit)
+    return budget
+
+
 def search(workspace: Workspace, source, policy: Policy | str, metric: Metric | str, strategy: str,
            label: str | None, evaluator_kind: str = "auto", memory_budget: int | None = None,
            time_limit: float | None = None, check_limit: int | None = None) -> SearchResult:
@@ -175,11 +187,7 @@ def search(workspace: Workspace, source, policy: Policy | str, metric: Metric | 
     :class:`EncodedSource` (see :func:`bound_source`); within
     ``time_limit`` seconds and ``check_limit`` nodes evaluated, when given (see
     :class:`~duckanon.search.strategies.SearchBudget`)."""
-    if strategy not in STRATEGIES:
-        raise PolicyError(f"unknown search strategy {strategy!r}; known: {', '.join(STRATEGIES)}")
-    checked_evaluator(evaluator_kind, memory_budget)
-    budget = SearchBudget(time_limit, check_limit)
-    STRATEGIES[strategy].check_budget(budget.time_limit, budget.check_limit)
+    budget = checked_search(strategy, evaluator_kind, memory_budget, time_limit, check_limit)
     with (bound_source(workspace, source, policy) as (bound, encoding),
           evaluator(workspace, bound, [metric], label, evaluator_kind, memory_budget, encoding) as nodes):
         workspace.announce(f"{strategy} search over {nodes.lattice.size} transformations")
