@@ -43,8 +43,9 @@ from .recode.generalization import FullDomainGeneralization, Transformation
 from .release.files import STORAGE_VERSION
 from .release.publish import Release, Reportable, publish_source, signing
 from .risk.records import IndividualRisk, Suda, combinations, individual_risk, suda2
-from .search import local
+from .search import cells, local
 from .search import run as search_run
+from .search.cells import SuppressedCells
 from .search.local import LocalRecoding
 from .search.strategies import SearchResult
 from .utility.metrics import Metric
@@ -201,6 +202,25 @@ class Anonymizer:
         return local.anonymize_locally(signing(self.workspace, sign_with), source, policy, path, metric, strategy,
                                        label, table, format, evaluator, memory_budget, iterations, time_limit,
                                        check_limit)
+
+    def suppress_cells(self, source, policy: Policy | str | None, path: str | os.PathLike, *,
+                       importance: Sequence[str] | str | None = None, strata: Sequence[str] | str = (),
+                       levels: Mapping[str, int] | None = None,
+                       metric: Metric | str = "loss", strategy: str = "optimal", label: str | None = None,
+                       table: str = "release", format: str | None = None, evaluator: str = "auto",
+                       memory_budget: int | None = None, time_limit: float | None = None,
+                       check_limit: int | None = None, sign_with: object | None = None
+                       ) -> tuple[SuppressedCells, Release]:
+        """As :meth:`anonymize`, but the records the generalization would suppress keep their records: single values
+        are replaced by a missing value instead, as sdcMicro's ``localSuppression`` does, until every record has k
+        compatible records (a missing value matching any value, as the release's checks and ``verify`` count them;
+        see :mod:`duckanon.search.cells`).  ``importance`` names quasi-identifiers most important first (suppressed
+        last); ``strata`` names quasi-identifiers never suppressed, within each of whose released values k-anonymity
+        holds (sdcMicro's ``strataVars``); ``levels`` starts from those levels instead of the search's optimum (all 0:
+        cells only)."""
+        return cells.suppress_cells(signing(self.workspace, sign_with), source, policy, path, importance, strata,
+                                    None if levels is None else dict(levels), metric, strategy, label, table,
+                                    format, evaluator, memory_budget, time_limit, check_limit)
 
     # ---------------------------------------------------------------- publish
     def publish(self, source, policy: Policy | str, transformation: Transformation | Mapping[str, int],

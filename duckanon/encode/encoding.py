@@ -128,6 +128,17 @@ class Encoding:
                                                for level in levels],
                           *[sb.col(f"__g{level}") for level in levels]).from_(values.subquery("g"))
 
+    def decoded(self, rows: exp.Expression, carried: Sequence[exp.Expression]) -> exp.Select:
+        """``carried`` (expressions over ``rows``, as ``r``) and each quasi-identifier's original value in place of
+        the level-0 codes ``rows`` hold (:func:`code_column` of level 0)."""
+        query = exp.select(*carried).from_(sb.derived(rows, "r"))
+        for i, (attribute, codes) in enumerate(zip(self.attributes, self.code_tables)):
+            leaf = code_column(i, 0)
+            query = query.join(exp.alias_(codes, f"c{i}", quoted=True), join_type="INNER",
+                               on=sb.col(leaf, "r").eq(sb.col(leaf, f"c{i}")))
+            query = query.select(sb.col(attribute, f"c{i}").as_(attribute, quoted=True))
+        return query
+
     def level_frame(self, index: int) -> pd.DataFrame:
         """One attribute's distinct values: ``code_<j>`` and ``label_<j>`` (generalized value) for every level."""
         levels = range(self.bound[self.attributes[index]].hierarchy.levels)

@@ -16,6 +16,7 @@ import numpy as np
 from sqlglot import exp
 
 from ..errors import PolicyError
+from ..risk.counting import COMPATIBLE, compatible_counts
 from ..sqlgen import build as sb
 
 WEIGHT = "__n"
@@ -199,3 +200,10 @@ class Classes:
         return (exp.select(*tables, sb.col(VALUE), exp.func("SUM", sb.col(WEIGHT)).as_(WEIGHT, quoted=True))
                 .from_(source.normalized(sensitive).subquery("records"))
                 .group_by(*[t.copy() for t in tables], sb.col(VALUE)))
+
+
+def compatible_classes(relation: exp.Expression, quasi: Sequence[str]) -> Classes:
+    """The classes of ``relation`` by ``quasi`` when a missing value matches any (a release of cell suppression): one
+    per distinct combination, its size the records compatible with it
+    (:func:`~duckanon.risk.counting.compatible_counts`)."""
+    return Classes.of(compatible_counts(relation, quasi).subquery("compatible"), quasi, weight=COMPATIBLE)

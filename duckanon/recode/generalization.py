@@ -55,6 +55,8 @@ class Transformation(ABC):
 
     #: What a release's info calls it.
     kind: str
+    #: Whether a missing value in the release matches any value when its classes are counted (cell suppression).
+    missing_matches_any = False
 
     @abstractmethod
     def compile(self, source: exp.Expression, columns: Sequence[str],
@@ -282,3 +284,53 @@ def _number(text: str | None) -> float | None:
     except (TypeError, ValueError):
         return None
     return number if math.isfinite(number) else None
+
+
+def suppressed_cell(index: int) -> str:
+    """In a cell suppression's assignment, whether the ``index``-th quasi-identifier's value is suppressed."""
+    return f"__suppressed_{index}"
+
+
+class CellSuppression(Transformation):
+    """Full-domain generalization to ``levels``, then single values of some records replaced by a missing value
+    (NULL), as sdcMicro's ``localSuppression`` does.  ``assignment`` lists the combinations of quasi-identifiers
+    (their original values) that lose values, with one boolean per quasi-identifier (:func:`suppressed_cell`, in
+    the hierarchies' order); None when no value is suppressed.  ``suppressed``: the cells suppressed per attribute.
+
+    A release of it counts a missing value as matching any value (:attr:`missing_matches_any`): a record's class is
+    every record compatible with it, so its checks, ``verify`` and risk figures count compatible records."""
+
+    kind = "cell suppression"
+    missing_matches_any = True
+
+    def __init__(self, levels: Mapping[str, int], assignment: exp.Table | None,
+                 suppressed: Mapping[str, int] | None = None):
+        self.generalization = FullDomainGeneralization(levels)
+        self.assignment = assignment
+        self.suppressed = dict(suppressed or {})
+
+    def compile(self, source, columns, hierarchies):
+        select = self.generalization.compile(source, columns, hierarchies)
+        if self.assignment is None:
+            return select
+        quasi = list(hierarchies)
+        on = sb.and_all(exp.NullSafeEQ(this=sb.col(q, SOURCE), expression=sb.col(q, "a")) for q in quasi)
+        select = select.join(exp.alias_(self.assignment, "a", quoted=True), on=on, join_type="LEFT")
+        for expression in select.expressions:
+            if expression.alias in hierarchies:
+                flag = sb.col(suppressed_cell(quasi.index(expression.alias)), "a")
+                expression.set("this", exp.Case().when(flag, exp.Null()).else_(expression.this))
+        return select
+
+    def allowed_values(self, attribute, bound):
+        allowed = self.generalization.allowed_values(attribute, bound)
+        return None if allowed is None else allowed | {None}
+
+    def describe(self):
+        return {"cell suppression": {"levels": self.generalization.levels, "suppressed cells": self.suppressed}}
+
+    def ranges(self, engine, source, columns, hierarchies, materialize):
+        return self.generalization.ranges(engine, source, columns, hierarchies, materialize)
+
+    def range_problems(self, attribute, bound, rows):
+        return self.generalization.range_problems(attribute, bound, rows)

@@ -41,7 +41,7 @@ from .._version import version
 from ..engine import DuckDBEngine, Engine
 from ..errors import AnonymizationError, DigestMismatch, NotARelease, ReleaseCheckFailed
 from ..privacy.people import signature_group_histogram
-from ..risk.counting import class_size_histogram
+from ..risk.counting import class_size_histogram, compatible_figures
 from ..risk.population import ClassSizes, prosecutor_risk
 from ..sqlgen import build as sb
 from .digest import content_digest
@@ -86,6 +86,8 @@ class ReleaseInfo:
     metrics: Mapping[str, object] = field(default_factory=dict)
     classes_by: Sequence[str] = ()  # the quasi-identifiers whose equal values form the released classes
     person: str | None = None  # under a policy that counts people, the risk is a person's (of their signature)
+    # A missing value matches any (cell suppression): classes, the smallest and the risk count compatible records.
+    missing_matches_any: bool = False
 
     def __post_init__(self):
         described = json.dumps([self.policy, self.transformation, self.metrics], default=str).lower()
@@ -388,7 +390,9 @@ def _info_row(engine: Engine, content: ReleaseContent) -> dict:
     info = content.info
     released = content.query.subquery("released")
     highest = average = classes = smallest = None
-    if info.classes_by:
+    if info.classes_by and info.missing_matches_any:
+        released_records, classes, smallest, highest, average = compatible_figures(engine, released, info.classes_by)
+    elif info.classes_by:
         sample = ClassSizes(*class_size_histogram(engine, released, info.classes_by))
         released_records = sample.records
         if sample.classes:

@@ -27,11 +27,11 @@ from ..encode.binding import BoundPolicy, Workspace, bind
 from ..encode.encoding import COUNT, price_column
 from ..encode.tables import Tables
 from ..engine import Engine
-from ..errors import AnonymizationError, PolicyNotSatisfied, ReleaseCheckFailed
+from ..errors import AnonymizationError, PolicyError, PolicyNotSatisfied, ReleaseCheckFailed
 from ..hierarchy.shares import log_domain_shares, log_domain_size
 from ..privacy.checks import CheckReport, check, class_verdicts, verdict_report
-from ..privacy.classes import SIZE, VIOLATED, Classes, Pricing
-from ..privacy.models import PrivacyModel, prices_classes
+from ..privacy.classes import SIZE, VIOLATED, Classes, Pricing, compatible_classes
+from ..privacy.models import KAnonymity, PrivacyModel, prices_classes
 from ..privacy.people import (
     PERSON,
     PeopleCheckReport,
@@ -53,7 +53,7 @@ from .files import (
     write_release,
 )
 from .signing import Signer
-from .verify import VIEW, verification_view
+from .verify import MISSING_MATCHES_ANY, VIEW, verification_view
 
 _temporaries = itertools.count()
 PERSON_CARRIED = "__duckanon_person"  # each recoded record's person, as the source has it
@@ -123,7 +123,10 @@ def publish(workspace: Workspace, bound: BoundPolicy, transformation: Transforma
         population = _generalized_population(bound, transformation, temporaries)
         prices = label_prices(engine, bound, transformation, generalized)
         workspace.announce("checking the policy and suppressing")
-        report, final, suppressed = suppress(engine, bound, generalized, temporaries, population, prices)
+        if transformation.missing_matches_any:
+            report, final, suppressed = _check_compatible(engine, bound, generalized), generalized, 0
+        else:
+            report, final, suppressed = suppress(engine, bound, generalized, temporaries, population, prices)
         final = ranges.joined(final, bound.columns)  # numbers' bounds beside their labels, NULL for '*'
         quasi = bound.quasi_identifiers
         classes_view = (exp.select(*[sb.col(c) for c in ranges.columns(quasi)],
@@ -131,12 +134,14 @@ def publish(workspace: Workspace, bound: BoundPolicy, transformation: Transforma
                         .from_(sb.table(table)).group_by(*[sb.col(c) for c in ranges.columns(quasi)]))
         info = ReleaseInfo(
             kind=transformation.kind, source_records=bound.facts.records, suppressed_records=suppressed,
-            suppression=bound.policy.suppression, policy=described_policy(bound, report),
+            suppression=bound.policy.suppression,
+            policy=described_policy(bound, report, transformation.missing_matches_any),
             transformation=transformation.describe(), metrics=metrics or {}, classes_by=quasi,
-            person=bound.policy.person)
+            person=bound.policy.person, missing_matches_any=transformation.missing_matches_any)
         verification = verification_view(table, ranges.columns(bound.columns), quasi, bound.policy.models,
                                           bound.allowed_suppressed, bound.policy.suppression, bound.policy.person,
-                                          bound.policy.record_table, bound.lacking)
+                                          bound.policy.record_table, bound.lacking,
+                                          transformation.missing_matches_any)
         content = ReleaseContent(table, final, {f"{table}_classes": classes_view, VIEW: verification}, info,
                                  sources=[bound.source], parts=released_parts(bound, ranges),
                                  record_table=bound.policy.record_table)
@@ -213,11 +218,15 @@ def measured_models(policy: Policy) -> list[PrivacyModel]:
     return list(policy.models) if policy.person is None else []
 
 
-def described_policy(bound: BoundPolicy, report: CheckReport | None = None) -> dict:
+def described_policy(bound: BoundPolicy, report: CheckReport | None = None, missing_matches_any: bool = False
+                     ) -> dict:
     """The policy as the release's info records it: its description, settings, columns with their hierarchy tables,
     and models with their parameters; under a policy that counts people, the source's people and those suppressed
-    (from ``report``), which a recipient checks the suppression limit against."""
+    (from ``report``), which a recipient checks the suppression limit against; ``missing_matches_any`` when the
+    release's classes count a missing value as matching any (cell suppression), as its checks must."""
     columns, models, settings = bound.policy.to_rows({c: b.table.name for c, b in bound.hierarchies.items()})
+    if missing_matches_any:
+        settings = {**settings, MISSING_MATCHES_ANY: True}
     methods = bound.policy.methods
     if isinstance(report, PeopleCheckReport):
         settings = {**settings, "people": {"source": report.people, "suppressed": report.violating_people}}
@@ -261,6 +270,32 @@ def suppress(engine: Engine, bound: BoundPolicy, generalized: exp.Table, tempora
     on = sb.and_all(exp.NullSafeEQ(this=sb.col(q, "g"), expression=sb.col(k, "s")) for q, k in zip(quasi, keys))
     final = _suppressed_query(generalized, bound.columns, quasi, suppressed_keys, keys, on, policy.drops)
     return report, final, report.violating_records
+
+
+def refuse_unmatched_models(policy: Policy, method: str) -> None:
+    """A release whose missing values match any value has no equivalence classes, only each record's compatible
+    records: it can be held to k-anonymity alone (as sdcMicro's ``localSuppression``); any other model, or counting
+    people, is refused by name."""
+    if policy.person is not None:
+        raise PolicyError(f"{method} counts records: a policy with person= is not supported")
+    for model in policy.models:
+        if not isinstance(model, KAnonymity):
+            raise PolicyError(f"{method} reaches k-anonymity only (a missing value matching any value leaves no "
+                              f"classes for {model.describe()} to judge): remove it from the policy")
+    if not policy.models:
+        raise PolicyError(f"{method} needs a k-anonymity model in the policy")
+
+
+def _check_compatible(engine: Engine, bound: BoundPolicy, generalized: exp.Table) -> CheckReport:
+    """The policy's check of ``generalized`` when a missing value matches any value: each record's class is every
+    record compatible with it (:func:`~duckanon.privacy.classes.compatible_classes`).  Nothing is suppressed: the
+    transformation must reach the policy itself."""
+    refuse_unmatched_models(bound.policy, "cell suppression")
+    report = check(engine, compatible_classes(generalized, bound.quasi_identifiers), bound.policy.models,
+                   key_names=bound.quasi_identifiers)
+    if not report.satisfied:
+        raise PolicyNotSatisfied(report.summary(), report)
+    return report
 
 
 def _suppress_people(engine: Engine, bound: BoundPolicy, generalized: exp.Table, temporaries: _Temporaries,
@@ -433,7 +468,10 @@ def verify_release(reader: Engine, table: str, bound: BoundPolicy, transformatio
         population = None if population_classes is None else Classes.of(
             registered.enter_context(reader.registered(population_classes)), bound.quasi_identifiers, COUNT)
         classes = priced_classes(reader, registered, released, bound.quasi_identifiers, population, prices)
-        if policy.person is not None:  # the released person column (a pseudonym) tells people apart
+        if transformation.missing_matches_any:
+            report = check(reader, compatible_classes(released, bound.quasi_identifiers), policy.models,
+                           key_names=bound.quasi_identifiers, unmendable_checked=False)
+        elif policy.person is not None:  # the released person column (a pseudonym) tells people apart
             report = people_check(reader, classes, policy.person, policy.person_k, models=policy.models,
                                   exempt=policy.exempt_class, record_table=policy.record_table,
                                   lacking=bound.lacking, unmendable_checked=False)

@@ -36,7 +36,7 @@ from ..errors import (
 )
 from ..hierarchy.notation import in_notation, label_problem
 from ..privacy.checks import check, class_verdicts, verdict_column
-from ..privacy.classes import SIZE, VIOLATED, Classes, every_key_is
+from ..privacy.classes import SIZE, VIOLATED, Classes, compatible_classes, every_key_is
 from ..privacy.models import PrivacyModel
 from ..privacy.people import (
     PEOPLE,
@@ -51,7 +51,7 @@ from ..privacy.people import (
 )
 from ..privacy.registry import model_from_params
 from ..recode.ranges import bound_rows, bounded_attributes
-from ..risk.counting import class_size_histogram
+from ..risk.counting import class_size_histogram, compatible_figures
 from ..risk.population import ClassSizes, prosecutor_risk
 from ..sqlgen import build as sb
 from .digest import content_digest, digest_query
@@ -178,27 +178,33 @@ def guarantees(reader, released: exp.Table, info: dict) -> list[Check]:
         checks.append(_people_suppression(reader, released, quasi, person, policy) if person
                       else _suppression(reader, released, quasi, info, policy, counted))
     if quasi:
-        checks += _classes(reader, released, quasi, info, person, record_table)
+        checks += _classes(reader, released, quasi, info, person, record_table, bool(policy.get(MISSING_MATCHES_ANY)))
     checks += _bounds(reader, released, quasi)
     return checks
 
 
-def _classes(reader, released, quasi: Sequence[str], info: dict, person: str | None, record_table: str | None
-             ) -> list[Check]:
+def _classes(reader, released, quasi: Sequence[str], info: dict, person: str | None, record_table: str | None,
+             missing_matches_any: bool = False) -> list[Check]:
     """The classes, the smallest, and the prosecutor risk: of a record, or of a person under a policy that counts
-    people (1 / the people sharing their signature)."""
-    sizes = ClassSizes(*class_size_histogram(reader, released, quasi))
-    classes = int(sizes.classes)
-    smallest = int(sizes.sizes[0]) if classes else None
-    risky = sizes if person is None else ClassSizes(*signature_group_histogram(reader, released, quasi, person,
-                                                                                record_table))
-    risk = prosecutor_risk(risky, 1.0) if classes else None
-    of = "" if person is None else " of a person"
+    people (1 / the people sharing their signature); where a missing value matches any, of a record by the records
+    compatible with it (the smallest class is the fewest such)."""
+    if missing_matches_any:
+        _, classes, smallest, highest, average = compatible_figures(reader, released, quasi)
+        of = ""
+    else:
+        sizes = ClassSizes(*class_size_histogram(reader, released, quasi))
+        classes = int(sizes.classes)
+        smallest = int(sizes.sizes[0]) if classes else None
+        risky = sizes if person is None else ClassSizes(*signature_group_histogram(reader, released, quasi, person,
+                                                                                    record_table))
+        risk = prosecutor_risk(risky, 1.0) if classes else None
+        highest, average = (risk.highest, risk.average) if risk else (None, None)
+        of = "" if person is None else " of a person"
     checks = [Check("classes", _shown(info.get("classes")), _shown(classes), classes == (info.get("classes") or 0)),
               Check("smallest class", _shown(info.get("smallest_class")), _shown(smallest),
                     smallest == info.get("smallest_class"))]
-    for name, claimed, computed in ((f"highest prosecutor risk{of}", info.get("highest_risk"), risk and risk.highest),
-                                    (f"average prosecutor risk{of}", info.get("average_risk"), risk and risk.average)):
+    for name, claimed, computed in ((f"highest prosecutor risk{of}", info.get("highest_risk"), highest),
+                                    (f"average prosecutor risk{of}", info.get("average_risk"), average)):
         same = (claimed is None and computed is None) or (
             claimed is not None and computed is not None and math.isclose(claimed, computed, rel_tol=1e-9))
         checks.append(Check(name, _shown(claimed), _shown(computed), same))
@@ -323,7 +329,8 @@ def _models(reader, released, quasi: Sequence[str], policy: dict, info: dict) ->
     person, record_table = person_of(policy), record_table_of(policy)
     by_people, by_records = _split_by_people(models, person)
     judged = []
-    for group, classes in ([(by_records, Classes.of(released, quasi))] if by_records else []) + [
+    counted_by = compatible_classes if policy.get(MISSING_MATCHES_ANY) else Classes.of
+    for group, classes in ([(by_records, counted_by(released, quasi))] if by_records else []) + [
             ([m], person_values(released, quasi, person, m.sensitive, record_table, _lacking(policy, quasi)))
             for m in by_people]:
         report = check(reader, classes, group, key_names=list(classes.keys), most_violations=100, exempt=exempt)
@@ -394,21 +401,24 @@ def _bounds(reader, released, quasi: Sequence[str]) -> list[Check]:
 
 
 VIEW = "release_verification"
+# In a release's policy: a missing value matches any value when its classes are counted (cell suppression).
+MISSING_MATCHES_ANY = "missing_matches_any"
 # How a model over sensitive values is named when it counts each person's value once per class.
 OVER_PEOPLE = " over people"
 
 
 def verification_view(table: str, columns: Sequence[str], quasi: Sequence[str], models: Sequence[PrivacyModel],
                       allowed_suppressed: int, suppression: str, person: str | None = None,
-                      record_table: str | None = None, lacking: Mapping[str, Sequence[str]] | None = None
-                      ) -> exp.Select:
+                      record_table: str | None = None, lacking: Mapping[str, Sequence[str]] | None = None,
+                      missing_matches_any: bool = False) -> exp.Select:
     """The plain-SQL view a DuckDB release carries (:data:`VIEW`): per guarantee, what ``release_info`` claims, what
     the rows give, and whether they agree, so that a recipient with only the ``duckdb`` shell sees them.  The content
     digest, the record count, the classes and every model are recomputed by the view's own SQL from the table (the
     '*' class left out of the models under ARX's ``replace-unchecked``); under a policy that counts people (column
     ``person``), the people's signatures (of (table, class) pairs, by ``record_table``, in a release of several
     tables, where a suppressed record shows '*' in the quasi-identifiers its table holds, ``lacking`` the others) and
-    the people suppressed, against ``allowed_suppressed`` people."""
+    the people suppressed, against ``allowed_suppressed`` people.  With ``missing_matches_any`` (cell suppression),
+    a record's class is every record compatible with it, a missing value matching any."""
     released = sb.table(table)
     exempt = exempt_class(suppression)
     checkable = [m for m in models if not_recomputed(m) is None and not m.risk_threshold]
@@ -482,7 +492,8 @@ def verification_view(table: str, columns: Sequence[str], quasi: Sequence[str], 
         union = exp.union(union, other, distinct=False)
     query = exp.select(exp.Star()).from_(union.subquery("guarantees"))
     if quasi:
-        query = query.with_("__verdicts", as_=class_verdicts(Classes.of(released, quasi), by_records))
+        counted_by = compatible_classes if missing_matches_any else Classes.of
+        query = query.with_("__verdicts", as_=class_verdicts(counted_by(released, quasi), by_records))
     return query
 
 

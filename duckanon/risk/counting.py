@@ -72,3 +72,60 @@ def population_pairs(engine: Engine, sample: exp.Expression, population: exp.Exp
 
 def records(engine: Engine, relation: exp.Expression) -> int:
     return int(engine.value(exp.select(exp.func("COUNT", exp.Star())).from_(_relation(relation))))
+
+
+# ------------------------------------------------------------------ a missing value matching any (cell suppression)
+# Column names of :func:`compatible_counts`, never a source column's.
+RECORDS, COMPATIBLE = "__duckanon_records", "__duckanon_compatible"
+
+
+def compatible_counts(relation: exp.Expression, quasi: Sequence[str]) -> exp.Select:
+    """One row per distinct combination of ``quasi`` in ``relation``: its values, its records (:data:`RECORDS`) and
+    the records compatible with it (:data:`COMPATIBLE`): equal on every quasi-identifier, a missing value (NULL)
+    matching any, as sdcMicro's ``freqCalc`` counts them (alpha = 1).
+
+    A combination that misses nothing is compatible with one such combination, itself; only pairs where one side
+    misses a value are joined on the condition, so the cost grows with the combinations holding a NULL."""
+    combos, partial = "__duckanon_combos", "__duckanon_partial"
+    keys = [sb.col(q) for q in quasi]
+    counted = (exp.select(*keys, exp.func("COUNT", exp.Star()).as_(RECORDS, quoted=True),
+                          sb.or_all(k.copy().is_(exp.Null()) for k in keys).as_(partial, quoted=True))
+               .from_(_relation(relation)).group_by(*[k.copy() for k in keys]))
+    compatible = sb.and_all(sb.or_all([sb.col(q, "a").is_(exp.Null()), sb.col(q, "b").is_(exp.Null()),
+                                       sb.col(q, "a").eq(sb.col(q, "b"))]) for q in quasi)
+
+    def matched(records: exp.Expression, where: exp.Expression | None, joined: exp.Expression | None = None
+                ) -> exp.Select:
+        query = exp.select(*[sb.col(q, "a") for q in quasi], sb.col(RECORDS, "a"),
+                           records.as_(COMPATIBLE, quoted=True)).from_(exp.alias_(sb.table(combos), "a", quoted=True))
+        if joined is not None:
+            query = query.join(exp.alias_(sb.table(combos), "b", quoted=True), on=exp.and_(compatible.copy(), joined),
+                               join_type="INNER")
+        return query if where is None else query.where(where)
+
+    a_partial, b_partial = sb.col(partial, "a"), sb.col(partial, "b")
+    pairs = exp.union(exp.union(
+        matched(sb.col(RECORDS, "a"), exp.not_(a_partial)),  # a combination without NULLs: itself
+        matched(sb.col(RECORDS, "b"), None, b_partial.copy()),  # any combination with one holding a NULL
+        distinct=False),
+        matched(sb.col(RECORDS, "b"), a_partial.copy(), exp.not_(b_partial.copy())),  # one with NULLs, the others
+        distinct=False)
+    total = exp.cast(exp.func("SUM", sb.col(COMPATIBLE)), exp.DataType.build("BIGINT"))
+    return (exp.select(*[sb.col(q) for q in quasi], sb.col(RECORDS), total.as_(COMPATIBLE, quoted=True))
+            .from_(pairs.subquery("pairs")).group_by(*[sb.col(q) for q in quasi], sb.col(RECORDS))
+            .with_(combos, as_=counted))
+
+
+def compatible_figures(engine: Engine, relation: exp.Expression, quasi: Sequence[str]
+                       ) -> tuple[int, int, int | None, float | None, float | None]:
+    """(records, distinct combinations, the fewest compatible records of one, the highest and the average
+    prosecutor risk) of ``relation`` when a missing value matches any: a record's risk is 1 / its compatible
+    records (sdcMicro's ``indivRisk`` without weights), the average over records."""
+    counts = compatible_counts(relation, quasi).subquery("c")
+    n, combinations, fewest, share = engine.rows(exp.select(
+        exp.func("SUM", sb.col(RECORDS)), exp.func("COUNT", exp.Star()), exp.func("MIN", sb.col(COMPATIBLE)),
+        exp.func("SUM", exp.Div(this=sb.as_double(sb.col(RECORDS)), expression=sb.col(COMPATIBLE))))
+        .from_(counts))[0]
+    if not combinations:
+        return 0, 0, None, None, None
+    return int(n), int(combinations), int(fewest), 1.0 / float(fewest), float(share) / float(n)

@@ -242,18 +242,24 @@ def _dis_scores(scores: np.ndarray, uniques: int, paired: int, fraction: float, 
 
 def compatible_sums(frame: pd.DataFrame, variables: Sequence[str], columns: Sequence[str]) -> list[np.ndarray]:
     """Per row of ``frame``, the sums of each of ``columns`` over the rows compatible with it: equal on every
-    variable, a missing value matching any (sdcMicro's ``freqCalc`` with alpha = 1).  Rows are grouped by which
-    variables they miss, and each pair of such groups is matched on the variables both hold."""
+    variable, a missing value matching any (sdcMicro's ``freqCalc`` with alpha = 1)."""
     codes, missing, cards = _codes(frame, variables)
-    values = [frame[c].to_numpy().astype(np.float64) for c in columns]
-    masks = np.zeros(len(frame), dtype=np.int64)
-    for j in range(len(variables)):
+    return compatible_totals(codes, missing, cards, [frame[c].to_numpy().astype(np.float64) for c in columns])
+
+
+def compatible_totals(codes: np.ndarray, missing: np.ndarray, cards: Sequence[int], values: Sequence[np.ndarray]
+                      ) -> list[np.ndarray]:
+    """Per row (a column of ``codes``, one row per variable, each below its ``cards``), the sums of each of
+    ``values`` over the rows compatible with it, a ``missing`` value matching any.  Rows are grouped by which
+    variables they miss, and each pair of such groups is matched on the variables both hold."""
+    masks = np.zeros(codes.shape[1], dtype=np.int64)
+    for j in range(codes.shape[0]):
         masks |= missing[j].astype(np.int64) << j
-    sums = [np.zeros(len(frame)) for _ in columns]
+    sums = [np.zeros(codes.shape[1]) for _ in values]
     groups = {int(mask): np.flatnonzero(masks == mask) for mask in np.unique(masks)}
     for mask, rows in groups.items():
         for other, theirs in groups.items():
-            shared = [j for j in range(len(variables)) if not (mask | other) >> j & 1]
+            shared = [j for j in range(codes.shape[0]) if not (mask | other) >> j & 1]
             both = np.concatenate([rows, theirs])
             key = _key(codes[:, both], shared, cards)
             ids, _ = pd.factorize(key)

@@ -16,7 +16,16 @@ from sqlglot import exp
 from ..encode.encoding import COUNT, Encoding, code_column
 from ..hierarchy.hierarchy import Hierarchy
 from ..sqlgen import build as sb
-from ..utility.metrics import CostSum, Metric, cost_column, cost_table
+from ..utility.metrics import (
+    CostSum,
+    Loss,
+    Metric,
+    NonUniformEntropy,
+    NormalizedCertaintyPenalty,
+    RecordCostMetric,
+    cost_column,
+    cost_table,
+)
 
 
 @dataclass(frozen=True)
@@ -113,3 +122,37 @@ def _read(encoding: Encoding, hierarchies: Sequence[Hierarchy], kinds: Sequence[
         levels = levels[levels["code_0"].isin(counts.index)].reset_index(drop=True)
         attributes.append(AttributeCosts(levels, counts, cost_table(levels, counts, hierarchy, i, kinds, records)))
     return records, attributes
+
+
+# The metrics a release that recodes records on levels of their own records beside the search's: those summed over
+# records (no label needed).
+RECORDED_COST_METRICS = [Loss(), NormalizedCertaintyPenalty(), NonUniformEntropy()]
+
+
+def release_cost_metrics(encoding: Encoding, hierarchies: Sequence[Hierarchy], metrics: Sequence[Metric],
+                         codes: Sequence[np.ndarray], counts: np.ndarray, cost_columns: np.ndarray
+                         ) -> dict[str, float]:
+    """Each record-cost metric of ``metrics`` over a release that recodes the frequency table's rows (their level-0
+    ``codes`` per attribute and their ``counts``) each on its own levels: ``cost_columns`` (rows × attributes) holds
+    the level each row's attribute is released on, or the attribute's number of levels where its value is suppressed
+    (its suppressed cost, as a node's value counts it).  Local recoding and cell suppression record these."""
+    priced = [m for m in metrics if isinstance(m, RecordCostMetric)]
+    if not priced:
+        return {}
+    costs = RecordCosts(encoding, hierarchies, priced)
+    values = {}
+    for metric in priced:
+        total = 0.0
+        for cost_sum in metric.cost_sums(encoding.attributes):
+            for i, attribute in enumerate(encoding.attributes):
+                weight = cost_sum.weights[attribute]
+                if not weight:
+                    continue
+                table = costs.attributes[i].table
+                rows = pd.Index(table["code"]).get_indexer(codes[i])
+                by_level = np.column_stack([table[cost_column(cost_sum.kind, i, j)].to_numpy(dtype=np.float64)
+                                            for j in range(hierarchies[i].levels)]
+                                           + [table[cost_column(cost_sum.kind, i, None)].to_numpy(dtype=np.float64)])
+                total += weight * float(counts @ by_level[rows, cost_columns[:, i]])
+        values[metric.name] = float(total / counts.sum() if metric.average else total)
+    return values

@@ -23,7 +23,6 @@ import time
 from collections.abc import Sequence
 
 import numpy as np
-import pandas as pd
 from sqlglot import exp
 
 from ..declare.policy import Policy
@@ -45,16 +44,12 @@ from ..utility.metrics import (
     Metric,
     NonUniformEntropy,
     NormalizedCertaintyPenalty,
-    RecordCostMetric,
-    cost_column,
 )
-from .costs import RecordCosts
+from .costs import RECORDED_COST_METRICS, release_cost_metrics
 from .run import bound_source, checked_search, evaluator, resolve_metric
 from .strategies import STRATEGIES, SearchBudget, SearchResult
 
 _serial = iter(range(1, 2**62))
-# The metrics a local recoding's release records beside the search's: those summed over records (no label needed).
-_RECORD_COST_METRICS = [Loss(), NormalizedCertaintyPenalty(), NonUniformEntropy()]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,7 +130,7 @@ def local_recoding(workspace: Workspace, bound: BoundPolicy, encoding: Encoding,
         stepped = _steps_of_rows(engine, encoding, parts)
         try:
             assignment = _assignment(engine, encoding, stepped, len(steps))
-            measured = _release_metrics(encoding, hierarchies, steps, stepped, [metric, *_RECORD_COST_METRICS])
+            measured = _release_metrics(encoding, hierarchies, steps, stepped, [metric, *RECORDED_COST_METRICS])
         finally:
             engine.run(sb.drop("TABLE", stepped))
     finally:
@@ -150,10 +145,6 @@ def _release_metrics(encoding: Encoding, hierarchies, steps: Sequence[LocalStep]
     """Each record-cost metric of ``metrics`` over the whole release: every record costs what its step's levels
     cost it, the ones the last step left suppressed their suppressed cost (as a node's value counts them), summed
     over the frequency table's rows (``stepped``: :func:`_steps_of_rows`)."""
-    priced = [m for m in metrics if isinstance(m, RecordCostMetric)]
-    if not priced:
-        return {}
-    costs = RecordCosts(encoding, hierarchies, priced)
     leaves = [code_column(i, 0) for i in range(len(encoding.attributes))]
     on = sb.and_all(sb.col(c, "f").eq(sb.col(c, "s")) for c in leaves)
     arrays = encoding.engine.arrays(
@@ -161,29 +152,12 @@ def _release_metrics(encoding: Encoding, hierarchies, steps: Sequence[LocalStep]
                    exp.func("COALESCE", sb.col(STEP, "s"), exp.Literal.number(0)).as_(STEP, quoted=True))
         .from_(exp.alias_(encoding.table, "f", quoted=True))
         .join(exp.alias_(stepped, "s", quoted=True), on=on, join_type="LEFT"))
-    codes = [np.asarray(arrays[c], dtype=np.int64) for c in leaves]
-    counts = np.asarray(arrays[COUNT], dtype=np.float64)
     step = np.asarray(arrays[STEP], dtype=np.int64)
     suppressed = step >= len(steps)
-    step = np.minimum(step, len(steps) - 1)
-    levels = np.array([[s.levels[a] for a in encoding.attributes] for s in steps])
-    values = {}
-    for metric in priced:
-        total = 0.0
-        for cost_sum in metric.cost_sums(encoding.attributes):
-            for i, attribute in enumerate(encoding.attributes):
-                weight = cost_sum.weights[attribute]
-                if not weight:
-                    continue
-                table = costs.attributes[i].table
-                rows = pd.Index(table["code"]).get_indexer(codes[i])
-                by_level = np.column_stack([table[cost_column(cost_sum.kind, i, j)].to_numpy(dtype=np.float64)
-                                            for j in range(hierarchies[i].levels)]
-                                           + [table[cost_column(cost_sum.kind, i, None)].to_numpy(dtype=np.float64)])
-                column = np.where(suppressed, hierarchies[i].levels, levels[step, i])
-                total += weight * float(counts @ by_level[rows, column])
-        values[metric.name] = float(total / counts.sum() if metric.average else total)
-    return values
+    levels = np.array([[s.levels[a] for a in encoding.attributes] for s in steps])[np.minimum(step, len(steps) - 1)]
+    cost_columns = np.where(suppressed[:, None], np.array([h.levels for h in hierarchies]), levels)
+    return release_cost_metrics(encoding, hierarchies, metrics, [np.asarray(arrays[c], dtype=np.int64) for c in leaves],
+                                np.asarray(arrays[COUNT], dtype=np.float64), cost_columns)
 
 
 def _suppressed_part(engine: Engine, bound: BoundPolicy, encoding: Encoding, levels: dict[str, int]) -> Encoding:
@@ -234,15 +208,9 @@ def _assignment(engine: Engine, encoding: Encoding, stepped: exp.Table, steps: i
     publish suppresses them); None when there is no later step."""
     if steps < 2:
         return None
-    leaves = [code_column(i, 0) for i in range(len(encoding.attributes))]
-    last = exp.func("LEAST", sb.col(STEP, "s"), exp.Literal.number(steps - 1))
-    query = exp.select(last.as_(STEP, quoted=True)).from_(exp.alias_(stepped, "s", quoted=True))
-    for i, (attribute, codes) in enumerate(zip(encoding.attributes, encoding.code_tables)):
-        query = query.join(exp.alias_(codes, f"c{i}", quoted=True), join_type="INNER",
-                           on=sb.col(leaves[i], "s").eq(sb.col(leaves[i], f"c{i}")))
-        query = query.select(sb.col(attribute, f"c{i}").as_(attribute, quoted=True))
+    last = exp.func("LEAST", sb.col(STEP, "r"), exp.Literal.number(steps - 1))
     table = sb.table(f"__duckanon_local_assigned_{next(_serial)}")
-    engine.run(sb.create_table_as(table, query, temporary=True))
+    engine.run(sb.create_table_as(table, encoding.decoded(stepped, [last.as_(STEP, quoted=True)]), temporary=True))
     return table
 
 
