@@ -778,7 +778,9 @@ CREATE OR REPLACE TEMP MACRO anon_policy_models(policy, models) AS TABLE
 -- they show holds = NULL here; a DuckDB release's own view
 -- release_verification recomputes them. delta-presence and k-map counted in a population
 -- table need that table, which no release holds: holds = NULL here and in the view. Rows
--- are compared as text (CAST AS VARCHAR).
+-- are compared as text (CAST AS VARCHAR). A release of cell suppression (its policy says
+-- missing_matches_any) counts, for each distinct key, the records compatible with it, a
+-- missing value matching any value: those are its class and its size.
 
 -- anon__first_size(estimator) -> the smallest size the estimator models: 0 (Poisson), 1 (zero-truncated).
 CREATE OR REPLACE TEMP MACRO anon__first_size(estimator) AS CASE WHEN estimator = 'poisson' THEN 0 ELSE 1 END;
@@ -859,8 +861,23 @@ WITH info AS (
     FROM buckets
 ), keyed AS (
     SELECT list_transform(qi, lambda q: json_extract_string(r, anon__key(q))) AS class_key, r FROM released, quasi
-), sizes AS (
+), exact_sizes AS (
     SELECT class_key, count(*) AS n FROM keyed GROUP BY class_key
+), matching AS (
+    -- A release of cell suppression counts a missing value as matching any value (policy missing_matches_any).
+    SELECT coalesce(json_extract_string(policy, '$.missing_matches_any') = 'true', false) AS any_value FROM info
+), compatible AS (
+    SELECT * FROM exact_sizes WHERE (SELECT any_value FROM matching)
+), sizes AS (
+    -- Per class, its records; where a missing value matches any, per distinct key the records compatible with it.
+    SELECT class_key, n FROM exact_sizes WHERE NOT (SELECT any_value FROM matching)
+    UNION ALL
+    SELECT a.class_key, sum(b.n) AS n
+    FROM compatible AS a JOIN compatible AS b
+         ON list_bool_and(list_transform(range(1, len(a.class_key) + 1),
+                                         lambda j: a.class_key[j] IS NULL OR b.class_key[j] IS NULL
+                                                   OR a.class_key[j] = b.class_key[j]))
+    GROUP BY a.class_key
 ), described AS (
     SELECT json_extract_string(m, '$.model') AS model, json_extract_string(m, '$.sensitive') AS sensitive, json_extract(m, '$.params') AS params, i
     FROM info, unnest(coalesce(json_extract(policy, '$.models[*]'), [])) WITH ORDINALITY AS u(m, i)

@@ -22,7 +22,12 @@ from ..encode.tables import Tables
 from ..engine import DuckDBEngine
 from ..errors import AnonymizationError
 from ..hierarchy.hierarchy import Hierarchy
-from ..perturb.perturbation import AdditiveNoise, EmpiricalSynthesis, Pram, RandomizedResponse
+from ..perturb.perturbation import (
+    AdditiveNoise,
+    EmpiricalSynthesis,
+    Pram,
+    RandomizedResponse,
+)
 from ..release.files import (
     checked_table_name,
     read_release_info,
@@ -84,8 +89,15 @@ def _generalize(args: argparse.Namespace, console: Console, anon: Anonymizer, so
     """Search (or take --levels), report the check, and publish to ``args.output`` unless --check-only."""
     table = _release_table(args, source)  # a bad name fails before the search
     console.say(f"policy: {policy.describe()}")
+    if args.local_recoding is not None and args.cell_suppression:
+        raise AnonymizationError("--local-recoding and --cell-suppression each keep the suppressed records their "
+                                 "own way: choose one")
     if args.local_recoding is not None:
         return _recode_locally(args, console, anon, source, policy, table)
+    if args.cell_suppression:
+        return _suppress_cells(args, console, anon, source, policy, table)
+    if args.importance or args.stratum:
+        raise AnonymizationError(f"{'--importance' if args.importance else '--stratum'} is for --cell-suppression")
     if args.levels:
         levels = args.levels
     else:
@@ -122,6 +134,23 @@ def _recode_locally(args: argparse.Namespace, console: Console, anon: Anonymizer
         iterations=args.local_recoding, time_limit=args.time_limit, check_limit=args.check_limit,
         sign_with=args.sign_with)
     console.say(recoding.summary())
+    console.say(release.summary())
+    console.say(f"time: {console.seconds():.2f} s")
+    return OK
+
+
+def _suppress_cells(args: argparse.Namespace, console: Console, anon: Anonymizer, source: Source, policy: Policy,
+                    table: str) -> int:
+    """--cell-suppression: search (or take --levels), suppress single values, publish (a release is its purpose)."""
+    if args.check_only or args.payout is not None:
+        given = "--check-only" if args.check_only else "--payout"
+        raise AnonymizationError(f"--cell-suppression suppresses values and writes a release: it takes no {given}")
+    cells, release = anon.suppress_cells(
+        source.relation, policy, args.output, importance=args.importance, strata=args.stratum,
+        levels=args.levels or None, metric=args.metric, strategy=args.strategy, label=args.label, table=table,
+        format=args.format, evaluator=args.evaluator, memory_budget=args.memory_budget, time_limit=args.time_limit,
+        check_limit=args.check_limit, sign_with=args.sign_with)
+    console.say(cells.summary())
     console.say(release.summary())
     console.say(f"time: {console.seconds():.2f} s")
     return OK

@@ -242,6 +242,17 @@ def _search() -> Parser:
     search.add_argument("--local-recoding", type=values.positive_whole, nargs="?", const=100, metavar="STEPS",
                         help="after the search, anonymize the records it suppresses again among themselves on "
                              "levels of their own, as ARX's local recoding, in at most STEPS steps (default 100)")
+    cells = parser.add_argument_group("cell suppression (sdcMicro's localSuppression)")
+    cells.add_argument("--cell-suppression", action="store_true",
+                       help="keep the records the generalization (the search's, or --levels) would suppress: replace "
+                            "single values with a missing value until every record has k compatible records, a "
+                            "missing value matching any (k-anonymity is the only model it reaches)")
+    cells.add_argument("--importance", action="append", default=[], metavar="COLUMN",
+                       help="with --cell-suppression: a quasi-identifier whose values are suppressed last; repeat, "
+                            "most important first (the others by default: more categories, suppressed sooner)")
+    cells.add_argument("--stratum", action="append", default=[], metavar="COLUMN",
+                       help="with --cell-suppression: a quasi-identifier never suppressed, within each of whose "
+                            "values k-anonymity holds (sdcMicro's strataVars); repeatable")
     return parser
 
 

@@ -124,7 +124,8 @@ def publish(workspace: Workspace, bound: BoundPolicy, transformation: Transforma
         prices = label_prices(engine, bound, transformation, generalized)
         workspace.announce("checking the policy and suppressing")
         if transformation.missing_matches_any:
-            report, final, suppressed = _check_compatible(engine, bound, generalized), generalized, 0
+            report, suppressed = _check_compatible(engine, bound, generalized), 0
+            final = exp.select(exp.Star()).from_(generalized)
         else:
             report, final, suppressed = suppress(engine, bound, generalized, temporaries, population, prices)
         final = ranges.joined(final, bound.columns)  # numbers' bounds beside their labels, NULL for '*'

@@ -37,9 +37,18 @@ from ..declare.policy import Policy
 from ..encode.binding import BoundPolicy, Workspace
 from ..encode.encoding import COUNT, Encoding, code_column
 from ..errors import PolicyError, PolicyNotSatisfied
-from ..recode.generalization import CellSuppression, FullDomainGeneralization, suppressed_cell
+from ..recode.generalization import (
+    CellSuppression,
+    FullDomainGeneralization,
+    suppressed_cell,
+)
 from ..release.files import release_format
-from ..release.publish import Release, checked_table_names, publish, refuse_unmatched_models
+from ..release.publish import (
+    Release,
+    checked_table_names,
+    publish,
+    refuse_unmatched_models,
+)
 from ..risk.records import compatible_totals
 from ..sqlgen import build as sb
 from ..utility.metrics import Metric
