@@ -219,3 +219,33 @@ def test_the_command_suppresses_cells(tmp_path, capsys):
     assert main([*args, "--check-only"]) != 0
     assert "--cell-suppression suppresses values and writes a release: it takes no --check-only" in (
         capsys.readouterr().err)
+
+
+def test_a_stratum_of_fewer_than_k_records_is_refused_by_name(tmp_path):
+    frame = pd.DataFrame({"a": ["1", "2", "1", "2", "1"], "g": ["x", "x", "x", "x", "y"]})
+    _, anon = setup_table(frame)
+    policy = Policy(quasi_identifiers={"a": flat(frame["a"]), "g": Hierarchy.from_lists([["x"], ["y"]])},
+                    models=[KAnonymity(2)], suppression_limit=1.0)
+    with pytest.raises(duckanon.PolicyNotSatisfied, match=r"stratum \{'g': 'y'\}: it holds 1 record"):
+        anon.suppress_cells("t", policy, tmp_path / "cells.duckdb", strata=["g"], levels={"a": 0, "g": 0})
+    assert not (tmp_path / "cells.duckdb").exists()
+
+
+def test_the_report_counts_compatible_records_and_the_values_suppressed(tmp_path):
+    """The report's risk of a cell-suppression release is each record's 1 / its compatible records (brute force here),
+    and it says how many values were suppressed, not records."""
+    frame, anon, policy = sdcmicro_testdata2()
+    path = tmp_path / "cells.duckdb"
+    cells, release = anon.suppress_cells("t", policy, path, levels={c: 0 for c in policy.quasi_identifier_names})
+    page = release.report(tmp_path / "cells.html", tables=tmp_path / "report.duckdb")
+    fk = compatible(released_rows(path), KEYS)
+    with duckdb.connect(str(tmp_path / "report.duckdb"), read_only=True) as con:
+        risk = con.sql("SELECT measure, release FROM report_risk").df().set_index("measure")["release"]
+    assert risk["average prosecutor risk"] == pytest.approx(float(np.mean(1.0 / fk)))
+    assert risk["highest prosecutor risk"] == pytest.approx(1.0 / fk.min())
+    assert risk["sample uniques"] == int((fk == 1).sum()) == 0
+    assert risk["records at risk (prosecutor)"] == int((1.0 / fk > 0.2).sum())
+    html = page.read_text()
+    assert 'data-figure="suppression.values" data-value="97"' in html
+    assert f'data-figure="suppression.records" data-value="{cells.records}"' in html
+    assert "matches any value" in html

@@ -295,7 +295,8 @@ class CellSuppression(Transformation):
     """Full-domain generalization to ``levels``, then single values of some records replaced by a missing value
     (NULL), as sdcMicro's ``localSuppression`` does.  ``assignment`` lists the combinations of quasi-identifiers
     (their original values) that lose values, with one boolean per quasi-identifier (:func:`suppressed_cell`, in
-    the hierarchies' order); None when no value is suppressed.  ``suppressed``: the cells suppressed per attribute.
+    the hierarchies' order); None when no value is suppressed.  ``suppressed``: the cells suppressed per attribute;
+    ``records``: the records that lose a value.
 
     A release of it counts a missing value as matching any value (:attr:`missing_matches_any`): a record's class is
     every record compatible with it, so its checks, ``verify`` and risk figures count compatible records."""
@@ -304,10 +305,11 @@ class CellSuppression(Transformation):
     missing_matches_any = True
 
     def __init__(self, levels: Mapping[str, int], assignment: exp.Table | None,
-                 suppressed: Mapping[str, int] | None = None):
+                 suppressed: Mapping[str, int] | None = None, records: int | None = None):
         self.generalization = FullDomainGeneralization(levels)
         self.assignment = assignment
         self.suppressed = dict(suppressed or {})
+        self.records = records
 
     def compile(self, source, columns, hierarchies):
         select = self.generalization.compile(source, columns, hierarchies)
@@ -327,7 +329,8 @@ class CellSuppression(Transformation):
         return None if allowed is None else allowed | {None}
 
     def describe(self):
-        return {"cell suppression": {"levels": self.generalization.levels, "suppressed cells": self.suppressed}}
+        return {"cell suppression": {"levels": self.generalization.levels, "suppressed cells": self.suppressed,
+                                     **({"records": self.records} if self.records is not None else {})}}
 
     def ranges(self, engine, source, columns, hierarchies, materialize):
         return self.generalization.ranges(engine, source, columns, hierarchies, materialize)

@@ -26,8 +26,13 @@ from ..privacy.models import KAnonymity
 from ..privacy.people import signature_group_histogram
 from ..recode.generalization import FullDomainGeneralization
 from ..release.files import open_release
-from ..release.verify import person_of, record_table_of, verify
-from ..risk.counting import class_size_histogram, population_pairs, records
+from ..release.verify import MISSING_MATCHES_ANY, person_of, record_table_of, verify
+from ..risk.counting import (
+    class_size_histogram,
+    compatible_histogram,
+    population_pairs,
+    records,
+)
 from ..risk.population import ClassSizes, prosecutor_risk
 from ..risk.records import RECORDS, combinations, suda2
 from ..risk.summary import RiskSummary, summarize
@@ -191,6 +196,12 @@ def _risk(workspace, reader, released, source, quasi, info, policy, population, 
         return None, None
     released_sizes = class_size_histogram(reader, released, quasi)
     source_sizes = class_size_histogram(workspace.engine, source, quasi) if source is not None else None
+    # A release of cell suppression: a record's class is every record compatible with it, a missing value matching any.
+    compatible = (compatible_histogram(reader, released, quasi)
+                  if (info.get("policy") or {}).get(MISSING_MATCHES_ANY) else None)
+    if compatible is not None:
+        notes.append("A missing value in this release matches any value (cell suppression): a record's risk is 1 / "
+                     "the records compatible with it, and the release's population figures are not estimated.")
     population_records, source_pairs, release_pairs = None, None, None
     if population is not None:
         if population.relation is not None:
@@ -210,9 +221,10 @@ def _risk(workspace, reader, released, source, quasi, info, policy, population, 
                      "sampling fraction or a population table).")
     risk = summarize(released_sizes, source_sizes, threshold=threshold, population_records=population_records,
                      source_pairs=source_pairs, release_pairs=release_pairs,
-                     people=_signature_groups(workspace, reader, released, source, quasi, info))
+                     people=_signature_groups(workspace, reader, released, source, quasi, info), compatible=compatible)
     buckets = pd.DataFrame({"bucket": [_bucket_name(b) for b in BUCKETS]})
-    for side, histogram in (("source", source_sizes), ("release", released_sizes)):
+    by_records = None if compatible is None else (compatible[0], compatible[1] / compatible[0])  # records, as classes
+    for side, histogram in (("source", source_sizes), ("release", by_records or released_sizes)):
         if histogram is not None:
             buckets[side] = _bucket_shares(*histogram)
     return risk, buckets

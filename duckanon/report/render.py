@@ -16,7 +16,7 @@ import pandas as pd
 
 from . import plots
 from ..recode.protect import method_text
-from ..release.verify import person_of, plain_model
+from ..release.verify import MISSING_MATCHES_ANY, person_of, plain_model
 from .figures import ReportFigures
 
 _STYLE = """
@@ -135,6 +135,11 @@ def _policy(figures: ReportFigures) -> str:
             + (" and, counting each person's sensitive value once per class, the people of each class that violates "
                "a model over sensitive values, round after round until none more" if valued else "") if person
             else "Records in classes that violate the policy are suppressed")
+    if policy.get(MISSING_MATCHES_ANY):
+        what = ("The records of classes that violate the policy at the chosen levels lose single quasi-identifier "
+                "values instead, each replaced by a missing value that matches any value when records are counted "
+                "(cell suppression, as sdcMicro's localSuppression), until every record has k compatible records; no "
+                "record is suppressed")
     if tables:
         each = "a file of the release's folder" if figures.path.is_dir() else "a view of the released table"
         what = (f"The release holds {len(tables)} tables joined by {person}, each {each}: "
@@ -143,7 +148,8 @@ def _policy(figures: ReportFigures) -> str:
                   "class) pairs of all their records; a model of a sensitive column judges the classes of the tables "
                   "that hold it. " + what)
     return ("<h2>Policy</h2>" + _table(models, "policy.models") + _table(columns, "policy.columns")
-            + f"<p>{_text(what)} ({_text(how)}): {_text(limit)}. "
+            + (f"<p>{_text(what)}. The records that may lose values: {_text(limit)}. "
+               if policy.get(MISSING_MATCHES_ANY) else f"<p>{_text(what)} ({_text(how)}): {_text(limit)}. ")
             + (f"Columns the policy does not name are {_text(others)}." if others else "") + "</p>")
 
 
@@ -178,6 +184,15 @@ _SUPPRESSED_HOW = {"replace": "their quasi-identifiers replaced by *", "drop": "
 
 def _suppression(figures: ReportFigures) -> str:
     info = figures.info
+    cells = (info.get("transformation") or {}).get("cell suppression")
+    if cells is not None:
+        values = cells.get("suppressed cells") or {}
+        total = sum(values.values())
+        each = ", ".join(f"{_text(a)} {_count(n)}" for a, n in values.items() if n)
+        return (f"<h2>Suppression</h2><p>No record was suppressed: <span {_tag('suppression.values', total)}>"
+                f"{_count(total)}</span> values were, in <span {_tag('suppression.records', cells.get('records'))}>"
+                f"{_count(cells.get('records'))}</span> of {_count(info['source_records'])} records"
+                f"{' (' + each + ')' if each else ''}, each replaced by a missing value that matches any.</p>")
     source, suppressed = info["source_records"], info["suppressed_records"]
     share = suppressed / source if source else 0.0
     mode = info.get("suppression")

@@ -129,3 +129,14 @@ def compatible_figures(engine: Engine, relation: exp.Expression, quasi: Sequence
     if not combinations:
         return 0, 0, None, None, None
     return int(n), int(combinations), int(fewest), 1.0 / float(fewest), float(share) / float(n)
+
+
+def compatible_histogram(engine: Engine, relation: exp.Expression, quasi: Sequence[str]
+                         ) -> tuple[np.ndarray, np.ndarray, int]:
+    """Where a missing value matches any: the numbers of compatible records that occur (ascending), how many records
+    have each, and the distinct combinations (:func:`compatible_counts`)."""
+    counts = compatible_counts(relation, quasi).subquery("c")
+    rows = engine.rows(exp.select(sb.col(COMPATIBLE), exp.func("SUM", sb.col(RECORDS)), exp.func("COUNT", exp.Star()))
+                       .from_(counts).group_by(sb.col(COMPATIBLE)).order_by(sb.col(COMPATIBLE)))
+    return (np.array([r[0] for r in rows], dtype=np.int64), np.array([r[1] for r in rows], dtype=np.int64),
+            int(sum(r[2] for r in rows)))

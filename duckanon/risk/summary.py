@@ -58,15 +58,19 @@ class RiskSummary:
 
 def summarize(released: Histogram, source: Histogram | None, *, threshold: float,
               population_records: int | None = None, source_pairs: tuple | None = None,
-              release_pairs: tuple | None = None, people: Mapping[str, Histogram] | None = None) -> RiskSummary:
+              release_pairs: tuple | None = None, people: Mapping[str, Histogram] | None = None,
+              compatible: tuple[np.ndarray, np.ndarray, int] | None = None) -> RiskSummary:
     """Each side's figures: prosecutor and marketer risk, records and share at risk above ``threshold``, sample
     uniques; given the population's size, journalist risk and population uniqueness.  ``source_pairs`` and
     ``release_pairs`` (sample size, population size, classes) give a side's journalist risk from a population table
     instead of an estimate.  ``people``: per side, the sizes of its signature groups (how many people share a
-    signature) under a policy that counts people, whose prosecutor risk is a person's."""
+    signature) under a policy that counts people, whose prosecutor risk is a person's.  ``compatible``: a release
+    whose missing values match any value, counted per record (:func:`compatible_figures`), replaces ``released``."""
     sides, tables = {}, {}
+    if compatible is not None:
+        sides["release"] = compatible_figures(*compatible, threshold)
     for side, histogram in (("source", source), ("release", released)):
-        if histogram is None:
+        if histogram is None or side in sides:
             continue
         sizes = estimators.ClassSizes(*histogram)
         figures = _sample_figures(sizes, threshold)
@@ -90,6 +94,25 @@ def _sample_figures(sizes: estimators.ClassSizes, threshold: float) -> dict[str,
         "records at risk (prosecutor)": prosecutor.records_at_risk, "share at risk (prosecutor)": prosecutor.share_at_risk,
         "marketer risk": estimators.marketer_risk(sizes),
         "sample uniques": uniques.records, "share of sample uniques": uniques.share,
+    }
+
+
+def compatible_figures(sizes: np.ndarray, records: np.ndarray, combinations: int, threshold: float
+                       ) -> dict[str, float]:
+    """The sample figures of a release whose missing values match any value (cell suppression), from how many records
+    have each number of compatible records (``sizes``, ``records``): a record's prosecutor risk is 1 / its compatible
+    records, the average over records (sdcMicro's individual risk without weights; marketer risk alike); its classes
+    are its ``combinations`` of values, a sample unique a record compatible with itself alone."""
+    n = int(records.sum())
+    at_risk = 1.0 / sizes > estimators._checked_threshold(threshold, "prosecutor risk")
+    average = float((records / sizes).sum() / n) if n else 0.0
+    uniques = int(records[sizes == 1].sum())
+    return {
+        "records": n, "classes": combinations, "smallest class": int(sizes[0]) if n else 0,
+        "highest prosecutor risk": 1.0 / float(sizes[0]) if n else 0.0, "average prosecutor risk": average,
+        "records at risk (prosecutor)": int(records[at_risk].sum()),
+        "share at risk (prosecutor)": float(records[at_risk].sum() / n) if n else 0.0,
+        "marketer risk": average, "sample uniques": uniques, "share of sample uniques": uniques / n if n else 0.0,
     }
 
 

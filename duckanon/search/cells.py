@@ -113,29 +113,35 @@ def greedy_cells(codes: np.ndarray, counts: np.ndarray, k: int, order: Sequence[
     order ties are taken in; ``counts`` its records) sdcMicro's greedy suppresses to reach ``k`` compatible records
     each, attributes tried in ``order``; and the passes it took.  The columns ``strata`` are never suppressed, and a
     combination's nearest are sought in its stratum only (sdcMicro's ``strataVars``)."""
-    weights = np.where(counts > k, k, counts).astype(np.float64)  # the reduction
-    if weights.sum() < k:
-        raise PolicyNotSatisfied(f"{METHOD} cannot reach k = {k}: the data holds {int(counts.sum())} records")
-    current = codes.copy()
     cards = [max(int(codes[:, j].max()) + 1, 1) if len(codes) else 1 for j in range(codes.shape[1])]
+    if counts.sum() < k:
+        raise PolicyNotSatisfied(f"{METHOD} cannot reach k = {k}: the data holds {int(counts.sum())} records")
+    weights = np.where(counts > k, k, counts).astype(np.float64)  # the reduction
+    # One contiguous row of small codes per attribute: a combination's distances to all are a few byte-wide passes.
+    kind = np.uint8 if max(cards) < 255 else np.uint16 if max(cards) < 65535 else np.uint32
+    missing_code = np.iinfo(kind).max
+    current = np.where(codes < 0, missing_code, codes).astype(kind).T.copy()
     passes = 0
     while True:
-        missing = current < 0
-        fk, = compatible_totals(np.where(missing, 0, current).T, missing.T, cards, [weights])
+        missing = current == missing_code
+        fk, = compatible_totals(np.where(missing, 0, current).astype(np.int64), missing, cards, [weights])
         problems = np.flatnonzero(fk < k)
         if not problems.size:
-            return (current < 0) & (codes >= 0), passes
+            return (current.T == missing_code) & (codes >= 0), passes
         passes += 1
         announce(f"{METHOD}, pass {passes}: {problems.size} combinations below k = {k}")
         for i in problems[np.argsort(fk[problems], kind="stable")]:
-            row = current[i]
-            differs = (current != row) & (current >= 0) & (row >= 0)
-            distance = differs.sum(axis=1)
-            if strata:  # another stratum's combinations are never near
-                distance[(current[:, strata] != row[strata]).any(axis=1)] = 0
+            row = current[:, i].copy()
+            differs: dict[int, np.ndarray] = {}
+            distance = np.zeros(current.shape[1], dtype=np.uint8)
+            for j in range(len(row)):
+                if row[j] != missing_code:
+                    differs[j] = (current[j] != row[j]) & (current[j] != missing_code)
+                    distance += differs[j].view(np.uint8)
+            for j in strata:  # another stratum's combinations are never near
+                distance[current[j] != row[j]] = 0
             nearest = distance == distance[distance > 0].min()
-            candidates = differs[nearest].any(axis=0)
-            current[i, next(j for j in order if candidates[j])] = -1
+            current[next(j for j in order if j in differs and (differs[j] & nearest).any()), i] = missing_code
 
 
 def cell_suppression(workspace: Workspace, bound: BoundPolicy, encoding: Encoding, levels: dict[str, int],
@@ -158,6 +164,16 @@ def cell_suppression(workspace: Workspace, bound: BoundPolicy, encoding: Encodin
         codes[np.isin(codes[:, i], missing), i] = -1
     categories = [len(np.unique(codes[codes[:, i] >= 0, i])) for i in range(len(attributes))]
     order = suppression_order(attributes, categories, importance, strata)
+    if strata:  # sdcMicro refuses a stratum of fewer than k records too: no suppression can mend it
+        labels = pd.DataFrame({s: combos[keys[attributes.index(s)]].map(encoding.labels(attributes.index(s),
+                                                                                         levels[s]))
+                               for s in strata})
+        sizes = combos[COUNT].groupby([labels[s] for s in strata], dropna=False).sum()
+        if (sizes < k).any():
+            stratum = sizes.index[int(np.flatnonzero(sizes < k)[0])]
+            values = dict(zip(strata, stratum if isinstance(stratum, tuple) else (stratum,)))
+            raise PolicyNotSatisfied(f"{METHOD} cannot reach k = {k} in the stratum {values}: it holds "
+                                     f"{int(sizes[stratum])} record{'' if int(sizes[stratum]) == 1 else 's'}")
     suppressed, passes = greedy_cells(codes, combos[COUNT].to_numpy(dtype=np.int64), k, order,
                                       [attributes.index(s) for s in strata], workspace.announce)
     counts = combos[COUNT].to_numpy(dtype=np.int64)
@@ -196,7 +212,7 @@ def cell_suppression(workspace: Workspace, bound: BoundPolicy, encoding: Encodin
                 assigned, [sb.col(suppressed_cell(i), "r") for i in range(len(attributes))]), temporary=True))
     records = int(counts @ suppressed.any(axis=1))
     result = SuppressedCells(dict(levels), search, [attributes[j] for j in order], records, cells, passes, measured)
-    return result, CellSuppression(levels, assignment, cells)
+    return result, CellSuppression(levels, assignment, cells, records)
 
 
 def suppress_cells(workspace: Workspace, source, policy: Policy | str, path: str | os.PathLike,
