@@ -1,5 +1,6 @@
 """Cell suppression (``Anonymizer.suppress_cells``, sdcMicro's ``localSuppression``): sdcMicro's own expected values
-on its test data (``sdcTools/sdcMicro``, ``tests/testthat/test_localSuppression.R``: 97 cells, 109 by stratum), every
+on its test data (``sdcTools/sdcMicro``, ``tests/testthat/test_localSuppression.R``: 97 cells, 109 by stratum; and
+``test_localSupp.R``'s data drawn with R's generator: 2 and 10), every
 release's compatible counts recomputed by brute force with pandas, the released values against the source's, the
 importance order on a table whose choice is worked out by hand, and Adult against the full-domain release it starts
 from."""
@@ -96,6 +97,67 @@ def test_sdcmicros_expected_suppressions_on_sdcmicro_testdata2(tmp_path, strata,
     # sdcMicro's default importance: fewer categories, more important; so the most suppressed first.
     assert cells.order == sorted(KEYS, key=lambda c: (-frame[c].nunique(), -KEYS.index(c)))
     assert duckanon.verify(path).holds
+
+
+class RMersenneTwister:
+    """R's default uniform generator, to rebuild the data sdcMicro's tests draw: Mersenne-Twister seeded as R's
+    ``set.seed`` seeds it (the seed scrambled 50 times by the congruence 69069 s + 1, then 625 more for the state, the
+    first of which is the position) and ``unif_rand``'s 2^-32 scaling kept off 0 and 1."""
+
+    def __init__(self, seed: int):
+        state = seed & 0xFFFFFFFF
+        for _ in range(50):
+            state = (69069 * state + 1) & 0xFFFFFFFF
+        words = []
+        for _ in range(625):
+            state = (69069 * state + 1) & 0xFFFFFFFF
+            words.append(state)
+        self.mt, self.position = words[1:], 624
+
+    def _next(self) -> float:
+        mt = self.mt
+        if self.position >= 624:
+            for i in range(624):
+                y = (mt[i] & 0x80000000) | (mt[(i + 1) % 624] & 0x7FFFFFFF)
+                mt[i] = mt[(i + 397) % 624] ^ (y >> 1) ^ (0x9908B0DF if y & 1 else 0)
+            self.position = 0
+        y = mt[self.position]
+        self.position += 1
+        y ^= y >> 11
+        y ^= (y << 7) & 0x9D2C5680
+        y ^= (y << 15) & 0xEFC60000
+        y ^= y >> 18
+        value = y * 2.3283064365386963e-10
+        return min(max(value, 0.5 * 2.328306437080797e-10), 1 - 0.5 * 2.328306437080797e-10)
+
+    def runif(self, n: int, low: float, high: float) -> np.ndarray:
+        return np.array([low + (high - low) * self._next() for _ in range(n)])
+
+
+def test_r_generator_draws_what_r_draws():
+    assert RMersenneTwister(42).runif(3, 0, 1) == pytest.approx([0.914806, 0.9370754, 0.2861395], abs=1e-7)
+
+
+@pytest.mark.parametrize("keys, importance, expected", [
+    (["Var4", "Var5"], None, 2),  # "dataframe without missing, k = 2, importance=NULL, combs=NULL"
+    (["Var3", "Var4", "Var5"], ["Var5", "Var4", "Var3"], 10),  # "... importance=c(3,2,1), combs=NULL"
+])
+def test_sdcmicros_expected_suppressions_on_its_drawn_data(tmp_path, keys, importance, expected):
+    """sdcMicro's ``test_localSupp.R``: ``set.seed(3)``, three columns of runif(30, 1, 100) and three of rounded
+    runif; k = 2 (its importance c(3, 2, 1) ranks Var5 most important)."""
+    draw = RMersenneTwister(3)
+    numbers = draw.runif(30, 1, 100).reshape(3, 10).T  # R's array() fills column by column
+    frame = pd.DataFrame({"Var1": numbers[:, 0], "Var2": numbers[:, 1], "Var3": numbers[:, 2],
+                          **{f"Var{4 + i}": np.round(draw.runif(10, 1, high)).astype(int)
+                             for i, high in enumerate((3, 2, 4))}})
+    _, anon = setup_table(frame)
+    policy = Policy(quasi_identifiers={k: flat(frame[k]) for k in keys}, models=[KAnonymity(2)],
+                    suppression_limit=1.0, others="insensitive")
+    path = tmp_path / "cells.duckdb"
+    cells, _ = anon.suppress_cells("t", policy, path, importance=importance, levels={k: 0 for k in keys})
+    assert sum(cells.cells.values()) == expected
+    released = released_rows(path)
+    assert int(released[keys].isna().sum().sum()) == expected and (compatible(released, keys) >= 2).all()
 
 
 def test_importance_chooses_between_equally_near_neighbours(tmp_path):
@@ -234,7 +296,7 @@ def test_a_stratum_of_fewer_than_k_records_is_refused_by_name(tmp_path):
 def test_the_report_counts_compatible_records_and_the_values_suppressed(tmp_path):
     """The report's risk of a cell-suppression release is each record's 1 / its compatible records (brute force here),
     and it says how many values were suppressed, not records."""
-    frame, anon, policy = sdcmicro_testdata2()
+    _, anon, policy = sdcmicro_testdata2()
     path = tmp_path / "cells.duckdb"
     cells, release = anon.suppress_cells("t", policy, path, levels={c: 0 for c in policy.quasi_identifier_names})
     page = release.report(tmp_path / "cells.html", tables=tmp_path / "report.duckdb")
