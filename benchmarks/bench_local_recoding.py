@@ -99,15 +99,20 @@ def hierarchies_of(case: dict) -> dict[str, Hierarchy]:
     return {q: Hierarchy.from_arx_csv(Path(str(case["hierarchies"]) % q), name=q) for q in case["qis"]}
 
 
-def duckanon_child(name: str, data_dir: Path, iterations: int, out: Path) -> None:
-    """In a process of its own: one full-domain anonymize and one local recoding of the case's records."""
+def case_setup(name: str, data_dir: Path) -> tuple[duckanon.Anonymizer, str, Policy, Path]:
+    """The case's records loaded into a fresh connection: its anonymizer, the table, the policy both tools enforce
+    (k = 5, at most 5 %, ARX's replace-unchecked) and a new folder for the releases."""
     case = CASES[name]
     con = duckdb.connect()
     table, hierarchies = adult_table(con) if name == "adult" else ihis_table(con, data_dir)
     policy = Policy(quasi_identifiers={q: hierarchies[q] for q in case["qis"]}, models=[KAnonymity(K)],
                     suppression_limit=SUPPRESSION, suppression="replace-unchecked", others="insensitive")
-    anon = duckanon.connect(con)
-    folder = Path(tempfile.mkdtemp(prefix="local-"))
+    return duckanon.connect(con), table, policy, Path(tempfile.mkdtemp(prefix=f"{name}-"))
+
+
+def duckanon_child(name: str, data_dir: Path, iterations: int, out: Path) -> None:
+    """In a process of its own: one full-domain anonymize and one local recoding of the case's records."""
+    anon, table, policy, folder = case_setup(name, data_dir)
     common.reset_peak_rss()
     started = time.perf_counter()
     search, full = anon.anonymize(table, policy, folder / "full.duckdb", metric=ArxLoss(GS))

@@ -46,14 +46,13 @@ from ..release.files import release_format
 from ..release.publish import (
     Release,
     checked_table_names,
-    publish,
     refuse_unmatched_models,
 )
 from ..risk.records import compatible_totals
 from ..sqlgen import build as sb
 from ..utility.metrics import Metric
 from .costs import RECORDED_COST_METRICS, release_cost_metrics
-from .run import bound_source, checked_search, evaluator, resolve_metric
+from .run import checked_search, evaluator, publish_recoded, resolve_metric
 from .strategies import STRATEGIES, SearchResult
 
 _serial = iter(range(1, 2**62))
@@ -64,8 +63,8 @@ METHOD = "cell suppression"
 class SuppressedCells:
     """What a cell suppression did: the levels it started from (and the search that chose them, if one did), the
     order it suppresses attributes in (least important first), the records that lost a value, the cells suppressed
-    per attribute, its passes, and the record-cost metrics of the release (a suppressed value at its suppressed
-    cost)."""
+    per attribute, its passes and their seconds (after the search), and the record-cost metrics of the release (a
+    suppressed value at its suppressed cost)."""
 
     levels: dict[str, int]
     search: SearchResult | None
@@ -73,6 +72,7 @@ class SuppressedCells:
     records: int
     cells: dict[str, int]
     passes: int
+    seconds: float
     metrics: dict[str, float] = dataclasses.field(default_factory=dict)
 
     def summary(self) -> str:
@@ -152,6 +152,7 @@ def cell_suppression(workspace: Workspace, bound: BoundPolicy, encoding: Encodin
     (k-anonymity then holds in each, a record's compatible records sharing its stratum); and the transformation that
     releases them, whose assignment (when it has one) is a temporary table the caller drops."""
     engine, attributes = workspace.engine, encoding.attributes
+    started = time.perf_counter()
     k = max(model.k for model in bound.policy.models)
     keys = [code_column(i, levels[a]) for i, a in enumerate(attributes)]
     combos = engine.frame(exp.select(*[sb.col(c) for c in keys], exp.func("SUM", sb.col(COUNT)).as_(COUNT))
@@ -211,7 +212,8 @@ def cell_suppression(workspace: Workspace, bound: BoundPolicy, encoding: Encodin
             engine.run(sb.create_table_as(assignment, encoding.decoded(
                 assigned, [sb.col(suppressed_cell(i), "r") for i in range(len(attributes))]), temporary=True))
     records = int(counts @ suppressed.any(axis=1))
-    result = SuppressedCells(dict(levels), search, [attributes[j] for j in order], records, cells, passes, measured)
+    result = SuppressedCells(dict(levels), search, [attributes[j] for j in order], records, cells, passes,
+                             time.perf_counter() - started, measured)
     return result, CellSuppression(levels, assignment, cells, records)
 
 
@@ -230,32 +232,21 @@ def suppress_cells(workspace: Workspace, source, policy: Policy | str, path: str
     budget = checked_search(strategy, evaluator_kind, memory_budget, time_limit, check_limit)
     importance = [importance] if isinstance(importance, str) else importance
     strata = [strata] if isinstance(strata, str) else list(strata)
-    started = time.perf_counter()
-    with bound_source(workspace, source, policy) as (bound, encoding):
-        refuse_unmatched_models(bound.policy, METHOD)
+
+    def recode(bound: BoundPolicy, encoding: Encoding) -> tuple[SuppressedCells, CellSuppression]:
         suppression_order(list(bound.hierarchies), [0] * len(bound.hierarchies), importance, strata)  # before work
         if levels is not None:
             FullDomainGeneralization(levels).validate(bound.hierarchies)
-        owned = encoding is None
-        encoding = bound.encoding(workspace.engine) if owned else encoding
-        try:
-            chosen = resolve_metric(workspace, bound, metric, label)
-            found = None
-            if levels is None:
-                with evaluator(workspace, bound, [chosen], label, evaluator_kind, memory_budget, encoding) as nodes:
-                    workspace.announce(f"{strategy} search over {nodes.lattice.size} transformations")
-                    found = STRATEGIES[strategy]().search(nodes, budget)
-                if not found.found:
-                    raise PolicyNotSatisfied(found.summary())
-            result, transformation = cell_suppression(workspace, bound, encoding, dict(levels or found.levels),
-                                                      importance, strata, found, [chosen])
-        finally:
-            if owned:
-                encoding.close()
-        try:
-            workspace.announce(f"{result.summary()} ({time.perf_counter() - started:.1f} s); publishing")
-            release = publish(workspace, bound, transformation, path, table, format, result.metrics)
-        finally:
-            if transformation.assignment is not None:
-                workspace.engine.run(sb.drop("TABLE", transformation.assignment))
-    return result, release
+        chosen = resolve_metric(workspace, bound, metric, label)
+        found = None
+        if levels is None:
+            with evaluator(workspace, bound, [chosen], label, evaluator_kind, memory_budget, encoding) as nodes:
+                workspace.announce(f"{strategy} search over {nodes.lattice.size} transformations")
+                found = STRATEGIES[strategy]().search(nodes, budget)
+            if not found.found:
+                raise PolicyNotSatisfied(found.summary())
+        return cell_suppression(workspace, bound, encoding, dict(levels or found.levels), importance, strata, found,
+                                [chosen])
+
+    return publish_recoded(workspace, source, policy, path, table, format,
+                           lambda checked: refuse_unmatched_models(checked, METHOD), recode)

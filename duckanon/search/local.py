@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import time
 from collections.abc import Sequence
 
 import numpy as np
@@ -37,16 +36,13 @@ from ..privacy.models import prices_classes
 from ..privacy.thresholds import PopulationUniqueness
 from ..recode.generalization import STEP, LocalGeneralization
 from ..release.files import release_format
-from ..release.publish import Release, checked_table_names, publish
+from ..release.publish import Release, checked_table_names
 from ..sqlgen import build as sb
 from ..utility.metrics import (
-    Loss,
     Metric,
-    NonUniformEntropy,
-    NormalizedCertaintyPenalty,
 )
 from .costs import RECORDED_COST_METRICS, release_cost_metrics
-from .run import bound_source, checked_search, evaluator, resolve_metric
+from .run import checked_search, evaluator, publish_recoded, resolve_metric
 from .strategies import STRATEGIES, SearchBudget, SearchResult
 
 _serial = iter(range(1, 2**62))
@@ -225,21 +221,6 @@ def anonymize_locally(workspace: Workspace, source, policy: Policy | str, path: 
     checked_table_names(source, table)
     budget = checked_search(strategy, evaluator_kind, memory_budget, time_limit, check_limit)
     iterations = int(checked_number(iterations, "iterations", "local recoding", whole=True, low=1))
-    started = time.perf_counter()
-    with bound_source(workspace, source, policy) as (bound, encoding):
-        refuse_unsupported(bound.policy)
-        owned = encoding is None
-        encoding = bound.encoding(workspace.engine) if owned else encoding
-        try:
-            recoding, transformation = local_recoding(workspace, bound, encoding, metric, strategy, label,
-                                                      evaluator_kind, memory_budget, iterations, budget)
-        finally:
-            if owned:
-                encoding.close()
-        try:
-            workspace.announce(f"{recoding.summary()} ({time.perf_counter() - started:.1f} s); publishing")
-            release = publish(workspace, bound, transformation, path, table, format, recoding.metrics)
-        finally:
-            if transformation.assignment is not None:
-                workspace.engine.run(sb.drop("TABLE", transformation.assignment))
-    return recoding, release
+    return publish_recoded(workspace, source, policy, path, table, format, refuse_unsupported,
+                           lambda bound, encoding: local_recoding(workspace, bound, encoding, metric, strategy, label,
+                                                                  evaluator_kind, memory_budget, iterations, budget))

@@ -12,7 +12,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-from collections.abc import Iterator, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TypeVar
 
 import numpy as np
 import pandas as pd
@@ -26,11 +28,12 @@ from ..hierarchy.hierarchy import SCHEMA
 from ..parameters import checked_number
 from ..privacy.people import population_models, valued_models
 from ..privacy.thresholds import risk_thresholds
-from ..recode.generalization import FullDomainGeneralization
+from ..recode.generalization import FullDomainGeneralization, Transformation
 from ..release.files import release_format
 from ..release.publish import (
     Release,
     checked_table_names,
+    publish,
     publish_source,
     released_class_sizes,
 )
@@ -43,6 +46,8 @@ from .memory_evaluator import DEFAULT_MEMORY_BUDGET, MemoryNodeEvaluator, memory
 from .person_evaluator import PersonNodeEvaluator
 from .sql_evaluator import SqlNodeEvaluator
 from .strategies import STRATEGIES, SearchBudget, SearchResult
+
+Recoded = TypeVar("Recoded")
 
 EVALUATOR_CLASSES: dict[str, type[NodeEvaluator]] = {"memory": MemoryNodeEvaluator, "sql": SqlNodeEvaluator}
 EVALUATORS = ("auto", *EVALUATOR_CLASSES)
@@ -165,6 +170,33 @@ def _size(count: int) -> str:
     if count >= 1e9:
         return f"{count / 1e9:.1f} GB"
     return f"{count / 1e6:.0f} MB" if count >= 1e6 else f"{count / 1e3:.0f} KB"
+
+
+def publish_recoded(workspace: Workspace, source, policy: Policy | str, path: str | os.PathLike, table: str,
+                    format: str | None, refuse: Callable[[Policy], None],
+                    recode: Callable[[BoundPolicy, Encoding], tuple[Recoded, Transformation]]
+                    ) -> tuple[Recoded, Release]:
+    """Bind ``source`` to ``policy`` (which ``refuse`` may refuse first), encode it once, let ``recode`` turn the
+    frequency table into its result (with ``summary()`` and the ``metrics`` the release records) and a transformation
+    whose ``assignment`` is a temporary table or None, publish the transformation and drop the assignment: the driver
+    of the algorithms that recode records on levels of their own (local recoding, cell suppression)."""
+    started = time.perf_counter()
+    with bound_source(workspace, source, policy) as (bound, encoding):
+        refuse(bound.policy)
+        owned = encoding is None
+        encoding = bound.encoding(workspace.engine) if owned else encoding
+        try:
+            result, transformation = recode(bound, encoding)
+        finally:
+            if owned:
+                encoding.close()
+        try:
+            workspace.announce(f"{result.summary()} ({time.perf_counter() - started:.1f} s); publishing")
+            release = publish(workspace, bound, transformation, path, table, format, result.metrics)
+        finally:
+            if transformation.assignment is not None:
+                workspace.engine.run(sb.drop("TABLE", transformation.assignment))
+    return result, release
 
 
 def checked_search(strategy: str, evaluator_kind: str, memory_budget: int | None, time_limit: float | None,
