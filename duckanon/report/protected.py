@@ -48,7 +48,7 @@ from ..utility.distributions import (
     value_counts,
 )
 
-NOT_SHOWN = "(values the release does not show)"
+NOT_SHOWN = "(values not in the release)"  # short enough for a plot's axis label (plots._short)
 WHOLE_TYPES = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT",
                "UHUGEINT")
 
