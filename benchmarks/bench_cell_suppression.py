@@ -46,7 +46,7 @@ from bench_local_recoding import (
 import duckanon
 from duckanon import ArxLoss, Hierarchy, KAnonymity, Policy
 from duckanon.engine.duckdb_engine import DuckDBEngine
-from duckanon.risk.counting import compatible_figures
+from duckanon.risk.counting import compatible_histogram
 from duckanon.sqlgen import build as sb
 
 TESTDATA2 = ROOT / "tests" / "data" / "sdcmicro_testdata2.csv"
@@ -114,7 +114,7 @@ def measured_release(path: str, qis: list[str], hierarchies: dict, label: str | 
     """What pandas and the compatible counting make of one release file."""
     with duckdb.connect(path, read_only=True) as con:
         frame = con.execute("SELECT * FROM release").df()
-        _, _, fewest, _, _ = compatible_figures(DuckDBEngine(con), sb.table("release"), qis)
+        fewest = int(compatible_histogram(DuckDBEngine(con), sb.table("release"), qis)[0][0])
     values = frame[qis].astype(object)
     starred = (values.astype(str) == "*").all(axis=1)
     missing = values.isna()

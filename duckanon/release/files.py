@@ -41,8 +41,8 @@ from .._version import version
 from ..engine import DuckDBEngine, Engine
 from ..errors import AnonymizationError, DigestMismatch, NotARelease, ReleaseCheckFailed
 from ..privacy.people import signature_group_histogram
-from ..risk.counting import class_size_histogram, compatible_figures
-from ..risk.population import ClassSizes, prosecutor_risk
+from ..risk.counting import class_size_histogram, compatible_histogram
+from ..risk.population import ClassSizes, compatible_prosecutor_risk, prosecutor_risk
 from ..sqlgen import build as sb
 from .digest import content_digest
 from .signing import SIGNATURE, SIGNING_KEY, Signer
@@ -391,7 +391,12 @@ def _info_row(engine: Engine, content: ReleaseContent) -> dict:
     released = content.query.subquery("released")
     highest = average = classes = smallest = None
     if info.classes_by and info.missing_matches_any:
-        released_records, classes, smallest, highest, average = compatible_figures(engine, released, info.classes_by)
+        sizes, records, combinations = compatible_histogram(engine, released, info.classes_by)
+        released_records = int(records.sum())
+        if combinations:
+            prosecutor = compatible_prosecutor_risk(sizes, records, 1.0)
+            classes, smallest = combinations, int(sizes[0])
+            highest, average = prosecutor.highest, prosecutor.average
     elif info.classes_by:
         sample = ClassSizes(*class_size_histogram(engine, released, info.classes_by))
         released_records = sample.records

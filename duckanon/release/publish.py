@@ -124,7 +124,7 @@ def publish(workspace: Workspace, bound: BoundPolicy, transformation: Transforma
         prices = label_prices(engine, bound, transformation, generalized)
         workspace.announce("checking the policy and suppressing")
         if transformation.missing_matches_any:
-            report, suppressed = _check_compatible(engine, bound, generalized), 0
+            report, suppressed = _check_compatible(engine, bound, generalized, transformation.kind), 0
             final = exp.select(exp.Star()).from_(generalized)
         else:
             report, final, suppressed = suppress(engine, bound, generalized, temporaries, population, prices)
@@ -287,11 +287,11 @@ def refuse_unmatched_models(policy: Policy, method: str) -> None:
         raise PolicyError(f"{method} needs a k-anonymity model in the policy")
 
 
-def _check_compatible(engine: Engine, bound: BoundPolicy, generalized: exp.Table) -> CheckReport:
+def _check_compatible(engine: Engine, bound: BoundPolicy, generalized: exp.Table, method: str) -> CheckReport:
     """The policy's check of ``generalized`` when a missing value matches any value: each record's class is every
     record compatible with it (:func:`~duckanon.privacy.classes.compatible_classes`).  Nothing is suppressed: the
-    transformation must reach the policy itself."""
-    refuse_unmatched_models(bound.policy, "cell suppression")
+    transformation (``method``) must reach the policy itself."""
+    refuse_unmatched_models(bound.policy, method)
     report = check(engine, compatible_classes(generalized, bound.quasi_identifiers), bound.policy.models,
                    key_names=bound.quasi_identifiers)
     if not report.satisfied:

@@ -51,8 +51,8 @@ from ..privacy.people import (
 )
 from ..privacy.registry import model_from_params
 from ..recode.ranges import bound_rows, bounded_attributes
-from ..risk.counting import class_size_histogram, compatible_figures
-from ..risk.population import ClassSizes, prosecutor_risk
+from ..risk.counting import class_size_histogram, compatible_histogram
+from ..risk.population import ClassSizes, compatible_prosecutor_risk, prosecutor_risk
 from ..sqlgen import build as sb
 from .digest import content_digest, digest_query
 from .files import INFO_TABLE, open_release
@@ -189,17 +189,18 @@ def _classes(reader, released, quasi: Sequence[str], info: dict, person: str | N
     people (1 / the people sharing their signature); where a missing value matches any, of a record by the records
     compatible with it (the smallest class is the fewest such)."""
     if missing_matches_any:
-        _, classes, smallest, highest, average = compatible_figures(reader, released, quasi)
-        of = ""
+        sizes, records, classes = compatible_histogram(reader, released, quasi)
+        smallest = int(sizes[0]) if classes else None
+        risk = compatible_prosecutor_risk(sizes, records, 1.0) if classes else None
     else:
-        sizes = ClassSizes(*class_size_histogram(reader, released, quasi))
-        classes = int(sizes.classes)
-        smallest = int(sizes.sizes[0]) if classes else None
-        risky = sizes if person is None else ClassSizes(*signature_group_histogram(reader, released, quasi, person,
-                                                                                    record_table))
+        counted = ClassSizes(*class_size_histogram(reader, released, quasi))
+        classes = int(counted.classes)
+        smallest = int(counted.sizes[0]) if classes else None
+        risky = counted if person is None else ClassSizes(*signature_group_histogram(reader, released, quasi, person,
+                                                                                      record_table))
         risk = prosecutor_risk(risky, 1.0) if classes else None
-        highest, average = (risk.highest, risk.average) if risk else (None, None)
-        of = "" if person is None else " of a person"
+    highest, average = (risk.highest, risk.average) if risk else (None, None)
+    of = "" if person is None else " of a person"
     checks = [Check("classes", _shown(info.get("classes")), _shown(classes), classes == (info.get("classes") or 0)),
               Check("smallest class", _shown(info.get("smallest_class")), _shown(smallest),
                     smallest == info.get("smallest_class"))]

@@ -116,21 +116,6 @@ def compatible_counts(relation: exp.Expression, quasi: Sequence[str]) -> exp.Sel
             .with_(combos, as_=counted))
 
 
-def compatible_figures(engine: Engine, relation: exp.Expression, quasi: Sequence[str]
-                       ) -> tuple[int, int, int | None, float | None, float | None]:
-    """(records, distinct combinations, the fewest compatible records of one, the highest and the average
-    prosecutor risk) of ``relation`` when a missing value matches any: a record's risk is 1 / its compatible
-    records (sdcMicro's ``indivRisk`` without weights), the average over records."""
-    counts = compatible_counts(relation, quasi).subquery("c")
-    n, combinations, fewest, share = engine.rows(exp.select(
-        exp.func("SUM", sb.col(RECORDS)), exp.func("COUNT", exp.Star()), exp.func("MIN", sb.col(COMPATIBLE)),
-        exp.func("SUM", exp.Div(this=sb.as_double(sb.col(RECORDS)), expression=sb.col(COMPATIBLE))))
-        .from_(counts))[0]
-    if not combinations:
-        return 0, 0, None, None, None
-    return int(n), int(combinations), int(fewest), 1.0 / float(fewest), float(share) / float(n)
-
-
 def compatible_histogram(engine: Engine, relation: exp.Expression, quasi: Sequence[str]
                          ) -> tuple[np.ndarray, np.ndarray, int]:
     """Where a missing value matches any: the numbers of compatible records that occur (ascending), how many records

@@ -207,6 +207,21 @@ def prosecutor_risk(sample: ClassSizes, threshold: float) -> ProsecutorRisk:
                           records_at_risk=records_at_risk, share_at_risk=records_at_risk / n)
 
 
+def compatible_prosecutor_risk(sizes: np.ndarray, records: np.ndarray, threshold: float) -> ProsecutorRisk:
+    """:func:`prosecutor_risk` where a missing value matches any value (a release of cell suppression), from how many
+    ``records`` have each number of compatible records (``sizes``, ascending): a record is re-identified with
+    probability 1 / its compatible records (sdcMicro's individual risk without weights), the average over records.
+    Empty, every figure is 0."""
+    threshold = _checked_threshold(threshold, "prosecutor risk")
+    n = int(records.sum())
+    if not n:
+        return ProsecutorRisk(0.0, 0.0, 0.0, threshold, 0, 0.0)
+    at_risk = int(records[1.0 / sizes > threshold].sum())
+    return ProsecutorRisk(highest=1.0 / float(sizes[0]), average=float((records / sizes).sum() / n),
+                          lowest=1.0 / float(sizes[-1]), threshold=threshold, records_at_risk=at_risk,
+                          share_at_risk=at_risk / n)
+
+
 def marketer_risk(sample: ClassSizes) -> float:
     """The share of records a marketer who links every record re-identifies, population unknown: c / n (ARX's
     RiskModelSampleRisks.getEstimatedMarketerRisk, 1 / average class size); 0 for an empty sample."""

@@ -65,10 +65,10 @@ def summarize(released: Histogram, source: Histogram | None, *, threshold: float
     ``release_pairs`` (sample size, population size, classes) give a side's journalist risk from a population table
     instead of an estimate.  ``people``: per side, the sizes of its signature groups (how many people share a
     signature) under a policy that counts people, whose prosecutor risk is a person's.  ``compatible``: a release
-    whose missing values match any value, counted per record (:func:`compatible_figures`), replaces ``released``."""
+    whose missing values match any value, counted per record (:func:`_compatible_figures`), replaces ``released``."""
     sides, tables = {}, {}
     if compatible is not None:
-        sides["release"] = compatible_figures(*compatible, threshold)
+        sides["release"] = _compatible_figures(*compatible, threshold)
     for side, histogram in (("source", source), ("release", released)):
         if histogram is None or side in sides:
             continue
@@ -97,22 +97,21 @@ def _sample_figures(sizes: estimators.ClassSizes, threshold: float) -> dict[str,
     }
 
 
-def compatible_figures(sizes: np.ndarray, records: np.ndarray, combinations: int, threshold: float
-                       ) -> dict[str, float]:
+def _compatible_figures(sizes: np.ndarray, records: np.ndarray, combinations: int, threshold: float
+                        ) -> dict[str, float]:
     """The sample figures of a release whose missing values match any value (cell suppression), from how many records
-    have each number of compatible records (``sizes``, ``records``): a record's prosecutor risk is 1 / its compatible
-    records, the average over records (sdcMicro's individual risk without weights; marketer risk alike); its classes
+    have each number of compatible records (``sizes``, ``records``; :func:`~.counting.compatible_histogram`): the
+    prosecutor risk of :func:`~.population.compatible_prosecutor_risk` (marketer risk alike, its average); its classes
     are its ``combinations`` of values, a sample unique a record compatible with itself alone."""
     n = int(records.sum())
-    at_risk = 1.0 / sizes > estimators._checked_threshold(threshold, "prosecutor risk")
-    average = float((records / sizes).sum() / n) if n else 0.0
+    prosecutor = estimators.compatible_prosecutor_risk(sizes, records, threshold)
     uniques = int(records[sizes == 1].sum())
     return {
         "records": n, "classes": combinations, "smallest class": int(sizes[0]) if n else 0,
-        "highest prosecutor risk": 1.0 / float(sizes[0]) if n else 0.0, "average prosecutor risk": average,
-        "records at risk (prosecutor)": int(records[at_risk].sum()),
-        "share at risk (prosecutor)": float(records[at_risk].sum() / n) if n else 0.0,
-        "marketer risk": average, "sample uniques": uniques, "share of sample uniques": uniques / n if n else 0.0,
+        "highest prosecutor risk": prosecutor.highest, "average prosecutor risk": prosecutor.average,
+        "records at risk (prosecutor)": prosecutor.records_at_risk,
+        "share at risk (prosecutor)": prosecutor.share_at_risk, "marketer risk": prosecutor.average,
+        "sample uniques": uniques, "share of sample uniques": uniques / n if n else 0.0,
     }
 
 

@@ -18,7 +18,8 @@ the combinations of released values (one row each, with its records; records wit
 Where this differs from sdcMicro: records with equal counts are taken in the order of their released values (their
 codes), not of their rows in the file, so a release does not depend on how the file is ordered; records with equal
 values are taken together (sdcMicro interleaves them with others by row).  On sdcMicro's ``testdata2`` both give its
-documented 97 suppressed cells (109 by stratum); sdcMicro itself gives 93 to 97 on shuffles of that file.  Missing
+documented 97 suppressed cells (109 by stratum); a replay of sdcMicro's greedy in row order gives 93 to 97 on shuffles
+of that file.  Missing
 values in the source are kept apart in the reduction (sdcMicro first sets them to the column's first value).
 """
 
