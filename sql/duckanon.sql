@@ -772,7 +772,8 @@ CREATE OR REPLACE TEMP MACRO anon_policy_models(policy, models) AS TABLE
 -- entropy and recursive (c,l)-diversity, (alpha,k)-anonymity, p-sensitive k-anonymity, basic and
 -- enhanced beta-likeness, delta-disclosure privacy and t-closeness with the equal distance
 -- (against the released distribution; under suppression
--- 'replace-unchecked', ARX's semantics, the '*' class is left out of the models). The ordered and
+-- 'replace-unchecked', ARX's semantics, the '*' class is left out of the models; under a policy with strata,
+-- every model holds within each stratum, its classes and the distribution it compares with the stratum's). The ordered and
 -- hierarchical distances and alpha-l-diversity-k-anonymity need the values' types or a
 -- hierarchy, and entropy l-diversity with Grassberger's estimator its correction table:
 -- they show holds = NULL here; a DuckDB release's own view
@@ -833,6 +834,8 @@ WITH info AS (
     SELECT info, json_extract_string(info, '$.policy')::JSON AS policy FROM query(anon__release_info(release))
 ), quasi AS (
     SELECT coalesce(list(json_extract_string(c, '$.column')) FILTER (WHERE json_extract_string(c, '$.role') = 'quasi-identifier'), []) AS qi,
+           -- A policy with strata (role 'stratum'): every model holds within each stratum, its classes and table.
+           coalesce(list(json_extract_string(c, '$.column')) FILTER (WHERE json_extract_string(c, '$.role') = 'stratum'), []) AS strata,
            -- A policy that counts people names its person column (role 'person'); NULL otherwise.
            max(json_extract_string(c, '$.column')) FILTER (WHERE json_extract_string(c, '$.role') = 'person') AS person,
            -- A release of several tables names the column of each record's table (role 'record-table').
@@ -860,7 +863,11 @@ WITH info AS (
                                || coalesce(array_to_string(list_sort(list(bucket)), ''), '')) AS value
     FROM buckets
 ), keyed AS (
-    SELECT list_transform(qi, lambda q: json_extract_string(r, anon__key(q))) AS class_key, r FROM released, quasi
+    -- A class's key: its stratum's values, then its quasi-identifiers' (qi_key, which the '*' class shows '*' in).
+    SELECT stratum, qi_key, list_concat(stratum, qi_key) AS class_key, r
+    FROM (SELECT list_transform(strata, lambda q: json_extract_string(r, anon__key(q))) AS stratum,
+                 list_transform(qi, lambda q: json_extract_string(r, anon__key(q))) AS qi_key, r
+          FROM released, quasi)
 ), exact_sizes AS (
     SELECT class_key, count(*) AS n FROM keyed GROUP BY class_key
 ), matching AS (
@@ -894,23 +901,24 @@ WITH info AS (
     FROM described
 ), valued AS (
     -- Per model over a sensitive attribute and released record: its class, its value and its person (if counted).
-    SELECT models.i, class_key, json_extract_string(r, anon__key(models.sensitive)) AS v,
+    SELECT models.i, stratum, class_key, json_extract_string(r, anon__key(models.sensitive)) AS v,
            json_extract_string(r, anon__key(quasi.person)) AS who
     FROM keyed, models, quasi WHERE models.sensitive IS NOT NULL
 ), cells AS (
     -- Per model, class and value: the records; under a policy that counts people, the people (each person's value
     -- once per class).
-    SELECT i, class_key, v, CASE WHEN (SELECT person FROM quasi) IS NULL THEN records ELSE people END AS c
-    FROM (SELECT i, class_key, v, count(*) AS records, count(DISTINCT who) AS people FROM valued GROUP BY ALL)
+    SELECT i, stratum, class_key, v, CASE WHEN (SELECT person FROM quasi) IS NULL THEN records ELSE people END AS c
+    FROM (SELECT i, stratum, class_key, v, count(*) AS records, count(DISTINCT who) AS people FROM valued GROUP BY ALL)
 ), table_shares AS (
-    -- Per model and value, its share q of the released table: of its records, or of its people (each person's
-    -- value once in the table).
-    SELECT i, v, c / sum(c) OVER (PARTITION BY i) AS q
-    FROM (SELECT i, v, CASE WHEN (SELECT person FROM quasi) IS NULL THEN records ELSE people END AS c
-          FROM (SELECT i, v, count(*) AS records, count(DISTINCT who) AS people FROM valued GROUP BY ALL))
+    -- Per model and value, its share q of the released table (of the class's stratum, under strata): of its
+    -- records, or of its people (each person's value once in the table).
+    SELECT i, stratum, v, c / sum(c) OVER (PARTITION BY i, stratum) AS q
+    FROM (SELECT i, stratum, v, CASE WHEN (SELECT person FROM quasi) IS NULL THEN records ELSE people END AS c
+          FROM (SELECT i, stratum, v, count(*) AS records, count(DISTINCT who) AS people FROM valued GROUP BY ALL))
 ), shares AS (
     SELECT cells.*, c / sum(c) OVER (PARTITION BY cells.i, class_key) AS p, q
-    FROM cells JOIN table_shares ON table_shares.i = cells.i AND table_shares.v IS NOT DISTINCT FROM cells.v
+    FROM cells JOIN table_shares ON table_shares.i = cells.i AND table_shares.stratum IS NOT DISTINCT FROM cells.stratum
+                                    AND table_shares.v IS NOT DISTINCT FROM cells.v
 ), per_class AS (
     SELECT i, class_key, sum(c) AS n, count(*) AS values_, max(p) AS top_share,
            ln(sum(c)) - sum(c * ln(c)) / sum(c) AS entropy,
@@ -963,8 +971,9 @@ WITH info AS (
          LEFT JOIN ratios ON ratios.i = models.i AND ratios.class_key = sizes.class_key
     -- Under ARX's semantics (suppression 'replace-unchecked') the '*' class is left out of the models.
     WHERE NOT ((SELECT coalesce(json_extract_string(policy, '$.suppression'), 'replace') FROM info) = 'replace-unchecked'
-               AND len(sizes.class_key) > 0
-               AND list_bool_and(list_transform(sizes.class_key, lambda x: coalesce(x = '*', false))))
+               AND len(sizes.class_key) > (SELECT len(strata) FROM quasi)
+               AND list_bool_and(list_transform(sizes.class_key[(SELECT len(strata) FROM quasi) + 1:],
+                                                lambda x: coalesce(x = '*', false))))
     GROUP BY models.i, models.model, models.params, models.sensitive, models.k
 ), signed AS (
     -- A policy that counts people: each person's signature, the sorted set of the classes of their records (of
@@ -1008,8 +1017,8 @@ WITH info AS (
            coalesce(json_extract_string(policy, '$.suppression'), 'replace') AS mode,
            CASE WHEN json_extract_string(policy, '$.suppression') = 'drop'
                 THEN CAST(json_extract_string(info, '$.source_records') AS BIGINT) - (SELECT count(*) FROM released)
-                ELSE (SELECT count(*) FROM keyed WHERE len(class_key) > 0
-                                                 AND list_bool_and(list_transform(class_key, lambda x: x = '*')))
+                ELSE (SELECT count(*) FROM keyed WHERE len(qi_key) > 0
+                                                 AND list_bool_and(list_transform(qi_key, lambda x: x = '*')))
            END AS shown
     FROM info, quasi WHERE policy IS NOT NULL AND person IS NULL
 )

@@ -4,6 +4,9 @@ Roles: identifiers are dropped; quasi-identifiers are generalized along their hi
 hierarchy, only by partitioning algorithms such as Mondrian, which cut numbers on their value and categories along an
 order and need no hierarchy; full-domain generalization rejects them); sensitive attributes are
 protected by the models that name them and released as they are; insensitive attributes are released as they are;
+strata (a region, a survey wave) are released as they are and split the data: every model holds within each stratum
+as if it were a table of its own (its classes, the table a class is compared with, the risk thresholds, the class of
+its suppressed records, which keep their stratum), while the suppression limit counts the whole release;
 ``pseudonymize``, ``mask`` and ``date_shift`` columns are released transformed by their method
 (:mod:`duckanon.recode.protect`), and form no class.
 Every column of the source must have a role, unless ``others`` says what to do with the rest: a column nobody
@@ -44,6 +47,7 @@ SUPPRESSED = TOP  # what a suppressed record shows: the top of every hierarchy
 PERSON_ROLES = ("pseudonymize", "insensitive")
 PERSON_ROLE = "person"  # its row in anon.policy_columns and in a release's policy columns
 RECORD_TABLE_ROLE = "record-table"  # the row of the column naming each record's table, in a release of several
+STRATUM_ROLE = "stratum"
 
 
 def exempt_class(suppression: str) -> str | None:
@@ -68,6 +72,8 @@ class Policy:
     pseudonymize: Sequence[str] | Mapping[str, Pseudonymize] = ()
     mask: Mapping[str, Mask] = field(default_factory=dict)
     date_shift: Mapping[str, DateShift] = field(default_factory=dict)
+    # Columns released as they are within each of whose values (together) every model holds on its own.
+    strata: Sequence[str] = ()
     # The column naming each record's person: models count people and their signatures, not records
     # (:mod:`duckanon.privacy.people`); suppression and its limit count people.
     person: str | None = None
@@ -97,6 +103,9 @@ class Policy:
         self.quasi_identifiers = dict(self.quasi_identifiers)
         self.models = list(self.models)
         self.identifiers, self.insensitive = list(self.identifiers), list(self.insensitive)
+        if isinstance(self.strata, str):
+            raise PolicyError(f"strata takes a list of column names, not the single string {self.strata!r}")
+        self.strata = list(self.strata)
         self.sensitive = list(self.sensitive) + [s for s in sensitive_attributes(self.models) if s not in self.sensitive]
         if not self.quasi_identifiers:
             raise PolicyError("a policy needs at least one quasi-identifier")
@@ -129,7 +138,7 @@ class Policy:
                 raise PolicyError(f"{role} maps columns to {kind.__name__}, got {wrong!r}")
         self._roles = assign_roles((
             (IDENTIFIER, self.identifiers), ("quasi-identifier", self.quasi_identifiers),
-            ("sensitive", self.sensitive), ("insensitive", self.insensitive),
+            ("sensitive", self.sensitive), ("insensitive", self.insensitive), (STRATUM_ROLE, self.strata),
             *((method.role, [column]) for column, method in self.methods.items())), repeatable=["sensitive"])
         for model in self.models:
             if model.sensitive is not None and self._roles.get(model.sensitive) != "sensitive":
@@ -146,6 +155,9 @@ class Policy:
 
         if self.person is not None:
             self._check_person()
+        if self.strata and self.person is not None:
+            raise PolicyError(f"strata {self.strata} under a policy with person=: a person's records may fall in "
+                              f"several strata, whose signatures are not defined yet; stratify a policy of records")
         if self.record_table is not None and (self.person is None or self.role(self.record_table) != "insensitive"):
             raise PolicyError(f"record_table {self.record_table!r} must be released as it is (insensitive), under a "
                               f"policy that counts people (person=)")
@@ -197,6 +209,12 @@ class Policy:
         return allowed if self.max_suppressed is None else min(allowed, self.max_suppressed)
 
     @property
+    def class_keys(self) -> list[str]:
+        """The columns whose equal values form a class: the strata first (they tell apart the tables every model
+        holds in), then the quasi-identifiers."""
+        return [*self.strata, *self.quasi_identifiers]
+
+    @property
     def quasi_identifier_names(self) -> list[str]:
         return list(self.quasi_identifiers)
 
@@ -210,8 +228,8 @@ class Policy:
             raise PolicyError(f"date_shift of {missing[0][0]!r} is by {missing[0][1]!r}, which the source does not "
                               f"have; it has {list(columns)}")
         return released_columns(self._roles, columns, self.others, owner="the policy",
-                                role_names="identifiers, quasi_identifiers, sensitive, insensitive, pseudonymize, "
-                                           "mask, date_shift")
+                                role_names="identifiers, quasi_identifiers, sensitive, insensitive, strata, "
+                                           "pseudonymize, mask, date_shift")
 
     # ------------------------------------------------------------ stored as data
     def method_rows(self) -> list[tuple[str, str]]:
@@ -268,8 +286,8 @@ class Policy:
                    suppression=settings["suppression"], suppression_limit=float(settings["suppression_limit"]),
                    others=settings["others"], max_suppressed=settings.get("max_suppressed"),
                    pseudonymize=transformed.get("pseudonymize", {}), mask=transformed.get("mask", {}),
-                   date_shift=transformed.get("date-shift", {}), person=person,
-                   record_table=record_table)
+                   date_shift=transformed.get("date-shift", {}), strata=by_role.get(STRATUM_ROLE, []),
+                   person=person, record_table=record_table)
 
     def describe(self) -> str:
         return "; ".join(m.describe() for m in self.models)

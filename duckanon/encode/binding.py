@@ -83,7 +83,8 @@ class BoundPolicy:
         """The source's frequency table with every level's codes (the population's beside it, when there is one);
         under a policy that counts people, each row's person beside its sensitive values."""
         return Encoding(engine, self.counted, self.hierarchies, self.counted_sensitive, population=self.population,
-                        population_carried=[self.policy.person] if self.policy.person is not None else [])
+                        population_carried=[self.policy.person] if self.policy.person is not None else [],
+                        strata=self.policy.strata)
 
     @property
     def counted_sensitive(self) -> list[str]:
@@ -148,8 +149,10 @@ def bind(workspace: Workspace, source, policy: Policy | str, *, partitioning: bo
                               f"generalization (the search, check and publish); partitioning forms the classes of "
                               f"one table")
         require_people(engine, relation, person)
+    if policy.strata:
+        _require_stratifiable(policy, partitioning)
     counted = count_combinations(engine, relation, policy.quasi_identifier_names,
-                                 [*policy.sensitive, *policy.person_columns])
+                                 [*policy.sensitive, *policy.person_columns, *policy.strata])
     population, people = None, None
     try:
         total = exp.func("COALESCE", exp.func("SUM", sb.col(COUNT)), sb.lit(0))
@@ -188,6 +191,18 @@ def bind(workspace: Workspace, source, policy: Policy | str, *, partitioning: bo
         for table in (counted, population):
             if table is not None:
                 engine.run(sb.drop("TABLE", table))
+
+
+def _require_stratifiable(policy: Policy, partitioning: bool) -> None:
+    """Refuse by name what strata do not reach yet: partitioning and clustering (their groups would have to be cut
+    within each stratum), and a model or metric counted in a population table (a stratum's population)."""
+    if partitioning:
+        raise PolicyError(f"strata {policy.strata} are enforced by full-domain generalization (the search, check and "
+                          f"publish); partitioning and clustering form classes across strata")
+    counted = [m.describe() for m in policy.models if m.population is not None]
+    if counted:
+        raise PolicyError(f"{', '.join(counted)} compares classes with a population table, which is not split by "
+                          f"strata {policy.strata}: remove the strata or the model")
 
 
 def _population(workspace: Workspace, relation: exp.Expression, counted: exp.Table, policy: Policy,

@@ -56,15 +56,18 @@ class Encoding:
     """A temporary frequency table of the source with per-level codes of each quasi-identifier, built from the
     source's counted combinations (:func:`count_combinations`); and, given a population's counted quasi-identifier
     combinations, the population's frequency table in the same codes (:attr:`population_table`), with its
-    ``population_carried`` columns (a policy's person)."""
+    ``population_carried`` columns (a policy's person).  Under a policy with ``strata``, their columns are carried
+    too and lead every class's key as the keys of its table (:meth:`classes`); :meth:`strata_parts` splits the
+    table by them."""
 
     def __init__(self, engine: Engine, counted: exp.Table,
                  bound: Mapping[str, BoundHierarchy], sensitive: Sequence[str], population: exp.Table | None = None,
-                 population_carried: Sequence[str] = ()):
+                 population_carried: Sequence[str] = (), strata: Sequence[str] = ()):
         self.engine = engine
         self.attributes = list(bound)
         self.bound = dict(bound)
         self.sensitive = list(sensitive)
+        self.strata = list(strata)
         self.table = sb.table(f"__duckanon_frequencies_{next(_serial)}")
         self.population_table = None if population is None else sb.table(f"{self.table.name}_population")
         self._memo: dict[str, object] = {}
@@ -85,6 +88,25 @@ class Encoding:
         part._owned = [part.table]
         return part
 
+    def strata_parts(self) -> list[tuple[tuple, Encoding]]:
+        """Each stratum's values (a tuple, in :attr:`strata`'s order) with its rows as a :meth:`part` of no strata:
+        within a stratum the records form one table.  The caller closes the parts."""
+        columns = [sb.col(c) for c in self.strata]
+        values = self.engine.rows(exp.select(*columns).from_(self.table).distinct().order_by(
+            *[exp.Ordered(this=c.copy(), nulls_first=False) for c in columns]))
+        parts = []
+        try:
+            for stratum in values:
+                part = self.part(sb.and_all(exp.NullSafeEQ(this=sb.col(c), expression=sb.lit(v))
+                                            for c, v in zip(self.strata, stratum)))
+                part.strata = []
+                parts.append((tuple(stratum), part))
+        except BaseException:
+            for _, part in parts:
+                part.close()
+            raise
+        return parts
+
     def _build(self, counted: exp.Table, population: exp.Table | None, population_carried: Sequence[str]) -> None:
         self.code_tables = []
         for i, attribute in enumerate(self.attributes):
@@ -92,8 +114,8 @@ class Encoding:
             values = [counted] if population is None else [counted, population]
             self.engine.run(sb.create_table_as(codes, self._codes(values, i, attribute), temporary=True, replace=True))
             self.code_tables.append(codes)
-        self.engine.run(sb.create_table_as(self.table, self._coded(counted, self.sensitive), temporary=True,
-                                           replace=True))
+        self.engine.run(sb.create_table_as(self.table, self._coded(counted, [*self.sensitive, *self.strata]),
+                                           temporary=True, replace=True))
         if population is not None:
             self.engine.run(sb.create_table_as(self.population_table, self._coded(population, population_carried),
                                                temporary=True, replace=True))
@@ -155,13 +177,14 @@ class Encoding:
     def classes(self, levels: Mapping[str, int], priced: bool = False) -> Classes:
         """The equivalence classes of the full-domain generalization to ``levels``; ``priced``: with each record's
         log10 domain shares (:class:`~duckanon.privacy.classes.Pricing`), for models that price classes."""
-        keys = []
+        keys = list(self.strata)
         for i, attribute in enumerate(self.attributes):
             self.bound[attribute].hierarchy.check_level(levels[attribute], attribute)
             keys.append(code_column(i, levels[attribute]))
+        tables = len(self.strata)
         population = None if self.population_table is None else Classes.of(self.population_table, keys, weight=COUNT)
         if not priced:
-            return Classes.of(self.table, keys, weight=COUNT, population=population)
+            return Classes.of(self.table, keys, weight=COUNT, population=population, table_keys=tables)
         relation = exp.select(exp.Column(this=exp.Star(), table=sb.ident("f"))).from_(
             exp.alias_(self.table, "f", quoted=True))
         for i, (attribute, prices) in enumerate(zip(self.attributes, self.price_tables())):
@@ -169,7 +192,8 @@ class Encoding:
                 code_column(i, 0), "f").eq(sb.col(code_column(i, 0), f"p{i}"))).select(
                 sb.col(level_price_column(levels[attribute]), f"p{i}").as_(price_column(i), quoted=True))
         pricing = Pricing(tuple(price_column(i) for i in range(len(self.attributes))), self.most_information())
-        return Classes.of(relation.subquery("priced"), keys, weight=COUNT, population=population, pricing=pricing)
+        return Classes.of(relation.subquery("priced"), keys, weight=COUNT, population=population, pricing=pricing,
+                          table_keys=tables)
 
     def prices(self, index: int) -> pd.DataFrame:
         """One attribute's original values (``code_0``, the code column's name) with the log10 domain share of their

@@ -169,7 +169,7 @@ class RiskCut:
         self.tables, self.within = keys[:classes.table_keys], keys[classes.table_keys:]
         kept = sb.col(VIOLATED).not_()
         if exempt is not None:
-            kept = exp.and_(kept, exp.not_(every_key_is(keys, exempt)))
+            kept = exp.and_(kept, exp.not_(every_key_is(self.within, exempt)))
         self.histogram = (exp.select(*[sb.col(t) for t in self.tables], sb.col(SIZE), exp.func("COUNT", exp.Star()))
                           .from_(verdicts).where(kept).group_by(*[sb.col(t) for t in self.tables], sb.col(SIZE)))
         order = exp.Order(expressions=[exp.Ordered(this=sb.col(c), nulls_first=False) for c in [SIZE, *self.within]])
@@ -223,6 +223,17 @@ class RiskCut:
         left = cuts.get(table) or cut(self.thresholds, np.zeros(0, dtype=np.int64))
         return starred_fails(self.thresholds, left, suppressed)
 
+    def any_starred_fails(self, engine: Engine, verdicts: exp.Table, cuts: dict[tuple, Cut]) -> bool:
+        """Whether the suppressed records of some table of ``verdicts`` (each table's its own class) fail a
+        threshold: :meth:`starred_fails` of every table that suppresses records."""
+        if not self.needed:
+            return False
+        tables = [sb.col(t) for t in self.tables]
+        suppressed = (exp.select(*tables, exp.func("SUM", sb.col(SIZE))).from_(verdicts).where(sb.col(VIOLATED))
+                      .group_by(*[t.copy() for t in tables]))
+        return any(self.starred_fails(cuts, tuple(row[:-1]), int(row[-1])) for row in engine.rows(suppressed)
+                   if row[-1])
+
 
 def settle_and_cut(engine: Engine, fixed_point: DropFixedPoint | None, risk_cut: RiskCut
                    ) -> tuple[int, dict[tuple, Cut]]:
@@ -244,8 +255,8 @@ def settle_and_cut(engine: Engine, fixed_point: DropFixedPoint | None, risk_cut:
 
 def suppressed_class_violates(engine: Engine, classes: Classes, models: Sequence[PrivacyModel],
                               verdicts: exp.Expression | None = None) -> bool:
-    """Whether the records of the violating classes, replaced by one class of their own (every quasi-identifier
-    ``*``, as replacement suppression publishes them), violate the models.  Every record stays in the table, so
+    """Whether the records of the violating classes, replaced by one class of their own in each table (every key but
+    the table's ``*``, as replacement suppression publishes them), violate the models.  Every record stays in the table, so
     models that compare with the whole table (t-closeness) see the same table as before.  ``verdicts``: a table of
     :func:`class_verdicts` of ``classes`` and ``models`` already computed and cut (else it is computed here).  A risk
     threshold's own verdict on that class is :meth:`RiskCut.starred_fails`'s."""
@@ -260,13 +271,18 @@ def suppressed_class_violates(engine: Engine, classes: Classes, models: Sequence
     verdicts = (class_verdicts(classes, models) if verdicts is None else exp.select(exp.Star()).from_(verdicts)
                 ).subquery("v")
     flag = sb.col(VIOLATED, "v")
+    tables = classes.table_keys  # a table's keys stay: its suppressed records form a class of that table
     starred_keys = [f"__starred{i}" for i in range(len(classes.keys))]
+
+    def starred(key: exp.Expression, position: int) -> exp.Expression:
+        return key if position < tables else exp.Case().when(flag.copy(), exp.Null()).else_(key)
+
     # A '*' value's domain share is 1: its log 0.
     pricing = None if classes.pricing is None else Pricing(
         tuple(f"__starred_{c}" for c in classes.pricing.columns), classes.pricing.most)
-    starred = (exp.select(exp.Column(this=exp.Star(), table=sb.ident("r")), *[
-        exp.Case().when(flag, exp.Null()).else_(sb.col(key, "r")).as_(name, quoted=True)
-        for key, name in zip(classes.keys, starred_keys)], flag.as_("__starred", quoted=True), *[
+    starred_rows = (exp.select(exp.Column(this=exp.Star(), table=sb.ident("r")), *[
+        starred(sb.col(key, "r"), i).as_(name, quoted=True)
+        for i, (key, name) in enumerate(zip(classes.keys, starred_keys))], flag.as_("__starred", quoted=True), *[
         exp.Case().when(flag, sb.lit(0.0)).else_(sb.col(column, "r")).as_(name, quoted=True)
         for column, name in zip(classes.pricing.columns if pricing else (), pricing.columns if pricing else ())])
         .from_(classes.source("r"))
@@ -274,16 +290,18 @@ def suppressed_class_violates(engine: Engine, classes: Classes, models: Sequence
                                       for key, k in zip(classes.keys, classes.key_columns))))
     population = None
     if classes.population is not None:
-        # Starred records could be anyone: the population of their class is the whole population.
+        # Starred records could be anyone of their table: their class's population is the table's whole population.
         weight = sb.col(classes.population.weight) if classes.population.weight else sb.lit(1)
-        population = Classes.of(exp.select(*[exp.Null().as_(k, quoted=True) for k in starred_keys],
-                                           exp.true().as_("__starred", quoted=True), weight.as_(WEIGHT, quoted=True))
-                                .from_(classes.population.source("p")), [*starred_keys, "__starred"], WEIGHT)
-    after = Classes.of(starred, [*starred_keys, "__starred"], classes.weight, classes.carry, population=population,
-                       pricing=pricing)
+        population = Classes.of(exp.select(
+            *[(sb.col(key) if i < tables else exp.Null()).as_(name, quoted=True)
+              for i, (key, name) in enumerate(zip(classes.population.keys, starred_keys))],
+            exp.true().as_("__starred", quoted=True), weight.as_(WEIGHT, quoted=True))
+            .from_(classes.population.source("p")), [*starred_keys, "__starred"], WEIGHT, table_keys=tables)
+    after = Classes.of(starred_rows, [*starred_keys, "__starred"], classes.weight, classes.carry,
+                       table_keys=tables, population=population, pricing=pricing)
     star = class_verdicts(after, models).subquery("s")
     rows = engine.rows(exp.select(sb.col(VIOLATED)).from_(star).where(sb.col(key_name(len(starred_keys)))))
-    return bool(rows and rows[0][0])
+    return any(row[0] for row in rows)
 
 
 @dataclass
@@ -374,7 +392,7 @@ def check(engine: Engine, classes: Classes, models: Sequence[PrivacyModel], *,
     verdicts = sb.table(f"__duckanon_verdicts_{next(_serial)}")
     query = class_verdicts(classes, models)
     if exempt is not None:  # the exempt class's verdicts read false, in the query itself (no UPDATE: Spark has none)
-        starred = every_key_is(classes.key_columns, exempt)
+        starred = every_key_is(classes.key_columns[classes.table_keys:], exempt)
         flags = [VIOLATED, *[verdict_column(i) for i in range(len(models))]]
         query = exp.select(*[sb.col(c) for c in [*classes.key_columns, SIZE]], *[
             exp.and_(sb.col(f), exp.not_(starred.copy())).as_(f, quoted=True) for f in flags
@@ -425,7 +443,7 @@ def verdict_report(engine: Engine, verdicts: exp.Table, classes: Classes,
                .from_(verdicts).where(violated).order_by(size, *[sb.col(k) for k in classes.key_columns])
                .limit(most_violations))
     replaced_class_violates = (not drop and replaced_checked and 0 < bad_records <= allowed_suppressed
-                               and (risk_cut.starred_fails(cuts, (), bad_records)
+                               and (risk_cut.any_starred_fails(engine, verdicts, cuts)
                                     or suppressed_class_violates(engine, classes, models, verdicts)))
     return CheckReport(records=records, classes=n_classes, smallest_class=smallest, violating_classes=bad_classes,
                        violating_records=bad_records, allowed_suppressed=allowed_suppressed, per_model=per_model,

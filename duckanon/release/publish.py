@@ -129,20 +129,20 @@ def publish(workspace: Workspace, bound: BoundPolicy, transformation: Transforma
         else:
             report, final, suppressed = suppress(engine, bound, generalized, temporaries, population, prices)
         final = ranges.joined(final, bound.columns)  # numbers' bounds beside their labels, NULL for '*'
-        quasi = bound.quasi_identifiers
-        classes_view = (exp.select(*[sb.col(c) for c in ranges.columns(quasi)],
+        quasi, keys = bound.quasi_identifiers, bound.policy.class_keys
+        classes_view = (exp.select(*[sb.col(c) for c in ranges.columns(keys)],
                                    exp.func("COUNT", exp.Star()).as_("records"))
-                        .from_(sb.table(table)).group_by(*[sb.col(c) for c in ranges.columns(quasi)]))
+                        .from_(sb.table(table)).group_by(*[sb.col(c) for c in ranges.columns(keys)]))
         info = ReleaseInfo(
             kind=transformation.kind, source_records=bound.facts.records, suppressed_records=suppressed,
             suppression=bound.policy.suppression,
             policy=described_policy(bound, report, transformation.missing_matches_any),
-            transformation=transformation.describe(), metrics=metrics or {}, classes_by=quasi,
+            transformation=transformation.describe(), metrics=metrics or {}, classes_by=keys,
             person=bound.policy.person, missing_matches_any=transformation.missing_matches_any)
         verification = verification_view(table, ranges.columns(bound.columns), quasi, bound.policy.models,
                                           bound.allowed_suppressed, bound.policy.suppression, bound.policy.person,
                                           bound.policy.record_table, bound.lacking,
-                                          transformation.missing_matches_any)
+                                          transformation.missing_matches_any, bound.policy.strata)
         content = ReleaseContent(table, final, {f"{table}_classes": classes_view, VIEW: verification}, info,
                                  sources=[bound.source], parts=released_parts(bound, ranges),
                                  record_table=bound.policy.record_table)
@@ -200,7 +200,7 @@ def released_class_sizes(workspace: Workspace, bound: BoundPolicy, transformatio
         population = _generalized_population(bound, transformation, temporaries)
         prices = label_prices(engine, bound, transformation, generalized)
         _, final, suppressed = suppress(engine, bound, generalized, temporaries, population, prices)
-        sizes, counts = class_size_histogram(engine, final, bound.quasi_identifiers)
+        sizes, counts = class_size_histogram(engine, final, bound.policy.class_keys)
     return sizes, counts, suppressed
 
 
@@ -258,17 +258,18 @@ def suppress(engine: Engine, bound: BoundPolicy, generalized: exp.Table, tempora
         return _suppress_people(engine, bound, generalized, temporaries, generalized_population, prices)
     population = None if generalized_population is None else Classes.of(generalized_population, quasi, COUNT)
     with contextlib.ExitStack() as registered:
-        classes = priced_classes(engine, registered, generalized, quasi, population, prices)
+        classes = priced_classes(engine, registered, generalized, quasi, population, prices, policy.strata)
         verdicts = temporaries.create(class_verdicts(classes, policy.models))
-        report = verdict_report(engine, verdicts, classes, policy.models, key_names=quasi,
+        report = verdict_report(engine, verdicts, classes, policy.models, key_names=policy.class_keys,
                                 allowed_suppressed=bound.allowed_suppressed, drop=policy.drops,
                                 replaced_checked=policy.checks_replaced)
     if not report.within_limit:
         raise PolicyNotSatisfied(report.summary(), report)
     suppressed_keys = temporaries.create(
         exp.select(*classes.keys_of(), sb.col(SIZE)).from_(verdicts).where(sb.col(VIOLATED)))
-    keys = Classes.of(generalized, quasi).key_columns
-    on = sb.and_all(exp.NullSafeEQ(this=sb.col(q, "g"), expression=sb.col(k, "s")) for q, k in zip(quasi, keys))
+    keys = classes.key_columns
+    on = sb.and_all(exp.NullSafeEQ(this=sb.col(q, "g"), expression=sb.col(k, "s"))
+                    for q, k in zip(policy.class_keys, keys))
     final = _suppressed_query(generalized, bound.columns, quasi, suppressed_keys, keys, on, policy.drops)
     return report, final, report.violating_records
 
@@ -356,11 +357,13 @@ def label_prices(engine: Engine, bound: BoundPolicy, transformation: Transformat
 
 
 def priced_classes(engine: Engine, registered: contextlib.ExitStack, relation: exp.Expression, quasi: Sequence[str],
-                   population: Classes | None, prices: LabelPrices | None) -> Classes:
-    """The classes of ``relation`` by ``quasi``, each record with its values' log10 domain shares when ``prices`` are
-    given (the price frames registered on ``engine`` while ``registered`` lasts)."""
+                   population: Classes | None, prices: LabelPrices | None, strata: Sequence[str] = ()) -> Classes:
+    """The classes of ``relation`` by ``quasi`` within each table of the ``strata`` (their leading keys), each record
+    with its values' log10 domain shares when ``prices`` are given (the price frames registered on ``engine`` while
+    ``registered`` lasts)."""
+    keys, tables = [*strata, *quasi], len(strata)
     if prices is None:
-        return Classes.of(relation, quasi, population=population)
+        return Classes.of(relation, keys, population=population, table_keys=tables)
     priced = exp.select(exp.Column(this=exp.Star(), table=sb.ident("r"))).from_(sb.derived(relation, "r"))
     for i, (attribute, frame) in enumerate(zip(quasi, prices.frames)):
         table = registered.enter_context(engine.registered(frame))
@@ -368,7 +371,7 @@ def priced_classes(engine: Engine, registered: contextlib.ExitStack, relation: e
             this=sb.as_text(sb.col(attribute, "r")), expression=sb.col("label", f"p{i}"))).select(
             sb.col("price", f"p{i}").as_(price_column(i), quoted=True))
     pricing = Pricing(tuple(price_column(i) for i in range(len(quasi))), prices.most)
-    return Classes.of(priced.subquery("priced"), quasi, population=population, pricing=pricing)
+    return Classes.of(priced.subquery("priced"), keys, population=population, pricing=pricing, table_keys=tables)
 
 
 def _generalized_population(bound: BoundPolicy, transformation: Transformation, temporaries: _Temporaries
@@ -468,7 +471,8 @@ def verify_release(reader: Engine, table: str, bound: BoundPolicy, transformatio
     with contextlib.ExitStack() as registered:
         population = None if population_classes is None else Classes.of(
             registered.enter_context(reader.registered(population_classes)), bound.quasi_identifiers, COUNT)
-        classes = priced_classes(reader, registered, released, bound.quasi_identifiers, population, prices)
+        classes = priced_classes(reader, registered, released, bound.quasi_identifiers, population, prices,
+                                 policy.strata)
         if transformation.missing_matches_any:
             report = check(reader, compatible_classes(released, bound.quasi_identifiers), policy.models,
                            key_names=bound.quasi_identifiers, unmendable_checked=False)
@@ -477,7 +481,7 @@ def verify_release(reader: Engine, table: str, bound: BoundPolicy, transformatio
                                   exempt=policy.exempt_class, record_table=policy.record_table,
                                   lacking=bound.lacking, unmendable_checked=False)
         else:
-            report = check(reader, classes, policy.models, key_names=bound.quasi_identifiers,
+            report = check(reader, classes, policy.models, key_names=policy.class_keys,
                            exempt=policy.exempt_class, unmendable_checked=False)
     if not report.satisfied:
         raise ReleaseCheckFailed(f"release check: the written table violates the policy: {report.summary()}")

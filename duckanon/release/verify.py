@@ -25,7 +25,7 @@ from pathlib import Path
 import pandas as pd
 from sqlglot import exp
 
-from ..declare.policy import PERSON_ROLE, RECORD_TABLE_ROLE, exempt_class
+from ..declare.policy import PERSON_ROLE, RECORD_TABLE_ROLE, STRATUM_ROLE, exempt_class
 from ..errors import (
     DigestMismatch,
     GuaranteeFails,
@@ -36,7 +36,7 @@ from ..errors import (
 )
 from ..hierarchy.notation import in_notation, label_problem
 from ..privacy.checks import check, class_verdicts, verdict_column
-from ..privacy.classes import SIZE, VIOLATED, Classes, compatible_classes, every_key_is
+from ..privacy.classes import SIZE, VIOLATED, Classes, compatible_classes, every_key_is, key_name
 from ..privacy.models import PrivacyModel
 from ..privacy.people import (
     PEOPLE,
@@ -159,9 +159,10 @@ def guarantees(reader, released: exp.Table, info: dict) -> list[Check]:
     checks = [Check("released records", f"{info['released_records']:,}", f"{counted:,} rows",
                     counted == info["released_records"])]
     policy = info.get("policy") or {}
-    quasi = [c["column"] for c in policy.get("columns", []) if c["role"] == QUASI_IDENTIFIER]
+    quasi, strata = [c["column"] for c in policy.get("columns", []) if c["role"] == QUASI_IDENTIFIER], strata_of(policy)
     person, record_table = person_of(policy), record_table_of(policy)
-    needed = list(dict.fromkeys([*quasi, *(m["sensitive"] for m in policy.get("models") or [] if m.get("sensitive")),
+    needed = list(dict.fromkeys([*strata, *quasi,
+                                 *(m["sensitive"] for m in policy.get("models") or [] if m.get("sensitive")),
                                  *(c for c in (person, record_table) if c)]))
     if needed:
         present = set(reader.columns(released))
@@ -178,7 +179,8 @@ def guarantees(reader, released: exp.Table, info: dict) -> list[Check]:
         checks.append(_people_suppression(reader, released, quasi, person, policy) if person
                       else _suppression(reader, released, quasi, info, policy, counted))
     if quasi:
-        checks += _classes(reader, released, quasi, info, person, record_table, bool(policy.get(MISSING_MATCHES_ANY)))
+        checks += _classes(reader, released, [*strata, *quasi], info, person, record_table,
+                           bool(policy.get(MISSING_MATCHES_ANY)))
     checks += _bounds(reader, released, quasi)
     return checks
 
@@ -230,6 +232,16 @@ def _suppression(reader, released, quasi: Sequence[str], info: dict, policy: dic
 def person_of(policy: dict) -> str | None:
     """The person column of a release's policy (a policy that counts people), or None."""
     return next((c["column"] for c in policy.get("columns", []) if c["role"] == PERSON_ROLE), None)
+
+
+def strata_of(policy: dict) -> list[str]:
+    """The strata of a release's policy, within each of whose values every model holds (none: the whole release)."""
+    return [c["column"] for c in policy.get("columns", []) if c["role"] == STRATUM_ROLE]
+
+
+def stratified_classes(relation: exp.Expression, quasi: Sequence[str], strata: Sequence[str]) -> Classes:
+    """The classes of ``relation`` by ``quasi`` within each stratum: the strata lead the key as its tables'."""
+    return Classes.of(relation, [*strata, *quasi], table_keys=len(strata))
 
 
 def record_table_of(policy: dict) -> str | None:
@@ -327,23 +339,19 @@ def _models(reader, released, quasi: Sequence[str], policy: dict, info: dict) ->
     # One check of every model: its per-model counts say which hold, its listing names the first failing class.
     # Under a policy that counts people, a model over sensitive values counts each person's value once per class.
     exempt = exempt_class(policy.get("suppression", "replace"))
-    person, record_table = person_of(policy), record_table_of(policy)
+    person, record_table, strata = person_of(policy), record_table_of(policy), strata_of(policy)
     by_people, by_records = _split_by_people(models, person)
     judged = []
-    counted_by = compatible_classes if policy.get(MISSING_MATCHES_ANY) else Classes.of
-    for group, classes in ([(by_records, counted_by(released, quasi))] if by_records else []) + [
+    counted = (compatible_classes(released, quasi) if policy.get(MISSING_MATCHES_ANY)
+               else stratified_classes(released, quasi, strata))
+    for group, classes in ([(by_records, counted)] if by_records else []) + [
             ([m], person_values(released, quasi, person, m.sensitive, record_table, _lacking(policy, quasi)))
             for m in by_people]:
         report = check(reader, classes, group, key_names=list(classes.keys), most_violations=100, exempt=exempt)
         judged += [(m, bad, report) for m, bad in zip(group, report.per_model.itertuples(index=False))]
     for model, bad, report in judged:
         if model.risk_threshold:  # over classes of records, or under a policy that counts people its groups
-            counted = _counted_classes(released, quasi, exempt)
-            sizes, counts = (class_size_histogram(reader, counted, quasi) if person is None else
-                             signature_group_histogram(reader, counted, quasi, person, record_table))
-            holds = model.holds(sizes, counts)
-            checks.append(Check(plain_model(model.name, model.params()) + (OVER_PEOPLE if person else ""), "holds",
-                                f"{model.figure(sizes, counts)}: {'holds' if holds else 'fails'}", holds))
+            checks.append(_threshold(reader, released, quasi, strata, exempt, person, record_table, model))
             continue
         if bad.violating_classes == 0:
             how = f"all {report.classes:,} classes hold (smallest {report.smallest_class:,} records)"
@@ -351,13 +359,36 @@ def _models(reader, released, quasi: Sequence[str], policy: dict, info: dict) ->
             failing = report.violations[report.violations[model.describe()].fillna(False).astype(bool)]
             first = failing.iloc[0] if len(failing) else None
             named = ("" if first is None else "; first: the class " + ", ".join(
-                f"{q} = {first[q]!r}" for q in quasi) + f" ({_counted(int(first['size']), 'record', 'records')})")
+                f"{q} = {first[q]!r}" for q in [*strata, *quasi])
+                + f" ({_counted(int(first['size']), 'record', 'records')})")
             how = (f"{_counted(bad.violating_classes, 'class', 'classes')} "
                    f"({_counted(bad.violating_records, 'record', 'records')}) "
                    f"{'violates' if bad.violating_classes == 1 else 'violate'} it{named}")
         named_model = plain_model(model.name, model.params()) + (OVER_PEOPLE if model in by_people else "")
         checks.append(Check(named_model, "holds", how, bad.violating_classes == 0))
     return checks
+
+
+def _threshold(reader, released: exp.Expression, quasi: Sequence[str], strata: Sequence[str], exempt: str | None,
+               person: str | None, record_table: str | None, model: PrivacyModel) -> Check:
+    """A risk threshold over the release's classes (the '*' class left out where ``exempt`` names it), or under a
+    policy that counts people their signature groups; with strata, in each stratum: the first that fails is named."""
+    counted = _counted_classes(released, quasi, exempt)
+    named = plain_model(model.name, model.params()) + (OVER_PEOPLE if person else "")
+    if strata:
+        values = reader.rows(exp.select(*[sb.col(c) for c in strata]).from_(counted).distinct())
+        for stratum in sorted(values, key=lambda row: tuple(map(str, row))):
+            within = exp.select(exp.Star()).from_(counted).where(sb.and_all(
+                exp.NullSafeEQ(this=sb.col(c), expression=sb.lit(v)) for c, v in zip(strata, stratum)))
+            sizes, counts = class_size_histogram(reader, within.subquery("stratum"), quasi)
+            if not model.holds(sizes, counts):
+                shown = ", ".join(f"{c} = {v!r}" for c, v in zip(strata, stratum))
+                return Check(named, "holds", f"the stratum {shown}: {model.figure(sizes, counts)}: fails", False)
+        return Check(named, "holds", f"holds in each of the {len(values):,} strata", True)
+    sizes, counts = (class_size_histogram(reader, counted, quasi) if person is None else
+                     signature_group_histogram(reader, counted, quasi, person, record_table))
+    holds = model.holds(sizes, counts)
+    return Check(named, "holds", f"{model.figure(sizes, counts)}: {'holds' if holds else 'fails'}", holds)
 
 
 def _lacking(policy: dict, quasi: Sequence[str]) -> dict[str, list[str]]:
@@ -411,7 +442,7 @@ OVER_PEOPLE = " over people"
 def verification_view(table: str, columns: Sequence[str], quasi: Sequence[str], models: Sequence[PrivacyModel],
                       allowed_suppressed: int, suppression: str, person: str | None = None,
                       record_table: str | None = None, lacking: Mapping[str, Sequence[str]] | None = None,
-                      missing_matches_any: bool = False) -> exp.Select:
+                      missing_matches_any: bool = False, strata: Sequence[str] = ()) -> exp.Select:
     """The plain-SQL view a DuckDB release carries (:data:`VIEW`): per guarantee, what ``release_info`` claims, what
     the rows give, and whether they agree, so that a recipient with only the ``duckdb`` shell sees them.  The content
     digest, the record count, the classes and every model are recomputed by the view's own SQL from the table (the
@@ -419,7 +450,8 @@ def verification_view(table: str, columns: Sequence[str], quasi: Sequence[str], 
     ``person``), the people's signatures (of (table, class) pairs, by ``record_table``, in a release of several
     tables, where a suppressed record shows '*' in the quasi-identifiers its table holds, ``lacking`` the others) and
     the people suppressed, against ``allowed_suppressed`` people.  With ``missing_matches_any`` (cell suppression),
-    a record's class is every record compatible with it, a missing value matching any."""
+    a record's class is every record compatible with it, a missing value matching any.  With ``strata``, the classes,
+    the table a model compares with and each risk threshold are those of each stratum."""
     released = sb.table(table)
     exempt = exempt_class(suppression)
     checkable = [m for m in models if not_recomputed(m) is None and not m.risk_threshold]
@@ -457,7 +489,7 @@ def verification_view(table: str, columns: Sequence[str], quasi: Sequence[str], 
         else:
             rows += _people_rows(row, value, released, quasi, person, record_table, lacking or {}, models,
                                  allowed_suppressed, suppression)
-        keys = Classes.of(released, quasi).key_columns
+        keys = stratified_classes(released, quasi, strata).key_columns[len(strata):]
         counted_class = exp.true() if exempt is None else exp.not_(every_key_is(keys, exempt))
         judged = [(plain_model(m.name, m.params()), sb.col(verdict_column(i)), verdicts)
                   for i, m in enumerate(by_records)]
@@ -478,7 +510,7 @@ def verification_view(table: str, columns: Sequence[str], quasi: Sequence[str], 
             if holds is not None:  # a figure of the counted classes' sizes, or of people's signature groups
                 sized = (exp.select(exp.Star()).from_(verdicts.copy()).where(counted_class.copy()) if person is None
                          else _group_sizes(released, quasi, person, record_table, exempt))
-                recomputed = value(exp.select(holds).from_(sized.subquery("sized")))
+                recomputed = value(_in_every_stratum(holds, sized.subquery("sized"), len(strata)))
                 rows.append(row(guarantee, sb.lit("holds"), exp.Case().when(recomputed, sb.lit("holds")).else_(
                     sb.lit("fails")), recomputed.copy()))
             elif model not in checkable:  # not recomputed here: holds stays NULL
@@ -493,9 +525,21 @@ def verification_view(table: str, columns: Sequence[str], quasi: Sequence[str], 
         union = exp.union(union, other, distinct=False)
     query = exp.select(exp.Star()).from_(union.subquery("guarantees"))
     if quasi:
-        counted_by = compatible_classes if missing_matches_any else Classes.of
-        query = query.with_("__verdicts", as_=class_verdicts(counted_by(released, quasi), by_records))
+        counted = (compatible_classes(released, quasi) if missing_matches_any
+                   else stratified_classes(released, quasi, strata))
+        query = query.with_("__verdicts", as_=class_verdicts(counted, by_records))
     return query
+
+
+def _in_every_stratum(holds: exp.Expression, sized: exp.Expression, strata: int) -> exp.Select:
+    """``holds``, an aggregate over ``sized``'s classes, of all of them, or with ``strata`` (the leading keys of
+    :func:`class_verdicts`' rows) true in each stratum."""
+    if not strata:
+        return exp.select(holds).from_(sized)
+    tables = [sb.col(key_name(i)) for i in range(strata)]
+    per_stratum = exp.select(holds.as_("__holds", quoted=True)).from_(sized).group_by(*tables)
+    return exp.select(exp.func("COALESCE", exp.func("BOOL_AND", sb.col("__holds")), exp.true())).from_(
+        per_stratum.subquery("strata"))
 
 
 def _suppression_row(row, claimed, value, released: exp.Table, counted: exp.Expression, quasi: Sequence[str],

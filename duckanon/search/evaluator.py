@@ -28,7 +28,7 @@ from __future__ import annotations
 import dataclasses
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -57,6 +57,8 @@ class NodeResult:
     values: dict[str, float]
     bounds: dict[str, float]
     classes: int
+    # What the values and verdicts were derived from: a stratified search adds its strata's.
+    totals: NodeTotals | None = field(default=None, repr=False, compare=False)
 
 
 class NodeEvaluator(ABC):
@@ -160,7 +162,8 @@ class NodeEvaluator(ABC):
             satisfied = None if self.data_models else not suppressed_too_small
         return NodeResult(node=self.lattice.node(index), suppressed=totals.suppressed, within_limit=within_limit,
                           satisfied=satisfied, values={m.name: m.value(totals) for m in self.metrics},
-                          bounds={m.name: m.lower_bound(totals) for m in self.metrics}, classes=totals.classes)
+                          bounds={m.name: m.lower_bound(totals) for m in self.metrics}, classes=totals.classes,
+                          totals=totals)
 
     @abstractmethod
     def _evaluate(self, indices: list[int]) -> dict[int, NodeResult]:

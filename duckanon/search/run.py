@@ -46,6 +46,7 @@ from .memory_evaluator import DEFAULT_MEMORY_BUDGET, MemoryNodeEvaluator, memory
 from .person_evaluator import PersonNodeEvaluator
 from .sql_evaluator import SqlNodeEvaluator
 from .strategies import STRATEGIES, SearchBudget, SearchResult
+from .stratified import StratifiedNodeEvaluator, sums_over_strata
 
 Recoded = TypeVar("Recoded")
 
@@ -139,7 +140,14 @@ def evaluator(workspace: Workspace, bound: BoundPolicy, metrics: Sequence[Metric
                                         record_table=policy.record_table, lacking=bound.lacking)
         else:
             kind = _chosen(workspace, encoding, bound, resolved, kind, memory_budget)
-            built = EVALUATOR_CLASSES[kind](*arguments, **settings)
+            chosen = EVALUATOR_CLASSES[kind]
+            if policy.strata:  # one evaluator per stratum, each over its part, quiet: the strata report as one
+                engine, _, *rest = arguments
+                quiet = [*rest[:5], None, *rest[6:]]
+                built = StratifiedNodeEvaluator(*arguments[1:], **settings,
+                                                build=lambda part: chosen(engine, part, *quiet, **settings))
+            else:
+                built = chosen(*arguments, **settings)
         yield built
     finally:
         if built is not None:
@@ -288,8 +296,10 @@ def frontier(workspace: Workspace, source, policy: Policy | str, parameter: str,
 
 def node_metrics(workspace: Workspace, bound: BoundPolicy, generalization: FullDomainGeneralization
                  ) -> dict[str, float]:
-    """The node's value under every metric that needs no label (the weighted Loss forms do)."""
-    names = [m for m in metric_names() if m not in WEIGHTED]
+    """The node's value under every metric that needs no label (the weighted Loss forms do) and, under a policy with
+    strata, is a sum over them."""
+    names = [m for m in metric_names() if m not in WEIGHTED
+             and (not bound.policy.strata or sums_over_strata(METRICS[m]()))]
     with evaluator(workspace, bound, names, None) as nodes:
         node = nodes.lattice.node_of(bound.levels(generalization.levels))
         return dict(nodes.evaluate(nodes.lattice.index(node)).values)
