@@ -204,8 +204,7 @@ class Anonymizer:
                                        check_limit)
 
     def suppress_cells(self, source, policy: Policy | str | None, path: str | os.PathLike, *,
-                       importance: Sequence[str] | str | None = None, strata: Sequence[str] | str = (),
-                       levels: Mapping[str, int] | None = None,
+                       importance: Sequence[str] | str | None = None, levels: Mapping[str, int] | None = None,
                        metric: Metric | str = "loss", strategy: str = "optimal", label: str | None = None,
                        table: str = "release", format: str | None = None, evaluator: str = "auto",
                        memory_budget: int | None = None, time_limit: float | None = None,
@@ -215,10 +214,9 @@ class Anonymizer:
         are replaced by a missing value instead, as sdcMicro's ``localSuppression`` does, until every record has k
         compatible records (a missing value matching any value, as the release's checks and ``verify`` count them;
         see :mod:`duckanon.search.cells`).  ``importance`` names quasi-identifiers most important first (suppressed
-        last); ``strata`` names quasi-identifiers never suppressed, within each of whose released values k-anonymity
-        holds (sdcMicro's ``strataVars``); ``levels`` starts from those levels instead of the search's optimum (all 0:
-        cells only)."""
-        return cells.suppress_cells(signing(self.workspace, sign_with), source, policy, path, importance, strata,
+        last); k-anonymity holds within each stratum of the policy's ``strata`` (sdcMicro's ``strataVars``);
+        ``levels`` starts from those levels instead of the search's optimum (all 0: cells only)."""
+        return cells.suppress_cells(signing(self.workspace, sign_with), source, policy, path, importance,
                                     None if levels is None else dict(levels), metric, strategy, label, table,
                                     format, evaluator, memory_budget, time_limit, check_limit)
 

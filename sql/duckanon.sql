@@ -869,7 +869,7 @@ WITH info AS (
                  list_transform(qi, lambda q: json_extract_string(r, anon__key(q))) AS qi_key, r
           FROM released, quasi)
 ), exact_sizes AS (
-    SELECT class_key, count(*) AS n FROM keyed GROUP BY class_key
+    SELECT stratum, class_key, count(*) AS n FROM keyed GROUP BY stratum, class_key
 ), matching AS (
     -- A release of cell suppression counts a missing value as matching any value (policy missing_matches_any).
     SELECT coalesce(json_extract_string(policy, '$.missing_matches_any') = 'true', false) AS any_value FROM info
@@ -880,8 +880,10 @@ WITH info AS (
     SELECT class_key, n FROM exact_sizes WHERE NOT (SELECT any_value FROM matching)
     UNION ALL
     SELECT a.class_key, sum(b.n) AS n
+    -- (within a stratum: its values match only themselves)
     FROM compatible AS a JOIN compatible AS b
-         ON list_bool_and(list_transform(range(1, len(a.class_key) + 1),
+         ON a.stratum IS NOT DISTINCT FROM b.stratum
+            AND list_bool_and(list_transform(range(1, len(a.class_key) + 1),
                                          lambda j: a.class_key[j] IS NULL OR b.class_key[j] IS NULL
                                                    OR a.class_key[j] = b.class_key[j]))
     GROUP BY a.class_key

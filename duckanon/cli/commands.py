@@ -96,8 +96,8 @@ def _generalize(args: argparse.Namespace, console: Console, anon: Anonymizer, so
         return _recode_locally(args, console, anon, source, policy, table)
     if args.cell_suppression:
         return _suppress_cells(args, console, anon, source, policy, table)
-    if args.importance or args.stratum:
-        raise AnonymizationError(f"{'--importance' if args.importance else '--stratum'} is for --cell-suppression")
+    if args.importance:
+        raise AnonymizationError("--importance is for --cell-suppression")
     if args.levels:
         levels = args.levels
     else:
@@ -146,7 +146,7 @@ def _suppress_cells(args: argparse.Namespace, console: Console, anon: Anonymizer
         given = "--check-only" if args.check_only else "--payout"
         raise AnonymizationError(f"--cell-suppression suppresses values and writes a release: it takes no {given}")
     cells, release = anon.suppress_cells(
-        source.relation, policy, args.output, importance=args.importance, strata=args.stratum,
+        source.relation, policy, args.output, importance=args.importance,
         levels=args.levels or None, metric=args.metric, strategy=args.strategy, label=args.label, table=table,
         format=args.format, evaluator=args.evaluator, memory_budget=args.memory_budget, time_limit=args.time_limit,
         check_limit=args.check_limit, sign_with=args.sign_with)

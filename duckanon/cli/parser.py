@@ -120,6 +120,9 @@ def _policy() -> Parser:
     methods.add_argument("--date-shift", action="append", default=[], type=values.date_shift,
                          metavar="COLUMN=DAYS[:BY]", help="a date column, each person's (column BY, by default "
                                                           "--person) dates moved by one offset within ±DAYS days")
+    methods.add_argument("--stratum", action="append", default=[], metavar="COLUMN",
+                         help="a column released as it is, within each of whose values (a region, a survey wave) "
+                              "every model holds on its own (sdcMicro's strataVars); repeatable")
     methods.add_argument("--person", metavar="COLUMN",
                          help="the column naming each record's person: k counts people and their signatures (the "
                               "classes of all their records), suppression and its limit count people; the column "
@@ -250,9 +253,6 @@ def _search() -> Parser:
     cells.add_argument("--importance", action="append", default=[], metavar="COLUMN",
                        help="with --cell-suppression: a quasi-identifier whose values are suppressed last; repeat, "
                             "most important first (the others by default: more categories, suppressed sooner)")
-    cells.add_argument("--stratum", action="append", default=[], metavar="COLUMN",
-                       help="with --cell-suppression: a quasi-identifier never suppressed, within each of whose "
-                            "values k-anonymity holds (sdcMicro's strataVars); repeatable")
     return parser
 
 

@@ -136,4 +136,4 @@ def policy(anon: Anonymizer, args: argparse.Namespace, *, hierarchies_required: 
                   max_suppressed=args.max_suppressed,
                   pseudonymize={column: Pseudonymize(key) for column in args.pseudonymize}, mask=dict(args.mask),
                   date_shift={column: DateShift(days, by, key) for column, (days, by) in args.date_shift},
-                  person=args.person)
+                  strata=args.stratum, person=args.person)

@@ -202,8 +202,9 @@ class Classes:
                 .group_by(*[t.copy() for t in tables], sb.col(VALUE)))
 
 
-def compatible_classes(relation: exp.Expression, quasi: Sequence[str]) -> Classes:
+def compatible_classes(relation: exp.Expression, quasi: Sequence[str], strata: Sequence[str] = ()) -> Classes:
     """The classes of ``relation`` by ``quasi`` when a missing value matches any (a release of cell suppression): one
-    per distinct combination, its size the records compatible with it
-    (:func:`~duckanon.risk.counting.compatible_counts`)."""
-    return Classes.of(compatible_counts(relation, quasi).subquery("compatible"), quasi, weight=COMPATIBLE)
+    per distinct combination (within each stratum of ``strata``, which lead the key as its tables'), its size the
+    records compatible with it (:func:`~duckanon.risk.counting.compatible_counts`)."""
+    return Classes.of(compatible_counts(relation, quasi, strata).subquery("compatible"), [*strata, *quasi],
+                      weight=COMPATIBLE, table_keys=len(strata))

@@ -199,6 +199,13 @@ def level_range_problems(bound: BoundHierarchy, level: int, rows: Sequence[tuple
     return problems
 
 
+def _assigned(select: exp.Select, assignment: exp.Table, keys: Sequence[str]) -> exp.Select:
+    """``select`` (over the source) joined with ``assignment`` (as ``a``) on ``keys``, the source's original values of
+    the combinations it lists (a policy's strata first: within a stratum)."""
+    on = sb.and_all(exp.NullSafeEQ(this=sb.col(q, SOURCE), expression=sb.col(q, "a")) for q in keys)
+    return select.join(exp.alias_(assignment, "a", quoted=True), on=on, join_type="LEFT")
+
+
 class LocalGeneralization(Transformation):
     """Local recoding as ARX does it (``ARXResult.optimizeIterative``): full-domain generalizations in steps, each of
     the records the steps before it left suppressed, so that a record's quasi-identifiers take the levels of its own
@@ -209,11 +216,11 @@ class LocalGeneralization(Transformation):
     kind = "local recoding"
 
     def __init__(self, steps: Sequence[Mapping[str, int]], assignment: exp.Table | None,
-                 records: Sequence[int] = ()):
+                 records: Sequence[int] = (), strata: Sequence[str] = ()):
         if not steps:
             raise PolicyError("local recoding needs at least one step's levels")
         self.steps = [FullDomainGeneralization(levels) for levels in steps]
-        self.assignment = assignment
+        self.assignment, self.strata = assignment, list(strata)
         self.records = list(records)
 
     def levels_of(self, attribute: str) -> list[int]:
@@ -226,9 +233,7 @@ class LocalGeneralization(Transformation):
         select = exp.select().from_(_from_source(source))
         step = exp.Literal.number(0)
         if self.assignment is not None and len(self.steps) > 1:
-            quasi = list(hierarchies)
-            on = sb.and_all(exp.NullSafeEQ(this=sb.col(q, SOURCE), expression=sb.col(q, "a")) for q in quasi)
-            select = select.join(exp.alias_(self.assignment, "a", quoted=True), on=on, join_type="LEFT")
+            select = _assigned(select, self.assignment, [*self.strata, *hierarchies])
             step = exp.func("COALESCE", sb.col(STEP, "a"), exp.Literal.number(0))
         for i, column in enumerate(columns):
             if column not in hierarchies:
@@ -294,8 +299,9 @@ def suppressed_cell(index: int) -> str:
 class CellSuppression(Transformation):
     """Full-domain generalization to ``levels``, then single values of some records replaced by a missing value
     (NULL), as sdcMicro's ``localSuppression`` does.  ``assignment`` lists the combinations of quasi-identifiers
-    (their original values) that lose values, with one boolean per quasi-identifier (:func:`suppressed_cell`, in
-    the hierarchies' order); None when no value is suppressed.  ``suppressed``: the cells suppressed per attribute;
+    (their original values, within a stratum of ``strata`` when the policy has them) that lose values, with one
+    boolean per quasi-identifier (:func:`suppressed_cell`, in the hierarchies' order); None when no value is
+    suppressed.  ``suppressed``: the cells suppressed per attribute;
     ``records``: the records that lose a value.
 
     A release of it counts a missing value as matching any value (:attr:`missing_matches_any`): a record's class is
@@ -305,9 +311,9 @@ class CellSuppression(Transformation):
     missing_matches_any = True
 
     def __init__(self, levels: Mapping[str, int], assignment: exp.Table | None,
-                 suppressed: Mapping[str, int] | None = None, records: int | None = None):
+                 suppressed: Mapping[str, int] | None = None, records: int | None = None, strata: Sequence[str] = ()):
         self.generalization = FullDomainGeneralization(levels)
-        self.assignment = assignment
+        self.assignment, self.strata = assignment, list(strata)
         self.suppressed = dict(suppressed or {})
         self.records = records
 
@@ -316,8 +322,7 @@ class CellSuppression(Transformation):
         if self.assignment is None:
             return select
         quasi = list(hierarchies)
-        on = sb.and_all(exp.NullSafeEQ(this=sb.col(q, SOURCE), expression=sb.col(q, "a")) for q in quasi)
-        select = select.join(exp.alias_(self.assignment, "a", quoted=True), on=on, join_type="LEFT")
+        select = _assigned(select, self.assignment, [*self.strata, *quasi])
         for expression in select.expressions:
             if expression.alias in hierarchies:
                 flag = sb.col(suppressed_cell(quasi.index(expression.alias)), "a")

@@ -85,6 +85,7 @@ class ReleaseInfo:
     transformation: Mapping | None = None
     metrics: Mapping[str, object] = field(default_factory=dict)
     classes_by: Sequence[str] = ()  # the quasi-identifiers whose equal values form the released classes
+    strata: Sequence[str] = ()  # the columns within each of whose values the classes are formed
     person: str | None = None  # under a policy that counts people, the risk is a person's (of their signature)
     # A missing value matches any (cell suppression): classes, the smallest and the risk count compatible records.
     missing_matches_any: bool = False
@@ -390,15 +391,16 @@ def _info_row(engine: Engine, content: ReleaseContent) -> dict:
     info = content.info
     released = content.query.subquery("released")
     highest = average = classes = smallest = None
+    keys = [*info.strata, *info.classes_by]
     if info.classes_by and info.missing_matches_any:
-        sizes, records, combinations = compatible_histogram(engine, released, info.classes_by)
+        sizes, records, combinations = compatible_histogram(engine, released, info.classes_by, info.strata)
         released_records = int(records.sum())
         if combinations:
             prosecutor = compatible_prosecutor_risk(sizes, records, 1.0)
             classes, smallest = combinations, int(sizes[0])
             highest, average = prosecutor.highest, prosecutor.average
     elif info.classes_by:
-        sample = ClassSizes(*class_size_histogram(engine, released, info.classes_by))
+        sample = ClassSizes(*class_size_histogram(engine, released, keys))
         released_records = sample.records
         if sample.classes:
             prosecutor = prosecutor_risk(sample if info.person is None else ClassSizes(*signature_group_histogram(

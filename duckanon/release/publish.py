@@ -137,7 +137,8 @@ def publish(workspace: Workspace, bound: BoundPolicy, transformation: Transforma
             kind=transformation.kind, source_records=bound.facts.records, suppressed_records=suppressed,
             suppression=bound.policy.suppression,
             policy=described_policy(bound, report, transformation.missing_matches_any),
-            transformation=transformation.describe(), metrics=metrics or {}, classes_by=keys,
+            transformation=transformation.describe(), metrics=metrics or {}, classes_by=quasi,
+            strata=bound.policy.strata,
             person=bound.policy.person, missing_matches_any=transformation.missing_matches_any)
         verification = verification_view(table, ranges.columns(bound.columns), quasi, bound.policy.models,
                                           bound.allowed_suppressed, bound.policy.suppression, bound.policy.person,
@@ -293,8 +294,8 @@ def _check_compatible(engine: Engine, bound: BoundPolicy, generalized: exp.Table
     record compatible with it (:func:`~duckanon.privacy.classes.compatible_classes`).  Nothing is suppressed: the
     transformation (``method``) must reach the policy itself."""
     refuse_unmatched_models(bound.policy, method)
-    report = check(engine, compatible_classes(generalized, bound.quasi_identifiers), bound.policy.models,
-                   key_names=bound.quasi_identifiers)
+    report = check(engine, compatible_classes(generalized, bound.quasi_identifiers, bound.policy.strata),
+                   bound.policy.models, key_names=bound.policy.class_keys)
     if not report.satisfied:
         raise PolicyNotSatisfied(report.summary(), report)
     return report
@@ -474,8 +475,8 @@ def verify_release(reader: Engine, table: str, bound: BoundPolicy, transformatio
         classes = priced_classes(reader, registered, released, bound.quasi_identifiers, population, prices,
                                  policy.strata)
         if transformation.missing_matches_any:
-            report = check(reader, compatible_classes(released, bound.quasi_identifiers), policy.models,
-                           key_names=bound.quasi_identifiers, unmendable_checked=False)
+            report = check(reader, compatible_classes(released, bound.quasi_identifiers, policy.strata),
+                           policy.models, key_names=policy.class_keys, unmendable_checked=False)
         elif policy.person is not None:  # the released person column (a pseudonym) tells people apart
             report = people_check(reader, classes, policy.person, policy.person_k, models=policy.models,
                                   exempt=policy.exempt_class, record_table=policy.record_table,

@@ -179,23 +179,23 @@ def guarantees(reader, released: exp.Table, info: dict) -> list[Check]:
         checks.append(_people_suppression(reader, released, quasi, person, policy) if person
                       else _suppression(reader, released, quasi, info, policy, counted))
     if quasi:
-        checks += _classes(reader, released, [*strata, *quasi], info, person, record_table,
-                           bool(policy.get(MISSING_MATCHES_ANY)))
+        checks += _classes(reader, released, quasi, info, person, record_table, bool(policy.get(MISSING_MATCHES_ANY)),
+                           strata)
     checks += _bounds(reader, released, quasi)
     return checks
 
 
 def _classes(reader, released, quasi: Sequence[str], info: dict, person: str | None, record_table: str | None,
-             missing_matches_any: bool = False) -> list[Check]:
+             missing_matches_any: bool = False, strata: Sequence[str] = ()) -> list[Check]:
     """The classes, the smallest, and the prosecutor risk: of a record, or of a person under a policy that counts
     people (1 / the people sharing their signature); where a missing value matches any, of a record by the records
     compatible with it (the smallest class is the fewest such)."""
     if missing_matches_any:
-        sizes, records, classes = compatible_histogram(reader, released, quasi)
+        sizes, records, classes = compatible_histogram(reader, released, quasi, strata)
         smallest = int(sizes[0]) if classes else None
         risk = compatible_prosecutor_risk(sizes, records, 1.0) if classes else None
     else:
-        counted = ClassSizes(*class_size_histogram(reader, released, quasi))
+        counted = ClassSizes(*class_size_histogram(reader, released, [*strata, *quasi]))
         classes = int(counted.classes)
         smallest = int(counted.sizes[0]) if classes else None
         risky = counted if person is None else ClassSizes(*signature_group_histogram(reader, released, quasi, person,
@@ -342,7 +342,7 @@ def _models(reader, released, quasi: Sequence[str], policy: dict, info: dict) ->
     person, record_table, strata = person_of(policy), record_table_of(policy), strata_of(policy)
     by_people, by_records = _split_by_people(models, person)
     judged = []
-    counted = (compatible_classes(released, quasi) if policy.get(MISSING_MATCHES_ANY)
+    counted = (compatible_classes(released, quasi, strata) if policy.get(MISSING_MATCHES_ANY)
                else stratified_classes(released, quasi, strata))
     for group, classes in ([(by_records, counted)] if by_records else []) + [
             ([m], person_values(released, quasi, person, m.sensitive, record_table, _lacking(policy, quasi)))
@@ -525,7 +525,7 @@ def verification_view(table: str, columns: Sequence[str], quasi: Sequence[str], 
         union = exp.union(union, other, distinct=False)
     query = exp.select(exp.Star()).from_(union.subquery("guarantees"))
     if quasi:
-        counted = (compatible_classes(released, quasi) if missing_matches_any
+        counted = (compatible_classes(released, quasi, strata) if missing_matches_any
                    else stratified_classes(released, quasi, strata))
         query = query.with_("__verdicts", as_=class_verdicts(counted, by_records))
     return query

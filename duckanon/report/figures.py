@@ -26,7 +26,7 @@ from ..privacy.models import KAnonymity
 from ..privacy.people import signature_group_histogram
 from ..recode.generalization import FullDomainGeneralization
 from ..release.files import open_release
-from ..release.verify import MISSING_MATCHES_ANY, person_of, record_table_of, verify
+from ..release.verify import MISSING_MATCHES_ANY, person_of, record_table_of, strata_of, verify
 from ..risk.counting import (
     class_size_histogram,
     compatible_histogram,
@@ -120,15 +120,18 @@ def collect(workspace: Workspace, release_path: str | os.PathLike, *, source: ex
             notes.append(f"The release lacks its quasi-identifiers {[c for c in quasi if c not in released_columns]} "
                          f"(its verification fails, above): classes are counted over the others.")
             quasi = [c for c in quasi if c in released_columns]
+        # Under a policy with strata, a class is within a stratum: the stratum is a key of every class counted.
+        strata = [c for c in strata_of(info.get("policy") or {}) if c in released_columns]
         if source is not None:
-            missing = [c for c in quasi if c not in workspace.engine.columns(source)]
+            missing = [c for c in [*strata, *quasi] if c not in workspace.engine.columns(source)]
             if missing:
                 raise AnonymizationError(f"the source lacks the release's quasi-identifiers {missing}: is it the "
                                          f"release's source?")
         announce("counting classes and estimating risk")
-        risk, buckets = _risk(workspace, reader, released, source, quasi, info, policy, population, threshold, notes)
-        special, special_records = _special_uniques(workspace, reader, released, source, quasi) if quasi else (
-            None, None)
+        risk, buckets = _risk(workspace, reader, released, source, quasi, info, policy, population, threshold, notes,
+                              strata)
+        special, special_records = (_special_uniques(workspace, reader, released, source, [*strata, *quasi])
+                                    if quasi else (None, None))
         announce("comparing each attribute's distribution")
         shown = [a for a in quasi or list(_perturbed(info)) if a in released_columns]
         hierarchies = _known_hierarchies(workspace, policy)
@@ -189,15 +192,16 @@ def _special_uniques(workspace, reader, released, source, quasi) -> tuple[pd.Dat
     return table.reset_index(drop=True), special
 
 
-def _risk(workspace, reader, released, source, quasi, info, policy, population, threshold, notes):
+def _risk(workspace, reader, released, source, quasi, info, policy, population, threshold, notes, strata=()):
     if not quasi:
         notes.append("This release has no quasi-identifiers whose equal values form classes (a perturbed release "
                      "shows new numbers): class-based risk does not apply; its disclosure measures are shown instead.")
         return None, None
-    released_sizes = class_size_histogram(reader, released, quasi)
-    source_sizes = class_size_histogram(workspace.engine, source, quasi) if source is not None else None
+    keys = [*strata, *quasi]
+    released_sizes = class_size_histogram(reader, released, keys)
+    source_sizes = class_size_histogram(workspace.engine, source, keys) if source is not None else None
     # A release of cell suppression: a record's class is every record compatible with it, a missing value matching any.
-    compatible = (compatible_histogram(reader, released, quasi)
+    compatible = (compatible_histogram(reader, released, quasi, strata)
                   if (info.get("policy") or {}).get(MISSING_MATCHES_ANY) else None)
     if compatible is not None:
         notes.append("A missing value in this release matches any value (cell suppression): a record's risk is 1 / "
@@ -212,10 +216,14 @@ def _risk(workspace, reader, released, source, quasi, info, policy, population, 
             raise AnonymizationError(f"the population ({population_records} records) is smaller than the sample "
                                      f"({info['source_records']} records)")
         if population.relation is not None:
+            lacking = [c for c in strata if c not in workspace.engine.columns(population.relation)]
+            if lacking:
+                raise AnonymizationError(f"the population table lacks the release's strata {lacking}: a class is "
+                                         f"within a stratum, and so is its population")
             if source is not None:
-                source_pairs = population_pairs(workspace.engine, source, population.relation, quasi)
+                source_pairs = population_pairs(workspace.engine, source, population.relation, keys)
             release_pairs = _release_population_pairs(workspace, reader, released, quasi, info, policy,
-                                                      population.relation, notes)
+                                                      population.relation, notes, strata)
     else:
         notes.append("No population was given: journalist risk and population uniqueness are not estimated (give a "
                      "sampling fraction or a population table).")
@@ -244,25 +252,27 @@ def _signature_groups(workspace, reader, released, source, quasi, info) -> dict 
     return groups
 
 
-def _release_population_pairs(workspace, reader, released, quasi, info, policy, population, notes):
-    """The release's classes with their sizes in the population recoded by the same full-domain generalization.
-    The suppressed records' class (every quasi-identifier ``*``) cannot be found in the population: its population
-    size is taken as its own, which overstates its risk rather than understating it.  None (the risk is then
-    estimated from the population's size) for other releases or without the policy's hierarchies."""
+def _release_population_pairs(workspace, reader, released, quasi, info, policy, population, notes, strata=()):
+    """The release's classes (within each stratum of ``strata``) with their sizes in the population recoded by the
+    same full-domain generalization.  The suppressed records' class (every quasi-identifier ``*``) cannot be found in
+    the population: its population size is taken as its own, which overstates its risk rather than understating it.
+    None (the risk is then estimated from the population's size) for other releases or without the policy's
+    hierarchies."""
     levels = (info.get("transformation") or {}).get("full-domain generalization")
     if not levels or policy is None or any(h is None for h in policy.quasi_identifiers.values()):
         notes.append("The release's journalist risk is estimated from the population's size: only a full-domain "
                      "release whose policy is known can recode the population table the same way.")
         return None
-    keys = [sb.col(q) for q in quasi]
+    keys = [sb.col(q) for q in [*strata, *quasi]]
     classes = reader.frame(exp.select(*keys, exp.func("COUNT", exp.Star()).as_(WEIGHT)).from_(released)
                            .group_by(*keys))
     starred = (classes[quasi] == SUPPRESSED).all(axis=1)
-    quasi_only = Policy(quasi_identifiers=policy.quasi_identifiers, models=[KAnonymity(1)], others="drop")
+    quasi_only = Policy(quasi_identifiers=policy.quasi_identifiers, models=[KAnonymity(1)], insensitive=strata,
+                        others="drop")
     with (bind(workspace, population, quasi_only) as bound,
           workspace.engine.registered(classes[~starred].reset_index(drop=True)) as kept):
         recoded = FullDomainGeneralization(levels).compile(bound.source, bound.columns, bound.hierarchies)
-        sample, population_sizes, counts = population_pairs(workspace.engine, kept, recoded, quasi,
+        sample, population_sizes, counts = population_pairs(workspace.engine, kept, recoded, [*strata, *quasi],
                                                             sample_weight=WEIGHT)
     suppressed = classes.loc[starred, WEIGHT].to_numpy(dtype=np.int64)
     return (np.concatenate([sample, suppressed]), np.concatenate([population_sizes, suppressed]),

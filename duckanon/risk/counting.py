@@ -79,24 +79,27 @@ def records(engine: Engine, relation: exp.Expression) -> int:
 RECORDS, COMPATIBLE = "__duckanon_records", "__duckanon_compatible"
 
 
-def compatible_counts(relation: exp.Expression, quasi: Sequence[str]) -> exp.Select:
-    """One row per distinct combination of ``quasi`` in ``relation``: its values, its records (:data:`RECORDS`) and
-    the records compatible with it (:data:`COMPATIBLE`): equal on every quasi-identifier, a missing value (NULL)
-    matching any, as sdcMicro's ``freqCalc`` counts them (alpha = 1).
+def compatible_counts(relation: exp.Expression, quasi: Sequence[str], exact: Sequence[str] = ()) -> exp.Select:
+    """One row per distinct combination of ``exact`` and ``quasi`` in ``relation``: its values, its records
+    (:data:`RECORDS`) and the records compatible with it (:data:`COMPATIBLE`): equal on every quasi-identifier, a
+    missing value (NULL) matching any, as sdcMicro's ``freqCalc`` counts them (alpha = 1), and equal on every column
+    of ``exact`` (a policy's strata: a NULL there matches only a NULL).
 
     A combination that misses nothing is compatible with one such combination, itself; only pairs where one side
     misses a value are joined on the condition, so the cost grows with the combinations holding a NULL."""
     combos, partial = "__duckanon_combos", "__duckanon_partial"
     keys = [sb.col(q) for q in quasi]
-    counted = (exp.select(*keys, exp.func("COUNT", exp.Star()).as_(RECORDS, quoted=True),
+    counted = (exp.select(*[sb.col(c) for c in exact], *keys, exp.func("COUNT", exp.Star()).as_(RECORDS, quoted=True),
                           sb.or_all(k.copy().is_(exp.Null()) for k in keys).as_(partial, quoted=True))
-               .from_(_relation(relation)).group_by(*[k.copy() for k in keys]))
-    compatible = sb.and_all(sb.or_all([sb.col(q, "a").is_(exp.Null()), sb.col(q, "b").is_(exp.Null()),
-                                       sb.col(q, "a").eq(sb.col(q, "b"))]) for q in quasi)
+               .from_(_relation(relation)).group_by(*[sb.col(c) for c in exact], *[k.copy() for k in keys]))
+    compatible = sb.and_all([*(exp.NullSafeEQ(this=sb.col(c, "a"), expression=sb.col(c, "b")) for c in exact),
+                             *(sb.or_all([sb.col(q, "a").is_(exp.Null()), sb.col(q, "b").is_(exp.Null()),
+                                          sb.col(q, "a").eq(sb.col(q, "b"))]) for q in quasi)])
+    shown = [*exact, *quasi]
 
     def matched(records: exp.Expression, where: exp.Expression | None, joined: exp.Expression | None = None
                 ) -> exp.Select:
-        query = exp.select(*[sb.col(q, "a") for q in quasi], sb.col(RECORDS, "a"),
+        query = exp.select(*[sb.col(q, "a") for q in shown], sb.col(RECORDS, "a"),
                            records.as_(COMPATIBLE, quoted=True)).from_(exp.alias_(sb.table(combos), "a", quoted=True))
         if joined is not None:
             query = query.join(exp.alias_(sb.table(combos), "b", quoted=True), on=exp.and_(compatible.copy(), joined),
@@ -111,16 +114,16 @@ def compatible_counts(relation: exp.Expression, quasi: Sequence[str]) -> exp.Sel
         matched(sb.col(RECORDS, "b"), a_partial.copy(), exp.not_(b_partial.copy())),  # one with NULLs, the others
         distinct=False)
     total = exp.cast(exp.func("SUM", sb.col(COMPATIBLE)), exp.DataType.build("BIGINT"))
-    return (exp.select(*[sb.col(q) for q in quasi], sb.col(RECORDS), total.as_(COMPATIBLE, quoted=True))
-            .from_(pairs.subquery("pairs")).group_by(*[sb.col(q) for q in quasi], sb.col(RECORDS))
+    return (exp.select(*[sb.col(q) for q in shown], sb.col(RECORDS), total.as_(COMPATIBLE, quoted=True))
+            .from_(pairs.subquery("pairs")).group_by(*[sb.col(q) for q in shown], sb.col(RECORDS))
             .with_(combos, as_=counted))
 
 
-def compatible_histogram(engine: Engine, relation: exp.Expression, quasi: Sequence[str]
+def compatible_histogram(engine: Engine, relation: exp.Expression, quasi: Sequence[str], exact: Sequence[str] = ()
                          ) -> tuple[np.ndarray, np.ndarray, int]:
     """Where a missing value matches any: the numbers of compatible records that occur (ascending), how many records
-    have each, and the distinct combinations (:func:`compatible_counts`)."""
-    counts = compatible_counts(relation, quasi).subquery("c")
+    have each, and the distinct combinations (:func:`compatible_counts`, within each value of ``exact``)."""
+    counts = compatible_counts(relation, quasi, exact).subquery("c")
     rows = engine.rows(exp.select(sb.col(COMPATIBLE), exp.func("SUM", sb.col(RECORDS)), exp.func("COUNT", exp.Star()))
                        .from_(counts).group_by(sb.col(COMPATIBLE)).order_by(sb.col(COMPATIBLE)))
     return (np.array([r[0] for r in rows], dtype=np.int64), np.array([r[1] for r in rows], dtype=np.int64),

@@ -94,17 +94,13 @@ def _named(attributes: Sequence[str], names: Sequence[str], what: str) -> list[i
     return [list(attributes).index(a) for a in names]
 
 
-def suppression_order(attributes: Sequence[str], categories: Sequence[int], importance: Sequence[str] | None,
-                      strata: Sequence[str] = ()) -> list[int]:
-    """The positions of the attributes whose values may be suppressed (all but ``strata``), least important first.
-    ``importance`` names quasi-identifiers most important first; those it does not name are less important, ordered
-    as sdcMicro orders all by default: an attribute with fewer ``categories`` is more important (ties in column
-    order)."""
-    named, kept = _named(attributes, list(importance or []), "importance"), _named(attributes, list(strata), "strata")
-    both = [attributes[i] for i in named if i in kept]
-    if both:
-        raise PolicyError(f"{both[0]!r} is a stratum: its values are never suppressed, so it has no importance")
-    rest = sorted((i for i in range(len(attributes)) if i not in named and i not in kept), key=lambda i: categories[i])
+def suppression_order(attributes: Sequence[str], categories: Sequence[int], importance: Sequence[str] | None
+                      ) -> list[int]:
+    """The positions of the attributes, least important first.  ``importance`` names quasi-identifiers most important
+    first; those it does not name are less important, ordered as sdcMicro orders all by default: an attribute with
+    fewer ``categories`` is more important (ties in column order)."""
+    named = _named(attributes, list(importance or []), "importance")
+    rest = sorted((i for i in range(len(attributes)) if i not in named), key=lambda i: categories[i])
     return (named + rest)[::-1]
 
 
@@ -146,51 +142,55 @@ def greedy_cells(codes: np.ndarray, counts: np.ndarray, k: int, order: Sequence[
 
 
 def cell_suppression(workspace: Workspace, bound: BoundPolicy, encoding: Encoding, levels: dict[str, int],
-                     importance: Sequence[str] | None, strata: Sequence[str], search: SearchResult | None,
+                     importance: Sequence[str] | None, search: SearchResult | None,
                      metrics: Sequence[Metric]) -> tuple[SuppressedCells, CellSuppression]:
     """The cells sdcMicro's greedy suppresses in ``encoding`` (``bound``'s frequency table) generalized to
-    ``levels``, none of the quasi-identifiers ``strata``, whose released values divide the records into strata
-    (k-anonymity then holds in each, a record's compatible records sharing its stratum); and the transformation that
-    releases them, whose assignment (when it has one) is a temporary table the caller drops."""
-    engine, attributes = workspace.engine, encoding.attributes
+    ``levels``, within each stratum of the policy (k-anonymity then holds in each, a record's compatible records
+    sharing its stratum, as sdcMicro's ``strataVars``); and the transformation that releases them, whose assignment
+    (when it has one) is a temporary table the caller drops."""
+    engine, attributes, strata = workspace.engine, encoding.attributes, encoding.strata
     started = time.perf_counter()
     k = max(model.k for model in bound.policy.models)
     keys = [code_column(i, levels[a]) for i, a in enumerate(attributes)]
-    combos = engine.frame(exp.select(*[sb.col(c) for c in keys], exp.func("SUM", sb.col(COUNT)).as_(COUNT))
-                          .from_(encoding.table).group_by(*[sb.col(c) for c in keys])
-                          .order_by(*[sb.col(c) for c in keys]))
+    grouped = [sb.col(c) for c in [*strata, *keys]]
+    combos = engine.frame(exp.select(*grouped, exp.func("SUM", sb.col(COUNT)).as_(COUNT))
+                          .from_(encoding.table).group_by(*[c.copy() for c in grouped])
+                          .order_by(*[exp.Ordered(this=c.copy(), nulls_first=False) for c in grouped]))
     codes = np.column_stack([combos[c].to_numpy(dtype=np.int64) for c in keys]) if len(combos) else np.zeros(
         (0, len(keys)), np.int64)
     for i, attribute in enumerate(attributes):  # a missing value in the source matches any, as a suppressed one
         missing = [code for code, label in encoding.labels(i, levels[attribute]).items() if label is None]
         codes[np.isin(codes[:, i], missing), i] = -1
     categories = [len(np.unique(codes[codes[:, i] >= 0, i])) for i in range(len(attributes))]
-    order = suppression_order(attributes, categories, importance, strata)
-    if strata:  # sdcMicro refuses a stratum of fewer than k records too: no suppression can mend it
-        labels = pd.DataFrame({s: combos[keys[attributes.index(s)]].map(encoding.labels(attributes.index(s),
-                                                                                         levels[s]))
-                               for s in strata})
-        sizes = combos[COUNT].groupby([labels[s] for s in strata], dropna=False).sum()
-        if (sizes < k).any():
-            stratum = sizes.index[int(np.flatnonzero(sizes < k)[0])]
-            values = dict(zip(strata, stratum if isinstance(stratum, tuple) else (stratum,)))
+    order = suppression_order(attributes, categories, importance)
+    if strata:  # one more column, never suppressed: each stratum's code (its missing value a value of its own)
+        stratum = combos.groupby(strata, dropna=False, sort=False).ngroup().to_numpy(dtype=np.int64)
+        codes = np.column_stack([codes, stratum])
+        sizes = combos[COUNT].groupby(stratum).sum()
+        if (sizes < k).any():  # sdcMicro refuses a stratum of fewer than k records too: no suppression mends it
+            first = int(np.flatnonzero(stratum == int(sizes.index[sizes < k][0]))[0])
+            values = {s: combos[s].iloc[first] for s in strata}
+            held = int(sizes[sizes < k].iloc[0])
             raise PolicyNotSatisfied(f"{METHOD} cannot reach k = {k} in the stratum {values}: it holds "
-                                     f"{int(sizes[stratum])} record{'' if int(sizes[stratum]) == 1 else 's'}")
+                                     f"{held} record{'' if held == 1 else 's'}")
     suppressed, passes = greedy_cells(codes, combos[COUNT].to_numpy(dtype=np.int64), k, order,
-                                      [attributes.index(s) for s in strata], workspace.announce)
+                                      [len(attributes)] if strata else [], workspace.announce)
     counts = combos[COUNT].to_numpy(dtype=np.int64)
     cells = {a: int(counts @ suppressed[:, i]) for i, a in enumerate(attributes)}
-    flags = pd.DataFrame({**{f"__node_{i}": combos[c] for i, c in enumerate(keys)},
+    flags = pd.DataFrame({**{f"__stratum_{j}": combos[s] for j, s in enumerate(strata)},
+                          **{f"__node_{i}": combos[c] for i, c in enumerate(keys)},
                           **{suppressed_cell(i): suppressed[:, i] for i in range(len(attributes))}})
     flags = flags[suppressed.any(axis=1)]
     assignment, measured = None, {}
     with engine.registered(flags) as flagged:
-        on = sb.and_all(sb.col(c, "f").eq(sb.col(f"__node_{i}", "m")) for i, c in enumerate(keys))
+        on = sb.and_all([*(exp.NullSafeEQ(this=sb.col(s, "f"), expression=sb.col(f"__stratum_{j}", "m"))
+                           for j, s in enumerate(strata)),
+                         *(sb.col(c, "f").eq(sb.col(f"__node_{i}", "m")) for i, c in enumerate(keys))])
         leaves = [code_column(i, 0) for i in range(len(attributes))]
         marks = [exp.func("COALESCE", sb.col(suppressed_cell(i), "m"), exp.false()).as_(suppressed_cell(i),
                                                                                          quoted=True)
                  for i in range(len(attributes))]
-        rows = (exp.select(*[sb.col(c, "f") for c in leaves], sb.col(COUNT, "f"), *marks)
+        rows = (exp.select(*[sb.col(c, "f") for c in [*strata, *leaves]], sb.col(COUNT, "f"), *marks)
                 .from_(exp.alias_(encoding.table, "f", quoted=True))
                 .join(exp.alias_(flagged, "m", quoted=True), on=on, join_type="LEFT"))
         arrays = engine.arrays(rows)
@@ -202,40 +202,40 @@ def cell_suppression(workspace: Workspace, bound: BoundPolicy, encoding: Encodin
                                         [np.asarray(arrays[c], dtype=np.int64) for c in leaves],
                                         np.asarray(arrays[COUNT], dtype=np.float64), cost_columns)
         if len(flags):
-            assigned = (exp.select(*[sb.col(c) for c in leaves],
+            assigned = (exp.select(*[sb.col(c) for c in [*strata, *leaves]],
                                    *[exp.func("BOOL_OR", sb.col(suppressed_cell(i))).as_(suppressed_cell(i),
                                                                                           quoted=True)
                                      for i in range(len(attributes))])
                         .from_(rows.subquery("rows")).where(sb.or_all(sb.col(suppressed_cell(i))
                                                                       for i in range(len(attributes))))
-                        .group_by(*[sb.col(c) for c in leaves]))
+                        .group_by(*[sb.col(c) for c in [*strata, *leaves]]))
             assignment = sb.table(f"__duckanon_cells_{next(_serial)}")
             engine.run(sb.create_table_as(assignment, encoding.decoded(
-                assigned, [sb.col(suppressed_cell(i), "r") for i in range(len(attributes))]), temporary=True))
+                assigned, [*(sb.col(s, "r") for s in strata),
+                           *(sb.col(suppressed_cell(i), "r") for i in range(len(attributes)))]), temporary=True))
     records = int(counts @ suppressed.any(axis=1))
     result = SuppressedCells(dict(levels), search, [attributes[j] for j in order], records, cells, passes,
                              time.perf_counter() - started, measured)
-    return result, CellSuppression(levels, assignment, cells, records)
+    return result, CellSuppression(levels, assignment, cells, records, strata)
 
 
 def suppress_cells(workspace: Workspace, source, policy: Policy | str, path: str | os.PathLike,
-                   importance: Sequence[str] | None, strata: Sequence[str], levels: dict[str, int] | None,
+                   importance: Sequence[str] | None, levels: dict[str, int] | None,
                    metric: Metric | str,
                    strategy: str, label: str | None, table: str, format: str | None, evaluator_kind: str = "auto",
                    memory_budget: int | None = None, time_limit: float | None = None,
                    check_limit: int | None = None) -> tuple[SuppressedCells, Release]:
     """Generalize ``source`` to ``levels`` (None: the search's optimum under ``policy``), suppress single values
-    until the policy's k-anonymity holds with a missing value matching any, in each stratum of the quasi-identifiers
-    ``strata`` (:func:`cell_suppression`), and publish:
+    until the policy's k-anonymity holds with a missing value matching any, in each stratum of the policy
+    (:func:`cell_suppression`), and publish:
     one read of the source, whose frequency table the search and the suppression share."""
     release_format(path, format)
     checked_table_names(source, table)
     budget = checked_search(strategy, evaluator_kind, memory_budget, time_limit, check_limit)
     importance = [importance] if isinstance(importance, str) else importance
-    strata = [strata] if isinstance(strata, str) else list(strata)
 
     def recode(bound: BoundPolicy, encoding: Encoding) -> tuple[SuppressedCells, CellSuppression]:
-        suppression_order(list(bound.hierarchies), [0] * len(bound.hierarchies), importance, strata)  # before work
+        suppression_order(list(bound.hierarchies), [0] * len(bound.hierarchies), importance)  # before work
         if levels is not None:
             FullDomainGeneralization(levels).validate(bound.hierarchies)
         chosen = resolve_metric(workspace, bound, metric, label)
@@ -246,7 +246,7 @@ def suppress_cells(workspace: Workspace, source, policy: Policy | str, path: str
                 found = STRATEGIES[strategy]().search(nodes, budget)
             if not found.found:
                 raise PolicyNotSatisfied(found.summary())
-        return cell_suppression(workspace, bound, encoding, dict(levels or found.levels), importance, strata, found,
+        return cell_suppression(workspace, bound, encoding, dict(levels or found.levels), importance, found,
                                 [chosen])
 
     return publish_recoded(workspace, source, policy, path, table, format,

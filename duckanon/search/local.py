@@ -132,8 +132,19 @@ def local_recoding(workspace: Workspace, bound: BoundPolicy, encoding: Encoding,
     finally:
         for part in parts:
             part.close()
-    transformation = LocalGeneralization([s.levels for s in steps], assignment, [s.released for s in steps])
+    transformation = LocalGeneralization([s.levels for s in steps], assignment, [s.released for s in steps],
+                                         encoding.strata)
     return LocalRecoding(steps, records, measured), transformation
+
+
+def _row_keys(encoding: Encoding) -> list[str]:
+    """The columns that tell a frequency table's combinations apart for the steps: its strata (a combination of
+    quasi-identifiers may be suppressed in one stratum and not in another) and the level-0 codes."""
+    return [*encoding.strata, *(code_column(i, 0) for i in range(len(encoding.attributes)))]
+
+
+def _same_row(keys: Sequence[str], left: str, right: str) -> exp.Expression:
+    return sb.and_all(exp.NullSafeEQ(this=sb.col(c, left), expression=sb.col(c, right)) for c in keys)
 
 
 def _release_metrics(encoding: Encoding, hierarchies, steps: Sequence[LocalStep], stepped: exp.Table,
@@ -142,7 +153,7 @@ def _release_metrics(encoding: Encoding, hierarchies, steps: Sequence[LocalStep]
     cost it, the ones the last step left suppressed their suppressed cost (as a node's value counts them), summed
     over the frequency table's rows (``stepped``: :func:`_steps_of_rows`)."""
     leaves = [code_column(i, 0) for i in range(len(encoding.attributes))]
-    on = sb.and_all(sb.col(c, "f").eq(sb.col(c, "s")) for c in leaves)
+    on = _same_row(_row_keys(encoding), "f", "s")
     arrays = encoding.engine.arrays(
         exp.select(*[sb.col(c, "f") for c in leaves], sb.col(COUNT, "f"),
                    exp.func("COALESCE", sb.col(STEP, "s"), exp.Literal.number(0)).as_(STEP, quoted=True))
@@ -164,11 +175,11 @@ def _suppressed_part(engine: Engine, bound: BoundPolicy, encoding: Encoding, lev
     verdicts = sb.table(f"__duckanon_local_verdicts_{next(_serial)}")
     engine.run(sb.create_table_as(verdicts, class_verdicts(classes, policy.models), temporary=True))
     try:
-        verdict_report(engine, verdicts, classes, policy.models, key_names=bound.quasi_identifiers,
+        verdict_report(engine, verdicts, classes, policy.models, key_names=policy.class_keys,
                        allowed_suppressed=bound.allowed_suppressed, drop=policy.drops,
                        replaced_checked=policy.checks_replaced)
-        codes = [code_column(i, levels[a]) for i, a in enumerate(encoding.attributes)]
-        matched = sb.and_all(sb.col(key, "v").eq(sb.col(code, encoding.table.name))
+        codes = [*encoding.strata, *(code_column(i, levels[a]) for i, a in enumerate(encoding.attributes))]
+        matched = sb.and_all(exp.NullSafeEQ(this=sb.col(key, "v"), expression=sb.col(code, encoding.table.name))
                              for key, code in zip(classes.key_columns, codes))
         return encoding.part(exp.Exists(this=exp.select(exp.Literal.number(1)).from_(
             exp.alias_(verdicts, "v", quoted=True)).where(exp.and_(matched, sb.col(VIOLATED, "v")))))
@@ -183,10 +194,10 @@ def _records(engine: Engine, encoding: Encoding) -> int:
 
 
 def _steps_of_rows(engine: Engine, encoding: Encoding, parts: Sequence[Encoding]) -> exp.Table:
-    """A temporary table of each combination of quasi-identifiers (level-0 codes) past step 0 with its step
-    (:data:`STEP`): how many of the nested ``parts`` (the rows each step left suppressed) hold it, so that the step
-    after the last one marks the combinations left suppressed."""
-    leaves = [code_column(i, 0) for i in range(len(encoding.attributes))]
+    """A temporary table of each combination of quasi-identifiers (level-0 codes, within its stratum) past step 0
+    with its step (:data:`STEP`): how many of the nested ``parts`` (the rows each step left suppressed) hold it, so
+    that the step after the last one marks the combinations left suppressed."""
+    leaves = _row_keys(encoding)
     held = [exp.select(*[sb.col(c) for c in leaves]).from_(part.table).distinct() for part in parts]
     union = held[0]  # step 0 always leaves a part, empty when it suppresses nothing
     for more in held[1:]:
@@ -206,7 +217,8 @@ def _assignment(engine: Engine, encoding: Encoding, stepped: exp.Table, steps: i
         return None
     last = exp.func("LEAST", sb.col(STEP, "r"), exp.Literal.number(steps - 1))
     table = sb.table(f"__duckanon_local_assigned_{next(_serial)}")
-    engine.run(sb.create_table_as(table, encoding.decoded(stepped, [last.as_(STEP, quoted=True)]), temporary=True))
+    engine.run(sb.create_table_as(table, encoding.decoded(
+        stepped, [*(sb.col(s, "r") for s in encoding.strata), last.as_(STEP, quoted=True)]), temporary=True))
     return table
 
 
