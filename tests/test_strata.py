@@ -24,7 +24,9 @@ from duckanon import (
     AverageReidentificationRisk,
     DistinctLDiversity,
     KAnonymity,
+    KMap,
     Policy,
+    PopulationUniqueness,
     TCloseness,
 )
 from duckanon.encode.binding import bind
@@ -48,7 +50,8 @@ def generalized(frame: pd.DataFrame, hierarchies, node) -> pd.DataFrame:
     out = frame.copy()
     for (attribute, hierarchy), level in zip(hierarchies.items(), node):
         table = hierarchy.to_frame()
-        out[attribute] = frame[attribute].map(dict(zip(table["level_0"], table[f"level_{level}"])))
+        out[attribute] = frame[attribute].astype(str).map(dict(zip(table["level_0"], table[f"level_{level}"])))
+        assert out[attribute].notna().all(), attribute
     return out
 
 
@@ -147,7 +150,7 @@ def check_release(path, frame: pd.DataFrame, policy: Policy) -> pd.DataFrame:
         counted = part
         if policy.suppression == "replace-unchecked":
             counted = part[~(part[quasi] == "*").all(axis=1)]
-        plain = [m for m in policy.models if not m.risk_threshold]
+        plain = [m for m in policy.models if isinstance(m, (KAnonymity, DistinctLDiversity, TCloseness))]
         # t-closeness compares with every record the stratum releases ('*' ones included, as ARX's semantics say).
         assert not violated(counted, quasi, plain, part).any()
         for model in policy.models:
@@ -198,6 +201,12 @@ def test_adult_t_closeness_within_each_sex(adult, tmp_path):
     memory, release = anon.anonymize("adult", policy, tmp_path / "strata.duckdb", evaluator="memory")
     sql = anon.search("adult", policy, evaluator="sql")
     assert memory.levels == sql.levels and memory.best.suppressed == sql.best.suppressed == release.suppressed
+    # The check of the chosen levels lists the violating classes by stratum and generalized values.
+    checked = anon.check("adult", policy, memory.levels)
+    assert checked.violating_records == release.suppressed and checked.within_limit
+    assert list(checked.violations.columns[:2]) == ["sex", "age"]
+    assert set(checked.violations["sex"]) <= {"Male", "Female"}
+    assert checked.violations["age"].astype(str).str.contains("-|\\*").all()
     released = check_release(tmp_path / "strata.duckdb", con.sql("SELECT * FROM adult").df(), policy)
     assert set(released.columns) >= {"sex", "salary-class"}
     macro, view = release_verdicts(tmp_path / "strata.duckdb")
@@ -218,6 +227,9 @@ def test_stratum_is_refused_where_not_reached(adult, tmp_path):
                     others="drop")
     with pytest.raises(PolicyError, match="strata .*'sex'.* partitioning"):
         anon.mondrian("adult", policy, tmp_path / "m.parquet")
+    with pytest.raises(PolicyError, match="population-uniqueness.* estimates from the population's size, which is "
+                                          "not split by strata"):
+        anon.search("adult", dataclasses.replace(policy, models=[KAnonymity(2), PopulationUniqueness(0.01, 10**6)]))
     with pytest.raises(PolicyError, match="metric arx-kl is not a sum over strata"):
         anon.search("adult", policy, metric="arx-kl")
     with pytest.raises(PolicyError, match="column 'sex' is given two roles: quasi-identifier and stratum"):
@@ -278,3 +290,28 @@ def test_local_recoding_recodes_within_strata(adult, tmp_path):
     assert len(recoding.steps) > 1 and release.records_out == 30162
     released = check_release(tmp_path / "local.duckdb", con.sql("SELECT * FROM adult").df(), policy)
     assert int((released[list(hierarchies)] == "*").all(axis=1).sum()) == recoding.suppressed < recoding.steps[0].records - recoding.steps[0].released
+
+
+def test_k_map_counts_each_stratums_population(adult, tmp_path):
+    """k-map counted in a population table under strata: a released class's population is the population's records
+    of its stratum with its generalized values (pandas, from the release and the population recoded at its levels),
+    on both evaluators; a population without the stratum column is refused by name."""
+    con, anon, hierarchies = adult
+    con.execute("CREATE OR REPLACE TABLE strata_population AS SELECT * FROM adult UNION ALL "
+                "SELECT * FROM adult WHERE sex = 'Male'")
+    con.execute("CREATE OR REPLACE TABLE strata_sample AS SELECT * FROM adult USING SAMPLE 20% (bernoulli, 7)")
+    policy = Policy(quasi_identifiers=hierarchies, models=[KAnonymity(2), KMap(5, population="strata_population")],
+                    strata=["sex"], suppression_limit=0.1, others="drop")
+    found, release = anon.anonymize("strata_sample", policy, tmp_path / "kmap.duckdb")
+    assert anon.search("strata_sample", policy, evaluator="sql").levels == found.levels
+    released = check_release(tmp_path / "kmap.duckdb", con.sql("SELECT * FROM strata_sample").df(), policy)
+    quasi = list(hierarchies)
+    population = generalized(con.sql("SELECT * FROM strata_population").df(), hierarchies,
+                             [found.levels[q] for q in quasi])
+    counted = population.groupby(["sex", *quasi]).size()
+    shown = released[~(released[quasi] == "*").all(axis=1)]
+    keys = pd.MultiIndex.from_frame(shown[["sex", *quasi]].drop_duplicates())
+    assert (counted.reindex(keys).fillna(0) >= 5).all() and release.suppressed > 0
+    con.execute("CREATE OR REPLACE TABLE sexless AS SELECT * EXCLUDE (sex) FROM strata_population")
+    with pytest.raises(PolicyError, match="population table 'sexless' lacks the strata \\['sex'\\]"):
+        anon.search("strata_sample", dataclasses.replace(policy, models=[KMap(5, population="sexless")]))

@@ -33,6 +33,7 @@ from ..privacy.people import (
     table_holds,
 )
 from ..privacy.risk_report import RiskReport, person_risk, risk
+from ..privacy.thresholds import PopulationUniqueness
 from ..recode.generalization import FullDomainGeneralization
 from ..recode.protect import check_methods
 from ..sqlgen import build as sb
@@ -83,7 +84,8 @@ class BoundPolicy:
         """The source's frequency table with every level's codes (the population's beside it, when there is one);
         under a policy that counts people, each row's person beside its sensitive values."""
         return Encoding(engine, self.counted, self.hierarchies, self.counted_sensitive, population=self.population,
-                        population_carried=[self.policy.person] if self.policy.person is not None else [],
+                        population_carried=[*self.policy.strata, *([self.policy.person] if self.policy.person
+                                                                      else [])],
                         strata=self.policy.strata)
 
     @property
@@ -195,13 +197,14 @@ def bind(workspace: Workspace, source, policy: Policy | str, *, partitioning: bo
 
 def _require_stratifiable(policy: Policy, partitioning: bool) -> None:
     """Refuse by name what strata do not reach yet: partitioning and clustering (their groups would have to be cut
-    within each stratum), and a model or metric counted in a population table (a stratum's population)."""
+    within each stratum), and population uniqueness, estimated from the population's size (each stratum would need
+    its own)."""
     if partitioning:
         raise PolicyError(f"strata {policy.strata} are enforced by full-domain generalization (the search, check and "
                           f"publish); partitioning and clustering form classes across strata")
-    counted = [m.describe() for m in policy.models if m.population is not None]
-    if counted:
-        raise PolicyError(f"{', '.join(counted)} compares classes with a population table, which is not split by "
+    estimated = [m.describe() for m in policy.models if isinstance(m, PopulationUniqueness)]
+    if estimated:
+        raise PolicyError(f"{', '.join(estimated)} estimates from the population's size, which is not split by "
                           f"strata {policy.strata}: remove the strata or the model")
 
 
@@ -224,8 +227,13 @@ def _population(workspace: Workspace, relation: exp.Expression, counted: exp.Tab
     if person is not None and person not in own:
         raise PolicyError(f"the population table {named[0]!r} lacks the person column {person!r}: under a policy "
                           f"that counts people, a signature's population is the population's people who have it")
-    # Under a policy that counts people, each population record keeps its person (a signature is a person's).
-    carried = [] if person is None else [person]
+    lacking = [s for s in policy.strata if s not in own]
+    if lacking:
+        raise PolicyError(f"the population table {named[0]!r} lacks the strata {lacking}: a class is counted in its "
+                          f"stratum's population")
+    # Under a policy that counts people, each population record keeps its person (a signature is a person's); under
+    # strata, its stratum.
+    carried = [*policy.strata, *([] if person is None else [person])]
     typed = exp.select(*[sb.col(c) if own[c] == types[c] else exp.cast(
         sb.col(c), exp.DataType.build(types[c], dialect=sb.DIALECT)).as_(c, quoted=True)
         for c in [*quasi, *carried]]).from_(sb.derived(source, "population")).subquery("typed")
@@ -240,7 +248,7 @@ def _population(workspace: Workspace, relation: exp.Expression, counted: exp.Tab
         if people < records:
             raise PolicyError(f"the population table {named[0]!r} holds {people} records, fewer than the data's "
                               f"{records}: it cannot be the population the data was sampled from")
-        _require_contained(engine, counted, population, quasi, named[0])
+        _require_contained(engine, counted, population, policy.class_keys, named[0])
         require_coverage(engine, population, hierarchies)
     except BaseException:
         engine.run(sb.drop("TABLE", population))
@@ -317,7 +325,7 @@ class EncodedSource:
         if policy.person is not None:
             return self._check_people(levels)
         classes = self.encoding.classes(levels, priced=prices_classes(self.bound.policy.models))
-        report = check(self.engine, classes, self.bound.policy.models, key_names=self.bound.quasi_identifiers,
+        report = check(self.engine, classes, self.bound.policy.models, key_names=policy.class_keys,
                        allowed_suppressed=self.bound.allowed_suppressed, drop=self.bound.policy.drops,
                        replaced_checked=self.bound.policy.checks_replaced)
         # The listing holds level codes; show the generalized values they stand for.

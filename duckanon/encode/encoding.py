@@ -76,29 +76,37 @@ class Encoding:
         # The tables :meth:`close` drops: a part shares the codes with the encoding it was taken from.
         self._owned = [self.table, *self.code_tables, *([self.population_table] if population is not None else [])]
 
-    def part(self, rows: exp.Expression) -> Encoding:
+    def part(self, rows: exp.Expression, population_rows: exp.Expression | None = None) -> Encoding:
         """The rows of :attr:`table` the condition ``rows`` holds for, as an encoding of its own in the same codes (a
         search of some of the records, as local recoding runs on those a generalization suppresses): a temporary
-        table of its own, closed apart from this encoding, which must outlive it."""
+        table of its own, closed apart from this encoding, which must outlive it.  ``population_rows``: the
+        population's rows it keeps (a stratum's), in a table of its own; without it the part shares the population."""
         part = copy.copy(self)
         part.table = sb.table(f"__duckanon_frequencies_{next(_serial)}")
         part._memo, part._price_tables = {}, []
         self.engine.run(sb.create_table_as(part.table, exp.select(exp.Star()).from_(self.table).where(rows),
                                            temporary=True))
         part._owned = [part.table]
+        if population_rows is not None and self.population_table is not None:
+            part.population_table = sb.table(f"{part.table.name}_population")
+            part._owned.append(part.population_table)
+            self.engine.run(sb.create_table_as(part.population_table, exp.select(exp.Star()).from_(
+                self.population_table).where(population_rows), temporary=True))
         return part
 
     def strata_parts(self) -> list[tuple[tuple, Encoding]]:
-        """Each stratum's values (a tuple, in :attr:`strata`'s order) with its rows as a :meth:`part` of no strata:
-        within a stratum the records form one table.  The caller closes the parts."""
+        """Each stratum's values (a tuple, in :attr:`strata`'s order) with its rows as a :meth:`part` of no strata (and
+        its population's rows as the part's population): within a stratum the records form one table.  The caller
+        closes the parts."""
         columns = [sb.col(c) for c in self.strata]
         values = self.engine.rows(exp.select(*columns).from_(self.table).distinct().order_by(
             *[exp.Ordered(this=c.copy(), nulls_first=False) for c in columns]))
         parts = []
         try:
             for stratum in values:
-                part = self.part(sb.and_all(exp.NullSafeEQ(this=sb.col(c), expression=sb.lit(v))
-                                            for c, v in zip(self.strata, stratum)))
+                within = sb.and_all(exp.NullSafeEQ(this=sb.col(c), expression=sb.lit(v))
+                                    for c, v in zip(self.strata, stratum))
+                part = self.part(within, within.copy())
                 part.strata = []
                 parts.append((tuple(stratum), part))
         except BaseException:
@@ -182,7 +190,8 @@ class Encoding:
             self.bound[attribute].hierarchy.check_level(levels[attribute], attribute)
             keys.append(code_column(i, levels[attribute]))
         tables = len(self.strata)
-        population = None if self.population_table is None else Classes.of(self.population_table, keys, weight=COUNT)
+        population = None if self.population_table is None else Classes.of(self.population_table, keys, weight=COUNT,
+                                                                           table_keys=tables)
         if not priced:
             return Classes.of(self.table, keys, weight=COUNT, population=population, table_keys=tables)
         relation = exp.select(exp.Column(this=exp.Star(), table=sb.ident("f"))).from_(

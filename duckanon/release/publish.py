@@ -153,7 +153,7 @@ def publish(workspace: Workspace, bound: BoundPolicy, transformation: Transforma
         # The population's classes, counted here, go to the connection that re-checks the written file.
         population_classes = None if population is None else engine.frame(
             _population_classes(population, quasi, starred=suppressed > 0 and not bound.policy.drops,
-                                person=bound.policy.person))
+                                person=bound.policy.person, strata=bound.policy.strata))
         path = write_release(engine, path, content,
                              lambda reader: verify_release(reader, table, bound, transformation, expected, ranges,
                                                            population_classes, prices),
@@ -257,7 +257,8 @@ def suppress(engine: Engine, bound: BoundPolicy, generalized: exp.Table, tempora
     policy, quasi = bound.policy, bound.quasi_identifiers
     if policy.person is not None:
         return _suppress_people(engine, bound, generalized, temporaries, generalized_population, prices)
-    population = None if generalized_population is None else Classes.of(generalized_population, quasi, COUNT)
+    population = None if generalized_population is None else Classes.of(
+        generalized_population, policy.class_keys, COUNT, table_keys=len(policy.strata))
     with contextlib.ExitStack() as registered:
         classes = priced_classes(engine, registered, generalized, quasi, population, prices, policy.strata)
         verdicts = temporaries.create(class_verdicts(classes, policy.models))
@@ -382,22 +383,25 @@ def _generalized_population(bound: BoundPolicy, transformation: Transformation, 
     if bound.population is None:
         return None
     return temporaries.create(transformation.compile(
-        bound.population, [*bound.quasi_identifiers, *([bound.policy.person] if bound.policy.person else []), COUNT],
+        bound.population, [*bound.policy.class_keys, *([bound.policy.person] if bound.policy.person else []), COUNT],
         bound.hierarchies))
 
 
-def _population_classes(population: exp.Table, quasi: Sequence[str], starred: bool, person: str | None
-                        ) -> exp.Select:
-    """The population's classes in the release's values, ``__count`` people each (per person too under a policy
-    that counts people, whose check weighs the suppressed people's group itself); with ``starred``, also the class
-    of suppressed records (every quasi-identifier '*'), whose people are the whole population: a starred record
-    could be anyone."""
+def _population_classes(population: exp.Table, quasi: Sequence[str], starred: bool, person: str | None,
+                        strata: Sequence[str] = ()) -> exp.Select:
+    """The population's classes in the release's values (within each stratum of ``strata``), ``__count`` people each
+    (per person too under a policy that counts people, whose check weighs the suppressed people's group itself);
+    with ``starred``, also the class of suppressed records (every quasi-identifier '*'), whose people are the whole
+    population (of their stratum): a starred record could be anyone of it."""
     count = exp.cast(exp.func("SUM", sb.col(COUNT)), exp.DataType.build("BIGINT")).as_(COUNT, quoted=True)
-    keys = [*quasi, *([person] if person is not None else [])]
+    keys = [*strata, *quasi, *([person] if person is not None else [])]
     classes = exp.select(*[sb.col(c) for c in keys], count).from_(population).group_by(*[sb.col(c) for c in keys])
     if not starred or person is not None:
         return classes
-    everyone = exp.select(*[sb.lit(SUPPRESSED).as_(q, quoted=True) for q in quasi], count.copy()).from_(population)
+    everyone = exp.select(*[sb.col(s) for s in strata], *[sb.lit(SUPPRESSED).as_(q, quoted=True) for q in quasi],
+                          count.copy()).from_(population)
+    if strata:
+        everyone = everyone.group_by(*[sb.col(s) for s in strata])
     return exp.union(classes, everyone, distinct=False)
 
 
@@ -471,7 +475,8 @@ def verify_release(reader: Engine, table: str, bound: BoundPolicy, transformatio
     policy = bound.policy
     with contextlib.ExitStack() as registered:
         population = None if population_classes is None else Classes.of(
-            registered.enter_context(reader.registered(population_classes)), bound.quasi_identifiers, COUNT)
+            registered.enter_context(reader.registered(population_classes)), policy.class_keys, COUNT,
+            table_keys=len(policy.strata))
         classes = priced_classes(reader, registered, released, bound.quasi_identifiers, population, prices,
                                  policy.strata)
         if transformation.missing_matches_any:

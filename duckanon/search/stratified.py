@@ -22,7 +22,7 @@ from .lattice import Node
 
 def sums_over_strata(metric: Metric) -> bool:
     """Whether ``metric``'s value over strata is that of their summed totals (:func:`summed`)."""
-    return not (metric.suppressed_spread or metric.weighs_tuples or metric.counts_population)
+    return not (metric.suppressed_spread or metric.weighs_tuples)
 
 
 def refuse_unstratified_metrics(metrics: Sequence[Metric], strata: Sequence[str]) -> None:
