@@ -66,9 +66,9 @@ def violated(records: pd.DataFrame, quasi, models, table: pd.DataFrame) -> pd.Se
         elif isinstance(model, DistinctLDiversity):
             bad |= groups[model.sensitive].nunique() < model.l
         else:
-            q = table[model.sensitive].value_counts(normalize=True)
-            emd = groups[model.sensitive].apply(
-                lambda v: 0.5 * (v.value_counts(normalize=True).reindex(q.index, fill_value=0) - q).abs().sum())
+            shares = table[model.sensitive].value_counts(normalize=True)
+            emd = groups[model.sensitive].apply(lambda v, q=shares: 0.5 * (
+                v.value_counts(normalize=True).reindex(q.index, fill_value=0) - q).abs().sum())
             bad |= emd > model.t + 1e-9
     return bad
 
@@ -178,7 +178,7 @@ def test_every_release_holds_in_each_stratum(data, tmp_path_factory):
     _, anon = setup_table(frame)
     path = tmp_path_factory.mktemp("strata") / "release.duckdb"
     try:
-        found, release = anon.anonymize("t", policy, path)
+        anon.anonymize("t", policy, path)
     except (PolicyError, duckanon.errors.PolicyNotSatisfied):
         assume(False)
     check_release(path, frame, policy)
@@ -212,7 +212,7 @@ def test_adult_t_closeness_within_each_sex(adult, tmp_path):
     macro, view = release_verdicts(tmp_path / "strata.duckdb")
     assert all(macro.values()) and all(view.values()) and len(macro) == len(view)
     plain = dataclasses.replace(policy, strata=[])
-    _, unstratified = anon.anonymize("adult", plain, tmp_path / "plain.duckdb")
+    anon.anonymize("adult", plain, tmp_path / "plain.duckdb")
     rows = duckdb.connect(str(tmp_path / "plain.duckdb"), read_only=True).sql("SELECT * FROM release").df()
     rows = rows.assign(sex=con.sql("SELECT sex FROM adult").df()["sex"].to_numpy())
     quasi = list(hierarchies)
@@ -222,7 +222,7 @@ def test_adult_t_closeness_within_each_sex(adult, tmp_path):
 
 
 def test_stratum_is_refused_where_not_reached(adult, tmp_path):
-    con, anon, hierarchies = adult
+    _, anon, hierarchies = adult
     policy = Policy(quasi_identifiers=hierarchies, models=[KAnonymity(5)], strata=["sex"], suppression_limit=0.05,
                     others="drop")
     with pytest.raises(PolicyError, match="strata .*'sex'.* partitioning"):
@@ -241,7 +241,7 @@ def test_stratum_is_refused_where_not_reached(adult, tmp_path):
 
 
 def test_stored_policy_keeps_its_strata(adult):
-    con, anon, hierarchies = adult
+    _, anon, hierarchies = adult
     policy = Policy(quasi_identifiers=hierarchies, models=[KAnonymity(5)], strata=["sex", "race"],
                     suppression_limit=0.05, others="drop")
     anon.save_policy("stratified", policy)

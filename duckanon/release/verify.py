@@ -36,7 +36,14 @@ from ..errors import (
 )
 from ..hierarchy.notation import in_notation, label_problem
 from ..privacy.checks import check, class_verdicts, verdict_column
-from ..privacy.classes import SIZE, VIOLATED, Classes, compatible_classes, every_key_is, key_name
+from ..privacy.classes import (
+    SIZE,
+    VIOLATED,
+    Classes,
+    compatible_classes,
+    every_key_is,
+    key_name,
+)
 from ..privacy.models import PrivacyModel
 from ..privacy.people import (
     PEOPLE,

@@ -26,7 +26,13 @@ from ..privacy.models import KAnonymity
 from ..privacy.people import signature_group_histogram
 from ..recode.generalization import FullDomainGeneralization
 from ..release.files import open_release
-from ..release.verify import MISSING_MATCHES_ANY, person_of, record_table_of, strata_of, verify
+from ..release.verify import (
+    MISSING_MATCHES_ANY,
+    person_of,
+    record_table_of,
+    strata_of,
+    verify,
+)
 from ..risk.counting import (
     class_size_histogram,
     compatible_histogram,
