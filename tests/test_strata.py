@@ -10,16 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 
+import duckanon
 import duckdb
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
-from hypothesis import strategies as st
-from search_data import LABEL, adult_setup, on_every_evaluator, setup_table, tables
-from test_sql_macros import needs_macros, release_verdicts
-
-import duckanon
 from duckanon import (
     AverageReidentificationRisk,
     DistinctLDiversity,
@@ -32,6 +27,11 @@ from duckanon import (
 from duckanon.encode.binding import bind
 from duckanon.errors import PolicyError
 from duckanon.search import run as search_run
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from search_data import LABEL, adult_setup, on_every_evaluator, setup_table, tables
+from test_sql_macros import needs_macros, release_verdicts
 
 STRATUM = "region"
 
@@ -105,18 +105,23 @@ def pandas_nodes(frame, hierarchies, policy) -> dict[tuple, tuple[int, bool]]:
     return answers
 
 
+@st.composite
+def stratified(draw, extras):
+    """(frame, hierarchies, models): a random table with 1-3 regions, k-anonymity and one of ``extras`` (a model
+    maker, or None for k alone)."""
+    frame, hierarchies = draw(tables())
+    frame = with_regions(frame, draw(st.integers(1, 3)), draw(st.integers(0, 2**31)))
+    extra = draw(st.sampled_from(extras))
+    return frame, hierarchies, [KAnonymity(draw(st.integers(2, 4))), *([] if extra is None else [extra(draw)])]
+
+
 @settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 @given(data=st.data())
 @on_every_evaluator
 def test_every_node_matches_pandas_stratum_by_stratum(data, kind):
-    frame, hierarchies = data.draw(tables())
-    frame = with_regions(frame, data.draw(st.integers(1, 3)), data.draw(st.integers(0, 2**31)))
-    models = [KAnonymity(data.draw(st.integers(2, 4)))]
-    extra = data.draw(st.sampled_from(["none", "l", "t"]))
-    if extra == "l":
-        models.append(DistinctLDiversity("s", 2))
-    elif extra == "t":
-        models.append(TCloseness("s", data.draw(st.sampled_from([0.2, 0.35]))))
+    frame, hierarchies, models = data.draw(stratified([
+        None, lambda draw: DistinctLDiversity("s", 2),
+        lambda draw: TCloseness("s", draw(st.sampled_from([0.2, 0.35])))]))
     policy = Policy(quasi_identifiers=hierarchies, models=models, sensitive=["s"], insensitive=[LABEL],
                     strata=[STRATUM], suppression=data.draw(st.sampled_from(["replace", "drop"])),
                     suppression_limit=data.draw(st.sampled_from([0.05, 0.2, 0.5])))
@@ -164,14 +169,8 @@ def check_release(path, frame: pd.DataFrame, policy: Policy) -> pd.DataFrame:
 @settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 @given(data=st.data())
 def test_every_release_holds_in_each_stratum(data, tmp_path_factory):
-    frame, hierarchies = data.draw(tables())
-    frame = with_regions(frame, data.draw(st.integers(1, 3)), data.draw(st.integers(0, 2**31)))
-    models = [KAnonymity(data.draw(st.integers(2, 4)))]
-    extra = data.draw(st.sampled_from(["none", "t", "risk"]))
-    if extra == "t":
-        models.append(TCloseness("s", 0.35))
-    elif extra == "risk":
-        models.append(AverageReidentificationRisk(0.4))
+    frame, hierarchies, models = data.draw(stratified([
+        None, lambda draw: TCloseness("s", 0.35), lambda draw: AverageReidentificationRisk(0.4)]))
     policy = Policy(quasi_identifiers=hierarchies, models=models, sensitive=["s"], insensitive=[LABEL],
                     strata=[STRATUM], suppression=data.draw(st.sampled_from(["replace", "drop", "replace-unchecked"])),
                     suppression_limit=0.5)
