@@ -26,6 +26,7 @@ from duckanon import (
 )
 from duckanon.encode.binding import bind
 from duckanon.errors import PolicyError
+from duckanon.risk.population import DANKAR, ClassSizes, uniqueness_estimate
 from duckanon.search import run as search_run
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
@@ -159,7 +160,7 @@ def check_release(path, frame: pd.DataFrame, policy: Policy) -> pd.DataFrame:
         # t-closeness compares with every record the stratum releases ('*' ones included, as ARX's semantics say).
         assert not violated(counted, quasi, plain, part).any()
         for model in policy.models:
-            if model.risk_threshold:  # the stratum's classes / its records
+            if isinstance(model, AverageReidentificationRisk):  # the stratum's classes / its records
                 assert counted.groupby(quasi).ngroups / len(counted) <= model.threshold + 1e-12
     verification = duckanon.verify(path)
     assert verification.holds, verification.summary()
@@ -226,9 +227,10 @@ def test_stratum_is_refused_where_not_reached(adult, tmp_path):
                     others="drop")
     with pytest.raises(PolicyError, match="strata .*'sex'.* partitioning"):
         anon.mondrian("adult", policy, tmp_path / "m.parquet")
-    with pytest.raises(PolicyError, match="population-uniqueness.* estimates from the population's size, which is "
-                                          "not split by strata"):
-        anon.search("adult", dataclasses.replace(policy, models=[KAnonymity(2), PopulationUniqueness(0.01, 10**6)]))
+    with pytest.raises(PolicyError, match="population-uniqueness.* within strata \\['sex'\\] estimates each "
+                                          "stratum's population .* use suppression='replace'"):
+        anon.search("adult", dataclasses.replace(policy, models=[PopulationUniqueness(0.01, 10**6)],
+                                                 suppression="drop"))
     with pytest.raises(PolicyError, match="metric arx-kl is not a sum over strata"):
         anon.search("adult", policy, metric="arx-kl")
     with pytest.raises(PolicyError, match="column 'sex' is given two roles: quasi-identifier and stratum"):
@@ -314,3 +316,29 @@ def test_k_map_counts_each_stratums_population(adult, tmp_path):
     con.execute("CREATE OR REPLACE TABLE sexless AS SELECT * EXCLUDE (sex) FROM strata_population")
     with pytest.raises(PolicyError, match="population table 'sexless' lacks the strata \\['sex'\\]"):
         anon.search("strata_sample", dataclasses.replace(policy, models=[KMap(5, population="sexless")]))
+
+
+def test_population_uniqueness_within_each_stratum(adult, tmp_path):
+    """Population uniqueness within strata: each stratum's population is its share of the records (every stratum
+    sampled alike), and its released classes ('*' among them) are estimated unique below the threshold there --
+    recomputed here stratum by stratum from the file, on both evaluators."""
+    con, anon, hierarchies = adult
+    policy = Policy(quasi_identifiers=hierarchies, models=[PopulationUniqueness(0.02, 300_000)], strata=["sex"],
+                    suppression_limit=0.05, others="drop")
+    found, _ = anon.anonymize("adult", policy, tmp_path / "unique.duckdb")
+    assert anon.search("adult", policy, evaluator="sql").levels == found.levels
+    released = check_release(tmp_path / "unique.duckdb", con.sql("SELECT * FROM adult").df(), policy)
+    quasi = list(hierarchies)
+    estimates = {}
+    for sex, part in released.groupby("sex"):
+        sizes = part.groupby(quasi).size().value_counts().sort_index()
+        population = round(300_000 * len(part) / len(released))
+        estimate = uniqueness_estimate(ClassSizes(sizes.index.to_numpy(), sizes.to_numpy()), population, DANKAR,
+                                       zayatz_fallback=False)
+        assert estimate.applicable and estimate.share <= 0.02
+        estimates[sex] = estimate.share
+    # The stratum's own population counts: over the whole population size the women's estimate would differ.
+    women = released[released["sex"] == "Female"].groupby(quasi).size().value_counts().sort_index()
+    whole = uniqueness_estimate(ClassSizes(women.index.to_numpy(), women.to_numpy()), 300_000, DANKAR,
+                                zayatz_fallback=False)
+    assert whole.share != pytest.approx(estimates["Female"], rel=0.05)

@@ -197,15 +197,16 @@ def bind(workspace: Workspace, source, policy: Policy | str, *, partitioning: bo
 
 def _require_stratifiable(policy: Policy, partitioning: bool) -> None:
     """Refuse by name what strata do not reach yet: partitioning and clustering (their groups would have to be cut
-    within each stratum), and population uniqueness, estimated from the population's size (each stratum would need
-    its own)."""
+    within each stratum), and under drop mode population uniqueness (a stratum's population is its share of the
+    records, which a release that drops records no longer shows its recipient)."""
     if partitioning:
         raise PolicyError(f"strata {policy.strata} are enforced by full-domain generalization (the search, check and "
                           f"publish); partitioning and clustering form classes across strata")
     estimated = [m.describe() for m in policy.models if isinstance(m, PopulationUniqueness)]
-    if estimated:
-        raise PolicyError(f"{', '.join(estimated)} estimates from the population's size, which is not split by "
-                          f"strata {policy.strata}: remove the strata or the model")
+    if estimated and policy.drops:
+        raise PolicyError(f"{', '.join(estimated)} within strata {policy.strata} estimates each stratum's population "
+                          f"from its share of the records, which a release that drops records no longer shows: use "
+                          f"suppression='replace' or 'replace-unchecked'")
 
 
 def _population(workspace: Workspace, relation: exp.Expression, counted: exp.Table, policy: Policy,

@@ -230,6 +230,11 @@ class Encoding:
             return tables
         return self.memo("price tables", create)
 
+    def records(self) -> int:
+        """The records of the frequency table (its counts summed), counted once."""
+        total = exp.func("COALESCE", exp.func("SUM", sb.col(COUNT)), sb.lit(0))
+        return self.memo("records", lambda: int(self.engine.value(exp.select(total).from_(self.table))))
+
     def most_information(self) -> float:
         """ARX's maxIL: log10 of the product of the quasi-identifiers' domain sizes."""
         return sum(log_domain_size(self.bound[a].hierarchy) for a in self.attributes)

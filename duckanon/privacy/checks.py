@@ -155,13 +155,17 @@ class RiskCut:
     ``verdicts``, a table of :func:`class_verdicts` of ``classes``: each table's kept classes (not violating, and not
     the ``exempt`` class) are counted by size, the cut is decided from that histogram, and the first classes in the
     cut's order -- size, then the other keys, NULL last -- are marked violating, each against the threshold whose
-    cut reached it.  Its statements are built once (a search cuts every batch)."""
+    cut reached it.  With ``strata`` (the tables are a policy's strata), each table's thresholds are as they apply in
+    a stratum holding its share of the records (:meth:`~duckanon.privacy.models.PrivacyModel.in_stratum`).  Its
+    statements are built once (a search cuts every batch)."""
 
     def __init__(self, classes: Classes, models: Sequence[PrivacyModel], verdicts: exp.Table,
-                 exempt: str | None = None):
+                 exempt: str | None = None, strata: bool = False):
         self.thresholds = risk_thresholds(models)
         self.needed = bool(self.thresholds)
         self._prepared: tuple | None = None
+        # Per table, the thresholds its cut applies (with strata, each as it applies in its stratum).
+        self._within: dict[tuple, list] = {}
         if not self.needed:
             return
         self.flags = [verdict_column(i) for i, m in enumerate(models) if m.risk_threshold]
@@ -172,6 +176,10 @@ class RiskCut:
             kept = exp.and_(kept, exp.not_(every_key_is(self.within, exempt)))
         self.histogram = (exp.select(*[sb.col(t) for t in self.tables], sb.col(SIZE), exp.func("COUNT", exp.Star()))
                           .from_(verdicts).where(kept).group_by(*[sb.col(t) for t in self.tables], sb.col(SIZE)))
+        # With strata for tables, each stratum's records (kept or not), its share of the data's.
+        self.shares = None if not (strata and self.tables) else (
+            exp.select(*[sb.col(t) for t in self.tables], exp.func("SUM", sb.col(SIZE))).from_(verdicts)
+            .group_by(*[sb.col(t) for t in self.tables]))
         order = exp.Order(expressions=[exp.Ordered(this=sb.col(c), nulls_first=False) for c in [SIZE, *self.within]])
         rank = exp.Window(this=exp.func("ROW_NUMBER"), partition_by=[sb.col(t) for t in self.tables], order=order)
         ranked = (exp.select(*[sb.col(k) for k in keys], rank.as_("__rank", quoted=True))
@@ -202,13 +210,18 @@ class RiskCut:
                               f"DuckDB")
         if self._prepared is None:
             self._prepared = (engine.prepare(self.histogram), engine.prepare(self.mark))
+            if self.shares is not None:
+                records = {tuple(row[:-1]): int(row[-1]) for row in engine.rows(self.shares)}
+                total = sum(records.values())
+                self._within = {table: [t.in_stratum(n / total) for t in self.thresholds]
+                                for table, n in records.items()}
         histogram, mark = self._prepared
         rows = engine.rows(histogram)
         sizes: dict[tuple, list] = {}
         for row in rows:
             table, size, classes = tuple(row[:len(self.tables)]), int(row[-2]), int(row[-1])
             sizes.setdefault(table, []).append(np.full(classes, size, dtype=np.int64))
-        cuts = {table: cut(self.thresholds, np.concatenate(parts)) for table, parts in sizes.items()}
+        cuts = {table: cut(self.thresholds_in(table), np.concatenate(parts)) for table, parts in sizes.items()}
         marked = [(*table, *c.prefixes) for table, c in cuts.items() if c.classes]
         if marked:
             columns = [*self.tables, *[f"__to{j}" for j in range(len(self.thresholds))]]
@@ -220,8 +233,12 @@ class RiskCut:
     def starred_fails(self, cuts: dict[tuple, Cut], table: tuple, suppressed: int) -> bool:
         """Whether a table's suppressed records, as one class of their own, fail a threshold with the classes its
         cut leaves (a table without kept classes: with none)."""
-        left = cuts.get(table) or cut(self.thresholds, np.zeros(0, dtype=np.int64))
-        return starred_fails(self.thresholds, left, suppressed)
+        left = cuts.get(table) or cut(self.thresholds_in(table), np.zeros(0, dtype=np.int64))
+        return starred_fails(self.thresholds_in(table), left, suppressed)
+
+    def thresholds_in(self, table: tuple) -> list:
+        """The thresholds as they apply in ``table`` (a stratum's share of the records, under strata)."""
+        return self._within.get(table, self.thresholds)
 
     def any_starred_fails(self, engine: Engine, verdicts: exp.Table, cuts: dict[tuple, Cut]) -> bool:
         """Whether the suppressed records of some table of ``verdicts`` (each table's its own class) fail a
@@ -264,7 +281,7 @@ def suppressed_class_violates(engine: Engine, classes: Classes, models: Sequence
         table = sb.table(f"__duckanon_verdicts_{next(_serial)}")
         engine.run(sb.create_table_as(table, class_verdicts(classes, models), temporary=True))
         try:
-            RiskCut(classes, models, table).apply(engine)
+            RiskCut(classes, models, table, strata=classes.table_keys > 0).apply(engine)
             return suppressed_class_violates(engine, classes, models, table)
         finally:
             engine.run(sb.drop("TABLE", table))
@@ -415,7 +432,7 @@ def verdict_report(engine: Engine, verdicts: exp.Table, classes: Classes,
     ``drop`` the table is settled in place, and the risk thresholds' cut marked in it (:func:`settle_and_cut`; the
     ``exempt`` class is not among the classes they count), so it then marks what is suppressed; without ``drop``, violating records within the limit are checked as the one class replacement makes
     of them (unless ``replaced_checked`` is False: ARX's semantics)."""
-    risk_cut = RiskCut(classes, models, verdicts, exempt)
+    risk_cut = RiskCut(classes, models, verdicts, exempt, strata=classes.table_keys > 0)
     cascaded, cuts = settle_and_cut(engine, DropFixedPoint(classes, models, verdicts) if drop else None, risk_cut)
     size, violated = sb.col(SIZE), sb.col(VIOLATED)
 

@@ -217,6 +217,12 @@ class PrivacyModel(ABC):
         (estimated k-map), a copy that records what it was derived from, so that a release's checks reproduce it."""
         return self
 
+    def in_stratum(self, share: float) -> PrivacyModel:
+        """The model as it applies within a stratum holding ``share`` of the data's records: itself, or, for a
+        model estimated from the population's size (population uniqueness), a copy over the stratum's share of the
+        population (every stratum sampled alike)."""
+        return self
+
     def params(self) -> dict:
         return {k: v for k, v in vars(self).items() if not k.startswith("_")}
 

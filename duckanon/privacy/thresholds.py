@@ -213,6 +213,13 @@ class PopulationUniqueness(RiskThreshold):
             raise PolicyError(f"{self.name}: population_size={self.population_size} is smaller than the data "
                               f"({facts.size} {facts.unit}), which is a sample of it")
 
+    def in_stratum(self, share):
+        # The stratum's population: its share of the records, sampled as the whole data is (at least one person).
+        if share == 1:
+            return self
+        return PopulationUniqueness(self.threshold, max(1, round(self.population_size * share)), self.estimator,
+                                    self.solver_steps)
+
 
 def _records_left(ordered: np.ndarray) -> np.ndarray:
     """Per count p of the first classes gone (0 to all), the sum of ``ordered`` over the others, as float64 (whole

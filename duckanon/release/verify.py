@@ -379,18 +379,22 @@ def _models(reader, released, quasi: Sequence[str], policy: dict, info: dict) ->
 def _threshold(reader, released: exp.Expression, quasi: Sequence[str], strata: Sequence[str], exempt: str | None,
                person: str | None, record_table: str | None, model: PrivacyModel) -> Check:
     """A risk threshold over the release's classes (the '*' class left out where ``exempt`` names it), or under a
-    policy that counts people their signature groups; with strata, in each stratum: the first that fails is named."""
+    policy that counts people their signature groups; with strata, in each stratum, as it applies there (its share of
+    the released records): the first that fails is named."""
     counted = _counted_classes(released, quasi, exempt)
     named = plain_model(model.name, model.params()) + (OVER_PEOPLE if person else "")
     if strata:
-        values = reader.rows(exp.select(*[sb.col(c) for c in strata]).from_(counted).distinct())
-        for stratum in sorted(values, key=lambda row: tuple(map(str, row))):
+        columns = [sb.col(c) for c in strata]
+        values = reader.rows(exp.select(*columns, exp.func("COUNT", exp.Star())).from_(released)
+                             .group_by(*[c.copy() for c in columns]))
+        records = sum(int(row[-1]) for row in values)
+        for *stratum, held in sorted(values, key=lambda row: tuple(map(str, row))):
             within = exp.select(exp.Star()).from_(counted).where(sb.and_all(
                 exp.NullSafeEQ(this=sb.col(c), expression=sb.lit(v)) for c, v in zip(strata, stratum)))
             sizes, counts = class_size_histogram(reader, within.subquery("stratum"), quasi)
-            if not model.holds(sizes, counts):
+            if not (stratified := model.in_stratum(int(held) / records)).holds(sizes, counts):
                 shown = ", ".join(f"{c} = {v!r}" for c, v in zip(strata, stratum))
-                return Check(named, "holds", f"the stratum {shown}: {model.figure(sizes, counts)}: fails", False)
+                return Check(named, "holds", f"the stratum {shown}: {stratified.figure(sizes, counts)}: fails", False)
         return Check(named, "holds", f"holds in each of the {len(values):,} strata", True)
     sizes, counts = (class_size_histogram(reader, counted, quasi) if person is None else
                      signature_group_histogram(reader, counted, quasi, person, record_table))

@@ -116,7 +116,7 @@ def local_recoding(workspace: Workspace, bound: BoundPolicy, encoding: Encoding,
                     raise PolicyNotSatisfied(result.summary())
                 break
             left = _suppressed_part(engine, scoped, current, result.levels)
-            remaining = _records(engine, left)
+            remaining = left.records()
             if remaining == records and steps:  # a later step releases nothing: ARX stops here too
                 left.close()
                 break
@@ -185,12 +185,6 @@ def _suppressed_part(engine: Engine, bound: BoundPolicy, encoding: Encoding, lev
             exp.alias_(verdicts, "v", quoted=True)).where(exp.and_(matched, sb.col(VIOLATED, "v")))))
     finally:
         engine.run(sb.drop("TABLE", verdicts))
-
-
-def _records(engine: Engine, encoding: Encoding) -> int:
-    """The records of ``encoding``'s frequency table."""
-    total = exp.func("COALESCE", exp.func("SUM", sb.col(COUNT)), exp.Literal.number(0))
-    return int(engine.rows(exp.select(total).from_(encoding.table))[0][0])
 
 
 def _steps_of_rows(engine: Engine, encoding: Encoding, parts: Sequence[Encoding]) -> exp.Table:

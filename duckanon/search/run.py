@@ -144,8 +144,8 @@ def evaluator(workspace: Workspace, bound: BoundPolicy, metrics: Sequence[Metric
             if policy.strata:  # one evaluator per stratum, each over its part, quiet: the strata report as one
                 engine, _, *rest = arguments
                 quiet = [*rest[:5], None, *rest[6:]]
-                built = StratifiedNodeEvaluator(*arguments[1:], **settings,
-                                                build=lambda part: chosen(engine, part, *quiet, **settings))
+                built = StratifiedNodeEvaluator(*arguments[1:], **settings, build=lambda part, models: chosen(
+                    engine, part, quiet[0], models, *quiet[2:], **settings))
             else:
                 built = chosen(*arguments, **settings)
         yield built

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 
 from ..encode.encoding import Encoding
 from ..errors import PolicyError
+from ..privacy.models import PrivacyModel
 from ..utility.metrics import Metric, NodeTotals
 from .evaluator import NodeEvaluator, NodeResult
 from .lattice import Node
@@ -35,8 +36,9 @@ def refuse_unstratified_metrics(metrics: Sequence[Metric], strata: Sequence[str]
 
 
 class StratifiedNodeEvaluator(NodeEvaluator):
-    """One evaluator per stratum of ``encoding``, built by ``build`` over the stratum's part (with the whole release's
-    suppression limit, so that a part never refuses a node on its own count); a node's totals are the parts' summed,
+    """One evaluator per stratum of ``encoding``, built by ``build`` over the stratum's part and the models as they
+    apply in it (:meth:`~duckanon.privacy.models.PrivacyModel.in_stratum`), with the whole release's suppression
+    limit, so that a part never refuses a node on its own count; a node's totals are the parts' summed,
     and it is within the limit when all the strata together suppress no more than the limit allows and no stratum
     violates a model in a way suppression cannot mend.  Its suppressed records form one class per stratum: the node
     satisfies the policy when each of those does."""
@@ -44,7 +46,7 @@ class StratifiedNodeEvaluator(NodeEvaluator):
     def __init__(self, encoding: Encoding, hierarchies, models, metrics: Sequence[Metric], allowed_suppressed: int,
                  monotone: bool, progress: Callable[[str], None] | None = None, suppressed_monotone: bool = True,
                  suppressed_class: bool = True, drops: bool | None = None, *,
-                 build: Callable[[Encoding], NodeEvaluator]):
+                 build: Callable[[Encoding, Sequence[PrivacyModel]], NodeEvaluator]):
         refuse_unstratified_metrics(metrics, encoding.strata)
         super().__init__(encoding, hierarchies, models, metrics, allowed_suppressed, monotone, progress,
                          suppressed_monotone, suppressed_class, drops)
@@ -52,7 +54,8 @@ class StratifiedNodeEvaluator(NodeEvaluator):
         try:
             for stratum, part in encoding.strata_parts():
                 try:
-                    self.parts.append((stratum, part, build(part)))
+                    share = part.records() / encoding.records()
+                    self.parts.append((stratum, part, build(part, [m.in_stratum(share) for m in models])))
                 except BaseException:
                     part.close()
                     raise
