@@ -16,7 +16,7 @@ import pandas as pd
 
 from . import plots
 from ..recode.protect import method_text
-from ..release.verify import MISSING_MATCHES_ANY, person_of, plain_model
+from ..release.verify import MISSING_MATCHES_ANY, person_of, plain_model, strata_of
 from .figures import ReportFigures
 
 _STYLE = """
@@ -140,6 +140,11 @@ def _policy(figures: ReportFigures) -> str:
                 "values instead, each replaced by a missing value that matches any value when records are counted "
                 "(cell suppression, as sdcMicro's localSuppression), until every record has k compatible records; no "
                 "record is suppressed")
+    strata = strata_of(policy)
+    if strata:
+        what = (f"Every model holds within each stratum of {', '.join(strata)} (released as it is) as if it were a "
+                f"table of its own: a class is a stratum's combination of values, a model compares a class with its "
+                f"stratum's records, and a stratum's suppressed records keep their stratum. " + what)
     if tables:
         each = "a file of the release's folder" if figures.path.is_dir() else "a view of the released table"
         what = (f"The release holds {len(tables)} tables joined by {person}, each {each}: "
