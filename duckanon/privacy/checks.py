@@ -165,7 +165,7 @@ class RiskCut:
         self.needed = bool(self.thresholds)
         self._prepared: tuple | None = None
         # Per table, the thresholds its cut applies (with strata, each as it applies in its stratum).
-        self._within: dict[tuple, list] = {}
+        self._per_table: dict[tuple, list] = {}
         if not self.needed:
             return
         self.flags = [verdict_column(i) for i, m in enumerate(models) if m.risk_threshold]
@@ -213,7 +213,7 @@ class RiskCut:
             if self.shares is not None:
                 records = {tuple(row[:-1]): int(row[-1]) for row in engine.rows(self.shares)}
                 total = sum(records.values())
-                self._within = {table: [t.in_stratum(n / total) for t in self.thresholds]
+                self._per_table = {table: [t.in_stratum(n / total) for t in self.thresholds]
                                 for table, n in records.items()}
         histogram, mark = self._prepared
         rows = engine.rows(histogram)
@@ -238,7 +238,7 @@ class RiskCut:
 
     def thresholds_in(self, table: tuple) -> list:
         """The thresholds as they apply in ``table`` (a stratum's share of the records, under strata)."""
-        return self._within.get(table, self.thresholds)
+        return self._per_table.get(table, self.thresholds)
 
     def any_starred_fails(self, engine: Engine, verdicts: exp.Table, cuts: dict[tuple, Cut]) -> bool:
         """Whether the suppressed records of some table of ``verdicts`` (each table's its own class) fail a
@@ -273,8 +273,8 @@ def settle_and_cut(engine: Engine, fixed_point: DropFixedPoint | None, risk_cut:
 def suppressed_class_violates(engine: Engine, classes: Classes, models: Sequence[PrivacyModel],
                               verdicts: exp.Expression | None = None) -> bool:
     """Whether the records of the violating classes, replaced by one class of their own in each table (every key but
-    the table's ``*``, as replacement suppression publishes them), violate the models.  Every record stays in the table, so
-    models that compare with the whole table (t-closeness) see the same table as before.  ``verdicts``: a table of
+    the table's ``*``, as replacement suppression publishes them), violate the models.  Every record stays in the
+    table, so models that compare with the whole table (t-closeness) see the same table as before.  ``verdicts``: a table of
     :func:`class_verdicts` of ``classes`` and ``models`` already computed and cut (else it is computed here).  A risk
     threshold's own verdict on that class is :meth:`RiskCut.starred_fails`'s."""
     if verdicts is None and risk_thresholds(models):  # the cut's classes are among those suppressed

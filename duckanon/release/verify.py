@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 from sqlglot import exp
 
@@ -58,7 +59,11 @@ from ..privacy.people import (
 )
 from ..privacy.registry import model_from_params
 from ..recode.ranges import bound_rows, bounded_attributes
-from ..risk.counting import class_size_histogram, compatible_histogram
+from ..risk.counting import (
+    class_size_histogram,
+    class_size_histograms,
+    compatible_histogram,
+)
 from ..risk.population import ClassSizes, compatible_prosecutor_risk, prosecutor_risk
 from ..sqlgen import build as sb
 from .digest import content_digest, digest_query
@@ -384,18 +389,18 @@ def _threshold(reader, released: exp.Expression, quasi: Sequence[str], strata: S
     counted = _counted_classes(released, quasi, exempt)
     named = plain_model(model.name, model.params()) + (OVER_PEOPLE if person else "")
     if strata:
-        columns = [sb.col(c) for c in strata]
-        values = reader.rows(exp.select(*columns, exp.func("COUNT", exp.Star())).from_(released)
-                             .group_by(*[c.copy() for c in columns]))
-        records = sum(int(row[-1]) for row in values)
-        for *stratum, held in sorted(values, key=lambda row: tuple(map(str, row))):
-            within = exp.select(exp.Star()).from_(counted).where(sb.and_all(
-                exp.NullSafeEQ(this=sb.col(c), expression=sb.lit(v)) for c, v in zip(strata, stratum)))
-            sizes, counts = class_size_histogram(reader, within.subquery("stratum"), quasi)
-            if not (stratified := model.in_stratum(int(held) / records)).holds(sizes, counts):
+        columns = [sb.col(c) for c in strata]  # each stratum's records, the '*' class's among them
+        held = {tuple(row[:-1]): int(row[-1]) for row in reader.rows(
+            exp.select(*columns, exp.func("COUNT", exp.Star())).from_(released).group_by(*[c.copy() for c in columns]))}
+        records = sum(held.values())
+        histograms = class_size_histograms(reader, counted, quasi, strata)
+        for stratum in sorted(held, key=lambda values: tuple(map(str, values))):
+            sizes, counts = histograms.get(stratum, ([], []))
+            stratified = model.in_stratum(held[stratum] / records)
+            if not stratified.holds(np.asarray(sizes, np.int64), np.asarray(counts, np.int64)):
                 shown = ", ".join(f"{c} = {v!r}" for c, v in zip(strata, stratum))
                 return Check(named, "holds", f"the stratum {shown}: {stratified.figure(sizes, counts)}: fails", False)
-        return Check(named, "holds", f"holds in each of the {len(values):,} strata", True)
+        return Check(named, "holds", f"holds in each of the {len(held):,} strata", True)
     sizes, counts = (class_size_histogram(reader, counted, quasi) if person is None else
                      signature_group_histogram(reader, counted, quasi, person, record_table))
     holds = model.holds(sizes, counts)

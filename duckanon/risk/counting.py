@@ -41,10 +41,22 @@ def _class_sizes(relation: exp.Expression, quasi: Sequence[str], name: str = SIZ
 def class_size_histogram(engine: Engine, relation: exp.Expression, quasi: Sequence[str]
                          ) -> tuple[np.ndarray, np.ndarray]:
     """The class sizes that occur in ``relation`` over ``quasi`` (ascending) and how many classes have each."""
-    sizes = _class_sizes(relation, quasi).subquery("s")
-    rows = engine.rows(exp.select(sb.col(SIZE), exp.func("COUNT", exp.Star())).from_(sizes)
-                       .group_by(sb.col(SIZE)).order_by(sb.col(SIZE)))
-    return (np.array([r[0] for r in rows], dtype=np.int64), np.array([r[1] for r in rows], dtype=np.int64))
+    return class_size_histograms(engine, relation, quasi).get((), (np.zeros(0, np.int64), np.zeros(0, np.int64)))
+
+
+def class_size_histograms(engine: Engine, relation: exp.Expression, quasi: Sequence[str], strata: Sequence[str] = ()
+                          ) -> dict[tuple, tuple[np.ndarray, np.ndarray]]:
+    """Per stratum of ``strata`` (its values, in their order; ``()`` without strata), :func:`class_size_histogram`
+    of its rows, in one query."""
+    sizes = _class_sizes(relation, [*strata, *quasi]).subquery("s")
+    tables = [sb.col(_key(i)) for i in range(len(strata))]
+    rows = engine.rows(exp.select(*tables, sb.col(SIZE), exp.func("COUNT", exp.Star())).from_(sizes)
+                       .group_by(*[t.copy() for t in tables], sb.col(SIZE)).order_by(sb.col(SIZE)))
+    grouped: dict[tuple, list] = {}
+    for row in rows:
+        grouped.setdefault(tuple(row[:len(strata)]), []).append(row[len(strata):])
+    return {stratum: (np.array([r[0] for r in rows], dtype=np.int64), np.array([r[1] for r in rows], dtype=np.int64))
+            for stratum, rows in grouped.items()}
 
 
 def population_pairs(engine: Engine, sample: exp.Expression, population: exp.Expression, quasi: Sequence[str],

@@ -122,8 +122,9 @@ def evaluator(workspace: Workspace, bound: BoundPolicy, metrics: Sequence[Metric
             # threshold's cut of signature groups, or a population's signature groups, are not proven monotone:
             # none prunes.
             monotone = suppressed_monotone = False
-        arguments = (workspace.engine, encoding, [b.hierarchy for b in bound.hierarchies.values()], policy.models,
-                     resolved, allowed, monotone, workspace.progress, suppressed_monotone)
+        hierarchies = [b.hierarchy for b in bound.hierarchies.values()]
+        arguments = (workspace.engine, encoding, hierarchies, policy.models, resolved, allowed, monotone,
+                     workspace.progress, suppressed_monotone)
         settings = {"suppressed_class": policy.checks_replaced, "drops": policy.drops}
         if policy.person is not None:
             if kind == "sql":
@@ -141,11 +142,10 @@ def evaluator(workspace: Workspace, bound: BoundPolicy, metrics: Sequence[Metric
         else:
             kind = _chosen(workspace, encoding, bound, resolved, kind, memory_budget)
             chosen = EVALUATOR_CLASSES[kind]
-            if policy.strata:  # one evaluator per stratum, each over its part, quiet: the strata report as one
-                engine, _, *rest = arguments
-                quiet = [*rest[:5], None, *rest[6:]]
+            if policy.strata:  # one evaluator per stratum, over its part, without progress: the strata report as one
                 built = StratifiedNodeEvaluator(*arguments[1:], **settings, build=lambda part, models: chosen(
-                    engine, part, quiet[0], models, *quiet[2:], **settings))
+                    workspace.engine, part, hierarchies, models, resolved, allowed, monotone, None,
+                    suppressed_monotone, **settings))
             else:
                 built = chosen(*arguments, **settings)
         yield built
