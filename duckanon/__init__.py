@@ -36,6 +36,7 @@ from .perturb.perturbation import (
     RandomizedResponse,
 )
 from .privacy.checks import CheckReport
+from .privacy.differential import EDDifferentialPrivacy
 from .privacy.disclosure import DisclosureReport
 from .privacy.people import PersonExposure
 from .privacy.models import (
@@ -93,7 +94,7 @@ __all__ = [
     "ArxNonMonotoneEntropy", "ArxNonUniformEntropy", "ArxPublisherPayout", "Assignment", "AverageClassSize",
     "AverageReidentificationRisk", "BasicBetaLikeness", "CheckReport", "Clusters", "connect",
     "DateShift", "DeltaDisclosurePrivacy", "DeltaPresence", "DigestMismatch", "Discernibility", "DiscernibilityStar",
-    "DisclosureReport", "DistinctLDiversity", "EmpiricalSynthesis", "EncodedSource", "EnhancedBetaLikeness",
+    "DisclosureReport", "DistinctLDiversity", "EDDifferentialPrivacy", "EmpiricalSynthesis", "EncodedSource", "EnhancedBetaLikeness",
     "EntropyLDiversity", "GuaranteeFails", "Hierarchy", "HierarchyError", "IntervalHierarchy",
     "JournalistNoAttackProfitability", "JournalistProfitability", "KAnonymity", "KMap", "Loss", "Mask", "MDAV", "Metric",
     "MondrianResult",

@@ -32,18 +32,20 @@ from .encode.sources import source_relation
 from .encode.tables import exposure
 from .engine import DuckDBEngine, Engine
 from .engine.duckdb_engine import as_engine
+from .errors import PolicyError
 from .hierarchy.hierarchy import Hierarchy
 from .partition import run as partition_run
 from .partition.mondrian import MondrianResult
 from .perturb.perturbation import perturb
 from .privacy.checks import CheckReport
+from .privacy.differential import differentially_private
 from .privacy.people import PersonExposure
 from .privacy.risk_report import RiskReport
 from .recode.generalization import FullDomainGeneralization, Transformation
 from .release.files import STORAGE_VERSION
 from .release.publish import Release, Reportable, publish_source, signing
 from .risk.records import IndividualRisk, Suda, combinations, individual_risk, suda2
-from .search import cells, local
+from .search import cells, local, safepub
 from .search import run as search_run
 from .search.cells import SuppressedCells
 from .search.local import LocalRecoding
@@ -179,15 +181,30 @@ class Anonymizer:
                                          memory_budget)
 
     def anonymize(self, source, policy: Policy | str | None, path: str | os.PathLike, *, metric: Metric | str = "loss",
-                  strategy: str = "optimal", label: str | None = None, table: str = "release",
+                  strategy: str | None = None, label: str | None = None, table: str = "release",
                   format: str | None = None, evaluator: str = "auto", memory_budget: int | None = None,
                   time_limit: float | None = None, check_limit: int | None = None,
                   sign_with: object | None = None) -> tuple[SearchResult, Release]:
         """Search the best transformation and publish it (``format`` and ``sign_with`` as :meth:`publish`;
         ``source``, ``evaluator`` and the limits as :meth:`search`: a search stopped by a limit publishes the best
-        node it found)."""
-        return search_run.anonymize(signing(self.workspace, sign_with), source, policy, path, metric, strategy, label, table, format,
-                                    evaluator, memory_budget, time_limit, check_limit)
+        node it found; ``strategy`` by default ``optimal``).  Under an :class:`EDDifferentialPrivacy` policy it
+        releases by SafePub (:mod:`duckanon.search.safepub`): a random sample, the transformation drawn by the
+        exponential mechanism from ``metric``'s SafePub score, classes below the derived k dropped."""
+        workspace = signing(self.workspace, sign_with)
+        resolved = self.catalog.policy(policy) if isinstance(policy, str) else policy
+        model = None if resolved is None else differentially_private(resolved.models)
+        if model is None:
+            return search_run.anonymize(workspace, source, policy, path, metric, strategy or "optimal", label, table,
+                                        format, evaluator, memory_budget, time_limit, check_limit)
+        given = {"strategy": strategy if strategy not in (None, "safepub") else None, "time_limit": time_limit,
+                 "check_limit": check_limit}
+        refused = [f"{name}={value!r}" for name, value in given.items() if value is not None]
+        if refused or isinstance(source, EncodedSource):
+            what = ", ".join(refused) or "an encoded source (it would be sampled once for many releases)"
+            raise PolicyError(f"{model.name} walks {model.steps} steps by the exponential mechanism (SafePub) from "
+                              f"the source itself: it takes no {what}")
+        return safepub.anonymize(workspace, source, resolved, path, metric, label, table, format, evaluator,
+                                 memory_budget)
 
     def anonymize_locally(self, source, policy: Policy | str | None, path: str | os.PathLike, *,
                           metric: Metric | str = "loss", strategy: str = "optimal", label: str | None = None,

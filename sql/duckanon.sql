@@ -946,6 +946,8 @@ WITH info AS (
            CASE WHEN models.sensitive IS NOT NULL AND (SELECT record_table FROM quasi) IS NOT NULL THEN NULL ELSE
            CASE model
                WHEN 'k-anonymity' THEN count(*) FILTER (WHERE sizes.n < models.k)
+               -- SafePub's release: k-anonymity with the k its (epsilon, delta) derive, recorded beside them
+               WHEN 'ed-differential-privacy' THEN count(*) FILTER (WHERE sizes.n < models.k)
                WHEN 'k-map' THEN CASE WHEN models.k IS NOT NULL THEN count(*) FILTER (WHERE sizes.n < models.k) END
                WHEN 'distinct-l-diversity' THEN count(*) FILTER (WHERE coalesce(values_, 0) < CAST(json_extract_string(params, '$.l') AS DOUBLE))
                WHEN 'entropy-l-diversity' THEN CASE WHEN json_extract_string(params, '$.estimator') IS NULL
@@ -1044,7 +1046,12 @@ SELECT guarantee, claimed, recomputed, holds FROM (
     SELECT 5, 'at most ' || allowed || ' records suppressed (' || mode || ')', CAST(claimed AS VARCHAR),
            CAST(shown AS VARCHAR), claimed <= allowed AND CASE WHEN mode = 'drop' THEN shown = claimed
                                                                ELSE shown >= claimed END
-    FROM suppression
+    FROM suppression WHERE claimed IS NOT NULL
+    UNION ALL
+    -- A differentially private release withholds the source's size and the records suppressed: nothing to check.
+    SELECT 5, 'records suppressed (' || mode || ')', NULL, 'withheld: differential privacy releases neither the '
+           || 'source''s size nor the records suppressed', TRUE
+    FROM suppression WHERE claimed IS NULL
     UNION ALL
     SELECT 5, 'at most ' || allowed || ' people suppressed (' || mode || ')', CAST(claimed AS VARCHAR),
            CAST(shown AS VARCHAR), claimed <= allowed AND CASE WHEN mode = 'drop' THEN shown = claimed

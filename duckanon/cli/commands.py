@@ -28,6 +28,7 @@ from ..perturb.perturbation import (
     Pram,
     RandomizedResponse,
 )
+from ..privacy.differential import differentially_private
 from ..release.files import (
     checked_table_name,
     read_release_info,
@@ -73,7 +74,7 @@ def _output(args: argparse.Namespace) -> Path:
 def _search_options(args: argparse.Namespace) -> Path | None:
     """Before any work: a heuristic strategy's limit (when the levels are not given), and the release path (None
     with --check-only)."""
-    if not args.levels:
+    if not args.levels and args.strategy is not None:
         STRATEGIES[args.strategy].check_budget(args.time_limit, args.check_limit)
     return None if args.check_only else _output(args)
 
@@ -89,6 +90,9 @@ def _generalize(args: argparse.Namespace, console: Console, anon: Anonymizer, so
     """Search (or take --levels), report the check, and publish to ``args.output`` unless --check-only."""
     table = _release_table(args, source)  # a bad name fails before the search
     console.say(f"policy: {policy.describe()}")
+    if differentially_private(policy.models):
+        return _release_privately(args, console, anon, source, policy, table)
+    args.strategy = args.strategy or "optimal"
     if args.local_recoding is not None and args.cell_suppression:
         raise AnonymizationError("--local-recoding and --cell-suppression each keep the suppressed records their "
                                  "own way: choose one")
@@ -117,6 +121,26 @@ def _generalize(args: argparse.Namespace, console: Console, anon: Anonymizer, so
         return OK if report.within_limit else NOT_MET
     release = anon.publish(source.relation, policy, levels, args.output, table=table, format=args.format,
                            sign_with=args.sign_with)
+    console.say(release.summary())
+    console.say(f"time: {console.seconds():.2f} s")
+    return OK
+
+
+def _release_privately(args: argparse.Namespace, console: Console, anon: Anonymizer, source: Source, policy: Policy,
+                       table: str) -> int:
+    """--differential-privacy: sample, walk by the exponential mechanism and publish in one call (SafePub)."""
+    given = [option for option, value in (("--levels", args.levels), ("--check-only", args.check_only),
+                                          ("--payout", args.payout), ("--local-recoding", args.local_recoding),
+                                          ("--cell-suppression", args.cell_suppression)) if value]
+    if given:
+        raise AnonymizationError(f"--differential-privacy samples, chooses its transformation by the exponential "
+                                 f"mechanism and writes the release in one step: it takes no {given[0]}")
+    result, release = anon.anonymize(
+        source.relation, policy, args.output, metric=args.metric, strategy=args.strategy, label=args.label,
+        table=table, format=args.format, evaluator=args.evaluator, memory_budget=args.memory_budget,
+        time_limit=args.time_limit, check_limit=args.check_limit, sign_with=args.sign_with)
+    console.say(f"SafePub: levels {', '.join(f'{c}={v}' for c, v in result.levels.items())} "
+                f"({result.checks} of {result.lattice_size} transformations scored)")
     console.say(release.summary())
     console.say(f"time: {console.seconds():.2f} s")
     return OK

@@ -196,14 +196,20 @@ def _policy() -> Parser:
                              "loss, less LOSS per re-identification when an attack at COST for GAIN pays (success 1 / "
                              "the class's records, or its --population records with :journalist); full-domain "
                              "generalization only")
+    models.add_argument("--differential-privacy", action="append", default=[],
+                        metavar="EPSILON:DELTA[:STEPS[:SEARCH_EPSILON]]", type=values.differential_privacy,
+                        help="(ε,δ)-differential privacy by SafePub, as ARX: a random sample generalized by a "
+                             "transformation the exponential mechanism picks in STEPS steps (default 100) with "
+                             "SEARCH_EPSILON of the budget (default ε/10), classes below the derived k dropped; "
+                             "alone, over quasi-identifiers only")
     models.add_argument("--population", metavar="TABLE|FILE",
                         help="the population the source is a sample of, for --delta-presence and --k-map K: a table "
                              "of the source's database, or a CSV, Parquet or JSON file")
     suppression = parser.add_argument_group("suppression")
-    suppression.add_argument("--suppression", choices=SUPPRESSION_MODES, default="replace",
+    suppression.add_argument("--suppression", choices=SUPPRESSION_MODES,
                              help="replace a violating record's quasi-identifiers by '*' (its records then one class "
                                   "the policy checks too), drop it, or replace it unchecked as ARX does "
-                                  "(default %(default)s)")
+                                  "(default replace; drop under --differential-privacy)")
     suppression.add_argument("--suppression-limit", type=values.share, metavar="SHARE",
                              help="largest share of records that may be suppressed (default 0; 0.05 on the bundled "
                                   "data)")
@@ -225,10 +231,10 @@ def _search() -> Parser:
                              "attack and GAIN per success, the publisher's LOSS per re-identified record and BENEFIT "
                              "per record released; with :journalist the adversary succeeds with 1 / a class's records "
                              "in the policy's --population")
-    search.add_argument("--strategy", default="optimal", choices=list(STRATEGIES),
-                        help="search strategy (default %(default)s): optimal, samarati and exhaustive list the "
+    search.add_argument("--strategy", choices=list(STRATEGIES),
+                        help="search strategy (default optimal): optimal, samarati and exhaustive list the "
                              "lattice; lightning, top-down and genetic (ARX's heuristics, for lattices too wide to "
-                             "list) need --time-limit or --check-limit")
+                             "list) need --time-limit or --check-limit; --differential-privacy walks by SafePub")
     search.add_argument("--label", metavar="COLUMN",
                         help="class column that mi-loss weighs quasi-identifiers by (salary-class on the bundled data)")
     search.add_argument("--evaluator", default="auto", choices=EVALUATORS,

@@ -9,6 +9,7 @@ from .. import datasets
 from ..declare.policy import Policy
 from ..errors import AnonymizationError
 from ..hierarchy.hierarchy import Hierarchy
+from ..privacy.differential import EDDifferentialPrivacy
 from ..privacy.models import (
     AlphaKAnonymity,
     AlphaLDiversityKAnonymity,
@@ -47,11 +48,15 @@ BUNDLED_SENSITIVE = "salary-class"
 def bundled_defaults(args: argparse.Namespace) -> None:
     """The bundled Adult job: eight quasi-identifiers with ARX's hierarchies, salary-class sensitive, the other
     columns dropped, k = 5 unless -k is given (other models are added to it), at most 5 % suppressed."""
+    private = bool(getattr(args, "differential_privacy", None))
     if not args.qi:
-        args.qi = [(q, None) for q in datasets.ADULT_QUASI_IDENTIFIERS if q != BUNDLED_SENSITIVE]
+        # Under differential privacy every released column is a quasi-identifier (as ARX's SafePub tests on Adult).
+        args.qi = [(q, None) for q in datasets.ADULT_QUASI_IDENTIFIERS if private or q != BUNDLED_SENSITIVE]
         args.hierarchies = args.hierarchies or datasets.adult_hierarchy_dir()
-        args.sensitive = args.sensitive or [BUNDLED_SENSITIVE]
+        args.sensitive = args.sensitive or ([] if private else [BUNDLED_SENSITIVE])
         args.others = "drop"
+    if private:  # SafePub derives its own k and suppresses what it asks
+        return
     if args.k is None:
         args.k = BUNDLED_K
     if args.suppression_limit is None:
@@ -96,6 +101,8 @@ def models(args: argparse.Namespace) -> list[PrivacyModel]:
         raise AnonymizationError("--profitability COST:GAIN:LOSS:BENEFIT:journalist needs --population")
     chosen += [JournalistProfitability(**terms, population=args.population) if journalist
                else ProsecutorProfitability(**terms) for terms, journalist in args.profitability]
+    chosen += [EDDifferentialPrivacy(epsilon, delta, steps, search)
+               for epsilon, delta, steps, search in args.differential_privacy]
     chosen += [AverageReidentificationRisk(*given) for given in args.average_risk]
     chosen += [SampleUniqueness(share) for share in args.sample_uniqueness]
     chosen += [PopulationUniqueness(share, size, estimator) for share, size, estimator in args.population_uniqueness]

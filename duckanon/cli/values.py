@@ -121,6 +121,19 @@ def k_map(text: str) -> tuple[int, int | None, float, str]:
     return k, population, significance, parts[3] if len(parts) > 3 else "zero-truncated-poisson"
 
 
+def differential_privacy(text: str) -> tuple[float, float, int, float | None]:
+    """``EPSILON:DELTA[:STEPS[:SEARCH_EPSILON]]`` into (ε, δ, steps, the search's ε or None for its default)."""
+    form = "EPSILON:DELTA[:STEPS[:SEARCH_EPSILON]]"
+    parts = text.split(":")
+    if not 2 <= len(parts) <= 4:
+        raise argparse.ArgumentTypeError(f"expected {form}, got {text!r}")
+    try:
+        return (number(parts[0]), number(parts[1]), positive_whole(parts[2]) if len(parts) > 2 else 100,
+                number(parts[3]) if len(parts) > 3 else None)
+    except argparse.ArgumentTypeError as error:
+        raise argparse.ArgumentTypeError(f"{error} in {text!r} (expected {form})") from None
+
+
 def pair_with_flag(form: str, kind: Callable[[str], float], flag: str) -> Callable[[str], tuple[float, float, bool]]:
     """A parser of ``A:B[:flag]`` (``form``), A and B read by ``kind``, into (A, B, whether the flag is given)."""
     def parse(text: str) -> tuple[float, float, bool]:

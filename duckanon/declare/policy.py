@@ -63,8 +63,10 @@ class Policy:
     identifiers: Sequence[str] = ()
     sensitive: Sequence[str] = ()
     insensitive: Sequence[str] = ()
-    suppression: str = "replace"
-    # Share of records that may be suppressed; unset it is 0, or no cap beyond max_suppressed when that is given.
+    # Unset: "drop" under a differential-privacy model (SafePub releases only the kept sample), "replace" otherwise.
+    suppression: str | None = None
+    # Share of records that may be suppressed; unset it is 0, or no cap beyond max_suppressed when that is given
+    # (or, under a differential-privacy model, whatever its derived k asks).
     suppression_limit: float | None = None
     others: str = "error"
     max_suppressed: int | None = None
@@ -114,11 +116,14 @@ class Policy:
         bad = [m for m in self.models if not isinstance(m, PrivacyModel)]
         if bad:
             raise PolicyError(f"not privacy models: {bad!r}")
+        private = any(m.differentially_private for m in self.models)
+        if self.suppression is None:
+            self.suppression = "drop" if private else "replace"
         if self.suppression not in SUPPRESSION_MODES:
             raise PolicyError(f"suppression must be one of {SUPPRESSION_MODES}, got {self.suppression!r}")
         check_others(self.others)
         if self.suppression_limit is None:
-            self.suppression_limit = 1.0 if self.max_suppressed is not None else 0.0
+            self.suppression_limit = 1.0 if self.max_suppressed is not None or private else 0.0
         limit = self.suppression_limit
         if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not 0 <= limit <= 1:
             raise PolicyError(f"suppression_limit must be a share of records in [0, 1], got {limit!r}")

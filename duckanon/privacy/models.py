@@ -138,6 +138,9 @@ class PrivacyModel(ABC):
     # Whether the model bounds a risk figure of the release's class sizes as a whole, not each class: a
     # RiskThreshold (privacy/thresholds.py), which suppresses the smallest classes until the figure holds.
     risk_threshold: bool = False
+    # Whether the model is a differential-privacy guarantee: its release then shows neither the source's size nor
+    # the records suppressed, which the mechanism does not release.
+    differentially_private: bool = False
 
     @property
     def minimum_size(self) -> int | None:

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 
 from ..errors import PolicyError
 from ..hierarchy.hierarchy import Hierarchy
+from .differential import EDDifferentialPrivacy
 from .models import (
     AlphaKAnonymity,
     AlphaLDiversityKAnonymity,
@@ -40,7 +41,7 @@ MODELS: dict[str, type[PrivacyModel]] = {m.name: m for m in (
     PSensitiveKAnonymity, TCloseness, AlphaLDiversityKAnonymity, BasicBetaLikeness, EnhancedBetaLikeness,
     DeltaDisclosurePrivacy, AverageReidentificationRisk, SampleUniqueness, PopulationUniqueness,
     ProsecutorNoAttackProfitability, JournalistNoAttackProfitability, ProsecutorProfitability,
-    JournalistProfitability)}
+    JournalistProfitability, EDDifferentialPrivacy)}
 
 
 def model_from_params(name: str, params: Mapping) -> PrivacyModel:

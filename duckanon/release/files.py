@@ -78,8 +78,8 @@ class ReleaseInfo:
     random seed: with it the noise of a perturbation or the choices of a clustering could be regenerated."""
 
     kind: str  # generalization, partitioning, clustering or perturbation
-    source_records: int
-    suppressed_records: int = 0
+    source_records: int | None  # None (NULL): withheld, as a differentially private release withholds it
+    suppressed_records: int | None = 0
     suppression: str | None = None
     policy: Mapping | None = None
     transformation: Mapping | None = None
@@ -412,12 +412,16 @@ def _info_row(engine: Engine, content: ReleaseContent) -> dict:
     return {
         "tool": "duckanon", "tool_version": version(),
         "created": dt.datetime.now(dt.timezone.utc).replace(microsecond=0, tzinfo=None), "kind": info.kind,
-        "released_table": content.table, "source_records": int(info.source_records),
-        "released_records": int(released_records), "suppressed_records": int(info.suppressed_records),
+        "released_table": content.table, "source_records": _count_or_null(info.source_records),
+        "released_records": int(released_records), "suppressed_records": _count_or_null(info.suppressed_records),
         "suppression": info.suppression, "classes": classes, "smallest_class": smallest,
         "highest_risk": highest, "average_risk": average,
         "policy": _json(info.policy), "transformation": _json(info.transformation), "metrics": _json(info.metrics),
     }
+
+
+def _count_or_null(count: int | None) -> int | None:
+    return None if count is None else int(count)
 
 
 def _sealed(row: dict, digest: str, signer: Signer | None) -> dict:

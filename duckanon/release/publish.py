@@ -106,11 +106,14 @@ def publish_source(workspace: Workspace, source, policy: Policy | str, transform
 
 
 def publish(workspace: Workspace, bound: BoundPolicy, transformation: Transformation, path: str | os.PathLike,
-            table: str, format: str | None, metrics: Mapping[str, float] | None = None) -> Release:
+            table: str, format: str | None, metrics: Mapping[str, float] | None = None,
+            read: Sequence[exp.Expression] = ()) -> Release:
     """Write ``transformation`` of ``bound``'s source to ``path`` as table ``table``, violating classes suppressed.
 
     ``metrics``: what the algorithm measured of this transformation, recorded in the release's info; a partition
-    map's are measured here when not given."""
+    map's are measured here when not given.  ``read``: the relations ``bound``'s source was made from (a sample's
+    source), whose files the release may not replace either.  Under a differentially private policy the info leaves
+    out the source's records and the suppressed ones: the mechanism releases neither."""
     engine = workspace.engine
     if isinstance(transformation, PartitionMap):
         transformation.require_styles(bound.quasi_identifiers)
@@ -133,8 +136,10 @@ def publish(workspace: Workspace, bound: BoundPolicy, transformation: Transforma
         classes_view = (exp.select(*[sb.col(c) for c in ranges.columns(keys)],
                                    exp.func("COUNT", exp.Star()).as_("records"))
                         .from_(sb.table(table)).group_by(*[sb.col(c) for c in ranges.columns(keys)]))
+        withheld = any(m.differentially_private for m in bound.policy.models)
         info = ReleaseInfo(
-            kind=transformation.kind, source_records=bound.facts.records, suppressed_records=suppressed,
+            kind=transformation.kind, source_records=None if withheld else bound.facts.records,
+            suppressed_records=None if withheld else suppressed,
             suppression=bound.policy.suppression,
             policy=described_policy(bound, report, transformation.missing_matches_any),
             transformation=transformation.describe(), metrics=metrics or {}, classes_by=quasi,
@@ -145,7 +150,7 @@ def publish(workspace: Workspace, bound: BoundPolicy, transformation: Transforma
                                           bound.policy.record_table, bound.lacking,
                                           transformation.missing_matches_any, bound.policy.strata)
         content = ReleaseContent(table, final, {f"{table}_classes": classes_view, VIEW: verification}, info,
-                                 sources=[bound.source], parts=released_parts(bound, ranges),
+                                 sources=[bound.source, *read], parts=released_parts(bound, ranges),
                                  record_table=bound.policy.record_table)
         dropped = suppressed if bound.policy.drops else 0
         expected = bound.facts.records - dropped

@@ -57,7 +57,7 @@ from ..privacy.people import (
     signature_group_histogram,
     signature_groups,
 )
-from ..privacy.registry import model_from_params
+from ..privacy.registry import MODELS, model_from_params
 from ..recode.ranges import bound_rows, bounded_attributes
 from ..risk.counting import (
     class_size_histogram,
@@ -226,7 +226,18 @@ def _classes(reader, released, quasi: Sequence[str], info: dict, person: str | N
     return checks
 
 
+def differentially_private_release(info: Mapping) -> bool:
+    """Whether the release's policy is a differential-privacy guarantee (its info withholds the source's size)."""
+    named = [m.get("model") for m in (info.get("policy") or {}).get("models") or []]
+    return any(name in MODELS and MODELS[name].differentially_private for name in named)
+
+
+WITHHELD = "withheld: differential privacy releases neither the source's size nor the records suppressed"
+
+
 def _suppression(reader, released, quasi: Sequence[str], info: dict, policy: dict, counted: int) -> Check:
+    if info["source_records"] is None:
+        return Check(f"records suppressed ({policy.get('suppression', 'replace')})", "not stated", WITHHELD, None)
     allowed = (int(policy["max_suppressed"]) if policy.get("max_suppressed") is not None
                else math.floor(float(policy.get("suppression_limit") or 0) * info["source_records"]))
     claimed = int(info["suppressed_records"])
@@ -499,7 +510,9 @@ def verification_view(table: str, columns: Sequence[str], quasi: Sequence[str], 
                                         ("smallest class", "smallest_class", exp.func("MIN", sb.col(SIZE)))):
             computed = value(exp.select(aggregate).from_(verdicts.copy()))
             rows.append(row(name, claimed(column), computed, exp.EQ(this=claimed(column), expression=computed.copy())))
-        if person is None:
+        if any(m.differentially_private for m in models):
+            rows.append(row(f"records suppressed ({suppression})", exp.null(), sb.lit(WITHHELD), exp.true()))
+        elif person is None:
             rows.append(_suppression_row(row, claimed, value, released, counted, quasi, allowed_suppressed,
                                          suppression))
         else:

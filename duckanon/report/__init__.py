@@ -15,7 +15,8 @@ from pathlib import Path
 from ..declare.policy import Policy
 from ..encode.binding import Workspace
 from ..errors import AnonymizationError
-from ..release.files import write_together
+from ..release.files import read_release_info, write_together
+from ..release.verify import differentially_private_release
 from . import plots
 from .figures import FrontierRequest, Population, ReportFigures, collect
 from .render import render
@@ -38,6 +39,11 @@ def write_report(workspace: Workspace, release_path: str | os.PathLike, output: 
     if output.suffix.lower() not in HTML_SUFFIXES:
         raise AnonymizationError(f"report path {str(output)!r} must end in .html")
     tables = None if tables is None else checked_tables_path(Path(tables), Path(release_path))
+    given = [name for name, value in (("source", source), ("population", population), ("frontier", frontier))
+             if value is not None]
+    if given and differentially_private_release(read_release_info(release_path)):
+        raise AnonymizationError(f"a differentially private release's report shows the release alone: its "
+                                 f"{given[0]}'s figures are outside the guarantee; report without {given[0]}")
     plots.require()  # a missing extra fails before any work
     figures = collect(workspace, release_path, source=source, policy=policy, label=label, population=population,
                       frontier=frontier, threshold=threshold, custodian_view=custodian_view, public_key=public_key)

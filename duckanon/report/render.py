@@ -199,6 +199,10 @@ def _suppression(figures: ReportFigures) -> str:
                 f"{_count(cells.get('records'))}</span> of {_count(info['source_records'])} records"
                 f"{' (' + each + ')' if each else ''}, each replaced by a missing value that matches any.</p>")
     source, suppressed = info["source_records"], info["suppressed_records"]
+    if source is None:  # a differentially private release states neither
+        return ("<h2>Suppression</h2><p>Withheld: under differential privacy the release states neither the "
+                "source's size nor how many records were left out (those not drawn into the sample, and the classes "
+                "of fewer than k drawn records).</p>")
     share = suppressed / source if source else 0.0
     mode = info.get("suppression")
     how = _SUPPRESSED_HOW.get(mode, "")

@@ -769,6 +769,95 @@ class ArxKLDivergence(Metric):
         return np.zeros(len(nodes))
 
 
+class SafePubScore(Metric):
+    """A score function of SafePub (Bild, Kuhn and Prasser, PoPETs 2018(1), §5; ARX 3.9.2's ``getScore`` of each
+    metric, ``ScoreType.DP_SCORE``), which the exponential mechanism picks a transformation by.  Scored on the random
+    sample: ``records`` is the source's n, and a record not sampled counts as suppressed, as a record of a class
+    below ``k``.  Each score is divided by its sensitivity, so that adding or removing one record changes it by at most
+    1.  :meth:`score` is higher for better; as a metric its value is the negated score (lower is better).  Not a bound
+    of generalizations: the search that uses it walks, it does not prune."""
+
+    def __init__(self, k: int, records: int):
+        self.k, self.records = int(k), int(records)
+
+    def value(self, totals):
+        return -self.score(totals)
+
+    def lower_bound(self, totals):
+        return -math.inf
+
+    @abstractmethod
+    def score(self, totals: NodeTotals) -> float: ...
+
+    def _suppressed(self, totals: NodeTotals) -> int:
+        """The source's records not released: those of classes below k, and those not sampled."""
+        return totals.suppressed + self.records - totals.records
+
+    def _per_record(self) -> float:
+        """The sensitivity of a sum whose every record adds at most 1 per attribute: k − 1 (a record added to a class
+        of k − 1 keeps them all), 1 when k is 1."""
+        return self.k - 1 if self.k > 1 else 1
+
+    def _squared(self) -> float:
+        """The sensitivity of a sum of squared class sizes, over n: k²/(k − 1) + 1, or 5 when k is 1."""
+        return self.k * self.k / (self.k - 1) + 1 if self.k > 1 else 5.0
+
+    def __repr__(self) -> str:
+        return f"{self.name}(k={self.k}, records={self.records})"
+
+
+class GranularityScore(SafePubScore):
+    """SafePub's granularity (ARX's ``MetricMDNMLoss.getScore``): per attribute, the kept records' domain shares of
+    their generalized values, plus 1 per record not released; summed, negated, over attributes × (k − 1)."""
+
+    name = "safepub-granularity"
+    cost_kind = "share"
+
+    def score(self, totals):
+        attributes = len(totals.levels)
+        kept_shares = totals.costs[self.name][1]
+        return -(attributes * self._suppressed(totals) + kept_shares) / (attributes * self._per_record())
+
+
+class IntensityScore(SafePubScore):
+    """SafePub's intensity (ARX's ``MetricMDNMPrecision.getScore``): per attribute, the kept records × level / height,
+    plus 1 per record not released; summed, negated, over attributes × (k − 1)."""
+
+    name = "safepub-intensity"
+
+    def score(self, totals):
+        attributes = len(totals.levels)
+        ratios = sum(level / height if height else 0.0 for level, height in zip(totals.levels, totals.heights))
+        kept = totals.records - totals.suppressed
+        return -(kept * ratios + attributes * self._suppressed(totals)) / (attributes * self._per_record())
+
+
+class DiscernibilityScore(SafePubScore):
+    """SafePub's discernibility (ARX's ``MetricSDNMDiscernability.getScore``): Σ |E|² over kept classes plus n per
+    record not released; negated, over n × (k²/(k − 1) + 1)."""
+
+    name = "safepub-discernibility"
+
+    def score(self, totals):
+        return -(totals.kept_squares + self.records * self._suppressed(totals)) / (self.records * self._squared())
+
+
+class GroupSizeScore(SafePubScore):
+    """SafePub's group size (ARX's ``MetricSDAECS.getScore``): the kept classes, plus one when any record is not
+    released (they count as one class); sensitivity 1."""
+
+    name = "safepub-group-size"
+
+    def score(self, totals):
+        return totals.kept_classes + (1 if self._suppressed(totals) else 0)
+
+
+# Each SafePub score by the name of the ARX metric (and of duckanon's like it) whose score function it is.
+SAFEPUB_SCORES: dict[str, type[SafePubScore]] = {
+    "arx-loss": GranularityScore, "arx-precision": IntensityScore, "dm": DiscernibilityScore,
+    "average-class-size": GroupSizeScore, "arx-aecs": GroupSizeScore}
+
+
 METRICS: dict[str, Callable[[], Metric]] = {"loss": Loss, "dm": Discernibility, "non-uniform-entropy": NonUniformEntropy,
                                     "ncp": NormalizedCertaintyPenalty, "average-class-size": AverageClassSize,
                                     "arx-loss": ArxLoss, "arx-loss-rank": lambda: ArxLoss(aggregation="rank",
