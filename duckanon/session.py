@@ -25,6 +25,7 @@ import pandas as pd
 
 from . import report
 from .cluster import grouping
+from .declare.budget import PrivacyBudget, ledger_at, source_key
 from .declare.catalog import Catalog
 from .declare.policy import Policy
 from .encode.binding import EncodedSource, Workspace, encode
@@ -113,6 +114,25 @@ class Anonymizer:
     def policies(self) -> pd.DataFrame:
         return self.catalog.policies()
 
+    # ------------------------------------------------------- privacy budgets
+    def set_privacy_budget(self, source, epsilon: float, delta: float = 0.0, *,
+                           ledger: str | os.PathLike | None = None) -> PrivacyBudget:
+        """Declare the ε and δ that every differentially private output of ``source`` (as :meth:`anonymize` names
+        it) may spend together; an output that would exceed it is refused (see :mod:`duckanon.declare.budget`).
+        ``ledger``: a DuckDB file keeping budgets and spends instead of this database's ``anon`` schema."""
+        with ledger_at(self.engine, ledger) as book:
+            return book.declare(source_key(source), epsilon, delta)
+
+    def privacy_budget(self, source, *, ledger: str | os.PathLike | None = None) -> PrivacyBudget:
+        """``source``'s budget (if declared) and what its differentially private outputs spent."""
+        with ledger_at(self.engine, ledger) as book:
+            return book.state(source_key(source))
+
+    def privacy_spent(self, source=None, *, ledger: str | os.PathLike | None = None) -> pd.DataFrame:
+        """The ledger of differentially private outputs (of ``source``, or of every source): ε, δ, what, where, when."""
+        with ledger_at(self.engine, ledger) as book:
+            return book.spent(None if source is None else source_key(source))
+
     # --------------------------------------------------------------- checking
     def encode(self, source, policy: Policy | str) -> EncodedSource:
         """Read ``source`` once into a frequency table with every level's codes, for many fast checks and searches
@@ -184,16 +204,22 @@ class Anonymizer:
                   strategy: str | None = None, label: str | None = None, table: str = "release",
                   format: str | None = None, evaluator: str = "auto", memory_budget: int | None = None,
                   time_limit: float | None = None, check_limit: int | None = None,
-                  sign_with: object | None = None) -> tuple[SearchResult, Release]:
+                  sign_with: object | None = None, ledger: str | os.PathLike | None = None,
+                  source_name: str | None = None) -> tuple[SearchResult, Release]:
         """Search the best transformation and publish it (``format`` and ``sign_with`` as :meth:`publish`;
         ``source``, ``evaluator`` and the limits as :meth:`search`: a search stopped by a limit publishes the best
         node it found; ``strategy`` by default ``optimal``).  Under an :class:`EDDifferentialPrivacy` policy it
         releases by SafePub (:mod:`duckanon.search.safepub`): a random sample, the transformation drawn by the
-        exponential mechanism from ``metric``'s SafePub score, classes below the derived k dropped."""
+        exponential mechanism from ``metric``'s SafePub score, classes below the derived k dropped; its ε and δ are
+        spent from the source's privacy budget (:meth:`set_privacy_budget`; ``ledger`` and ``source_name`` say
+        where the budget is kept and what names the source there)."""
         workspace = signing(self.workspace, sign_with)
         resolved = self.catalog.policy(policy) if isinstance(policy, str) else policy
         model = None if resolved is None else differentially_private(resolved.models)
         if model is None:
+            if ledger is not None or source_name is not None:
+                raise PolicyError("ledger and source_name keep a differentially private release's spend: the policy "
+                                  "has no EDDifferentialPrivacy model")
             return search_run.anonymize(workspace, source, policy, path, metric, strategy or "optimal", label, table,
                                         format, evaluator, memory_budget, time_limit, check_limit)
         given = {"strategy": strategy if strategy not in (None, "safepub") else None, "time_limit": time_limit,
@@ -204,7 +230,7 @@ class Anonymizer:
             raise PolicyError(f"{model.name} walks {model.steps} steps by the exponential mechanism (SafePub) from "
                               f"the source itself: it takes no {what}")
         return safepub.anonymize(workspace, source, resolved, path, metric, label, table, format, evaluator,
-                                 memory_budget)
+                                 memory_budget, ledger=ledger, budget_key=source_name)
 
     def anonymize_locally(self, source, policy: Policy | str | None, path: str | os.PathLike, *,
                           metric: Metric | str = "loss", strategy: str = "optimal", label: str | None = None,

@@ -17,6 +17,7 @@ from ..cluster.mdav import MDAV
 from ..cluster.personalized import Personalization, TopDownPartitioning
 from ..cluster.semisupervised import SemiSupervisedClustering
 from ..datasets import examples
+from ..declare.budget import ledger_at
 from ..declare.policy import Policy
 from ..encode.tables import Tables
 from ..engine import DuckDBEngine
@@ -50,6 +51,7 @@ from .sources import (
     attach_database,
     database_table,
     existing_file,
+    ledger_key,
     open_source,
     with_events,
 )
@@ -92,6 +94,8 @@ def _generalize(args: argparse.Namespace, console: Console, anon: Anonymizer, so
     console.say(f"policy: {policy.describe()}")
     if differentially_private(policy.models):
         return _release_privately(args, console, anon, source, policy, table)
+    if args.ledger is not None:
+        raise AnonymizationError("--ledger keeps what a --differential-privacy release spends")
     args.strategy = args.strategy or "optimal"
     if args.local_recoding is not None and args.cell_suppression:
         raise AnonymizationError("--local-recoding and --cell-suppression each keep the suppressed records their "
@@ -138,7 +142,8 @@ def _release_privately(args: argparse.Namespace, console: Console, anon: Anonymi
     result, release = anon.anonymize(
         source.relation, policy, args.output, metric=args.metric, strategy=args.strategy, label=args.label,
         table=table, format=args.format, evaluator=args.evaluator, memory_budget=args.memory_budget,
-        time_limit=args.time_limit, check_limit=args.check_limit, sign_with=args.sign_with)
+        time_limit=args.time_limit, check_limit=args.check_limit, sign_with=args.sign_with, ledger=args.ledger,
+        source_name=ledger_key(args.source, args.table))
     console.say(f"SafePub: levels {', '.join(f'{c}={v}' for c, v in result.levels.items())} "
                 f"({result.checks} of {result.lattice_size} transformations scored)")
     console.say(release.summary())
@@ -407,6 +412,18 @@ def risk(args: argparse.Namespace, console: Console) -> int:
     return OK
 
 
+def budget(args: argparse.Namespace, console: Console) -> int:
+    """Declare a source's privacy budget in a ledger (--epsilon), and show what its releases spent."""
+    key = ledger_key(args.source, args.table)
+    with ledger_at(None, args.ledger) as book:
+        state = book.declare(key, args.epsilon, args.delta) if args.epsilon is not None else book.state(key)
+        spent = book.spent(key)
+    console.say(state.summary())
+    if len(spent):
+        console.say(spent.drop(columns="source").to_string(index=False))
+    return OK
+
+
 def keygen(args: argparse.Namespace, console: Console) -> int:
     """Write a new Ed25519 key pair for signing releases."""
     private, public = new_key_pair(args.key)
@@ -441,4 +458,4 @@ def example_data(args: argparse.Namespace, console: Console) -> int:
 
 COMMANDS = {"search": search, "check": check, "mondrian": mondrian, "cluster": cluster, "perturb": perturb,
             "run": run_stored, "hierarchy": hierarchy, "report": report, "verify": verify, "exposure": exposure,
-            "risk": risk, "keygen": keygen, "example-data": example_data}
+            "risk": risk, "budget": budget, "keygen": keygen, "example-data": example_data}

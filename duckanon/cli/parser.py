@@ -235,6 +235,10 @@ def _search() -> Parser:
                         help="search strategy (default optimal): optimal, samarati and exhaustive list the "
                              "lattice; lightning, top-down and genetic (ARX's heuristics, for lattices too wide to "
                              "list) need --time-limit or --check-limit; --differential-privacy walks by SafePub")
+    search.add_argument("--ledger", type=Path, metavar="DATABASE",
+                        help="with --differential-privacy: a DuckDB file keeping each source's privacy budget and "
+                             "what every release spent (created if missing; see duckanon budget); a release that "
+                             "would exceed the budget is refused")
     search.add_argument("--label", metavar="COLUMN",
                         help="class column that mi-loss weighs quasi-identifiers by (salary-class on the bundled data)")
     search.add_argument("--evaluator", default="auto", choices=EVALUATORS,
@@ -451,6 +455,12 @@ def build_parser() -> Parser:
                        help="the individual risk's formula (sdcMicro's indivRisk; default %(default)s)")
     risky.add_argument("--top", type=values.positive_whole, default=10, metavar="N",
                        help="how many sets of variables to list that records are unique on (default %(default)s)")
+    budget = command("budget", "declare a source's privacy budget (ε, δ) in a ledger, or show what its "
+                               "differentially private releases spent", _source(bundled=True))
+    budget.add_argument("--ledger", type=Path, required=True, metavar="DATABASE",
+                        help="the DuckDB file keeping the budgets and spends (created if missing)")
+    budget.add_argument("--epsilon", type=values.number, help="declare the source's total ε (with --delta)")
+    budget.add_argument("--delta", type=values.number, default=0.0, help="the source's total δ (default 0)")
     keys = command("keygen", "write a new Ed25519 key pair for signing releases: KEYFILE (private, readable by you "
                              "only) and KEYFILE.pub (for recipients)")
     keys.add_argument("key", metavar="KEYFILE", type=Path, help="where to write the private key; neither it nor "

@@ -64,6 +64,19 @@ def open_source(text: str | None, table: str | None) -> Source:
     return Source(engine, database_table(engine, path, table), table, path)
 
 
+def ledger_key(text: str | None, table: str | None) -> str:
+    """What names a source in a privacy ledger: a data file by its absolute path, a database file's table by the
+    file's path and the table, the bundled data by its name."""
+    if text is None:
+        return f"{BUNDLED_TABLE} (bundled)"
+    path = Path(text).resolve()
+    if is_data_file(path):
+        return str(path)
+    if table is None:
+        raise AnonymizationError(f"{text!r} is a database file: name the table with --table")
+    return f"{path}:{table}"
+
+
 def with_events(source: Source, events: list[str], key: str | None) -> Source:
     """``source`` as the person table of :class:`Tables` joined by ``key`` to each of ``events``: tables of its
     database file, or data files (named by their stems)."""

@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 from sqlglot import exp
 
+from ..declare.budget import ledger_at, source_key
 from ..declare.policy import Policy
 from ..encode.binding import BoundPolicy, Workspace, bind
 from ..encode.encoding import COUNT
@@ -82,7 +83,7 @@ class SafePubSearch(SearchStrategy):
                 break
             indices = list(candidates)
             pivot = indices[exponential_choice([candidates[i] for i in indices], self.step_epsilon, self.random)]
-            if (candidates[pivot], -lattice.node_height(best)) > (score(best), -lattice.node_height(pivot)):
+            if (candidates[pivot], -lattice.node_height(pivot)) > (score(best), -lattice.node_height(best)):
                 best = pivot
         return best
 
@@ -129,10 +130,14 @@ def refuse_beyond_safepub(policy: Policy) -> EDDifferentialPrivacy:
 
 def anonymize(workspace: Workspace, source, policy: Policy | str, path: str | os.PathLike, metric: Metric | str,
               label: str | None, table: str, format: str | None, evaluator_kind: str = "auto",
-              memory_budget: int | None = None, random: RandomSource | None = None) -> tuple[SearchResult, Release]:
+              memory_budget: int | None = None, random: RandomSource | None = None,
+              ledger: str | os.PathLike | None = None, budget_key: str | None = None
+              ) -> tuple[SearchResult, Release]:
     """Release ``source`` under ``policy`` (an :class:`EDDifferentialPrivacy` policy) by SafePub (see the module),
-    the transformation scored by ``metric``'s SafePub score.  ``random`` is for tests only: a release draws from the
-    operating system's secure generator."""
+    the transformation scored by ``metric``'s SafePub score.  Its ε and δ are spent from the source's privacy budget
+    (:mod:`duckanon.declare.budget`: the database's ledger, or the DuckDB file ``ledger``; ``budget_key`` names the
+    source there, by default :func:`source_key`) before the data is sampled, or the release is refused.  ``random`` is for tests only: a release draws from the operating
+    system's secure generator."""
     release_format(path, format)
     checked_table_names(source, table)
     policy = workspace.catalog.policy(policy) if isinstance(policy, str) else policy
@@ -141,6 +146,9 @@ def anonymize(workspace: Workspace, source, policy: Policy | str, path: str | os
     with bind(workspace, source, policy) as full, contextlib.ExitStack() as stack:
         records = full.facts.records
         score = score_metric(metric, model, records)
+        with ledger_at(workspace.engine, ledger) as book:
+            book.spend(source_key(source) if budget_key is None else budget_key, model.epsilon, model.delta,
+                       f"SafePub release ({model.describe()})", os.path.abspath(path))
         sampling = model.sampling
         workspace.announce(f"drawing each of the {records:,} records with probability β = {sampling.beta:.4g}; "
                            f"classes of fewer than k = {sampling.k} drawn records are dropped")
@@ -158,8 +166,10 @@ def anonymize(workspace: Workspace, source, policy: Policy | str, path: str | os
         # No metric is recorded: a score of the sample is not part of what the mechanism releases.
         release = publish(workspace, drawn, FullDomainGeneralization(result.levels), path, table, format, {},
                           read=[full.source])
-    # Its report shows the release alone: the sample is gone, and the source's figures are outside the guarantee.
-    release = dataclasses.replace(release, origin=(workspace, None, policy))
+    # For the custodian, the source's records and those not released (not drawn, or in classes below k); its report
+    # shows the release alone: the sample is gone, and the source's figures are outside the guarantee.
+    release = dataclasses.replace(release, records_in=records, suppressed=records - release.records_out,
+                                  origin=(workspace, None, policy))
     return result, release
 
 
