@@ -24,6 +24,7 @@ import duckdb
 import pandas as pd
 
 from . import report
+from .aggregate import private
 from .cluster import grouping
 from .declare.budget import PrivacyBudget, ledger_at, source_key
 from .declare.catalog import Catalog
@@ -132,6 +133,19 @@ class Anonymizer:
         """The ledger of differentially private outputs (of ``source``, or of every source): ε, δ, what, where, when."""
         with ledger_at(self.engine, ledger) as book:
             return book.spent(None if source is None else source_key(source))
+
+    def dp_aggregate(self, source, statistic: str, *, epsilon: float, delta: float = 0.0, column: str | None = None,
+                     bounds: Sequence[float] | None = None, categories: Sequence[object] | None = None,
+                     mechanism: str = "laplace", ledger: str | os.PathLike | None = None,
+                     source_name: str | None = None) -> pd.DataFrame:
+        """A differentially private ``count``, ``sum``, ``mean`` or ``histogram`` of ``source`` (a source or a
+        release file), noised by OpenDP (the ``dp`` extra) with the ``laplace`` or ``gaussian`` mechanism; a sum and a
+        mean need ``bounds``, a histogram its public ``categories``.  Its ε and δ are spent from the source's privacy
+        budget first.  One row per value with its noise's scale and 95 % accuracy (see
+        :mod:`duckanon.aggregate.private`)."""
+        return private.aggregate(self.workspace, source, statistic, epsilon=epsilon, delta=delta, column=column,
+                                 bounds=bounds, categories=categories, mechanism=mechanism, ledger=ledger,
+                                 source_name=source_name)
 
     # --------------------------------------------------------------- checking
     def encode(self, source, policy: Policy | str) -> EncodedSource:
@@ -284,7 +298,9 @@ class Anonymizer:
                policy: Policy | str | None = None, label: str | None = None, sampling_fraction: float | None = None,
                population=None, frontier: Sequence[object] | None = None, parameter: str = "k",
                metric: str = "loss", threshold: float = 0.2, tables: str | os.PathLike | None = None,
-               custodian_view: bool = False, public_key: object | None = None) -> Path:
+               custodian_view: bool = False, public_key: object | None = None,
+               noise_epsilon: float | None = None, ledger: str | os.PathLike | None = None,
+               source_name: str | None = None) -> Path:
         """Write one self-contained HTML report on a release (a path, or what a publish returned) to ``path``
         (default: the release's path with ``.html``): its policy, transformation and suppression, re-identification
         risk (prosecutor; journalist and population uniqueness given ``sampling_fraction`` or a ``population``
@@ -293,16 +309,20 @@ class Anonymizer:
         ``tables`` (a ``.duckdb`` path), the same figures go there as ``report_*`` tables; the release is only read.
         The source's side shows only the release's own categories with small counts withheld, unless
         ``custodian_view`` (the source's own values; the page then says it is not to be passed on).  Its verdict is
-        the release's verification (:func:`duckanon.verify`; with ``public_key``, its signature too).  See
+        the release's verification (:func:`duckanon.verify`; with ``public_key``, its signature too).
+        ``noise_epsilon``: the source's class sizes also shown with differential-privacy noise at that ε (the ``dp``
+        extra), spent from the source's privacy budget (``ledger`` and ``source_name`` as :meth:`anonymize`).  See
         :mod:`duckanon.report`."""
         if isinstance(release, Reportable):
             return release.report(path, label=label, sampling_fraction=sampling_fraction, population=population,
                                   frontier=frontier, parameter=parameter, metric=metric, threshold=threshold,
-                                  tables=tables, custodian_view=custodian_view, public_key=public_key)
+                                  tables=tables, custodian_view=custodian_view, public_key=public_key,
+                                  noise_epsilon=noise_epsilon, ledger=ledger, source_name=source_name)
         return report.report(self.workspace, release, path, source=source, policy=policy, label=label,
                              sampling_fraction=sampling_fraction, population=population, frontier=frontier,
                              parameter=parameter, metric=metric, threshold=threshold, tables=tables,
-                             custodian_view=custodian_view, public_key=public_key)
+                             custodian_view=custodian_view, public_key=public_key, noise_epsilon=noise_epsilon,
+                             ledger=ledger, source_name=source_name)
 
     # --------------------------------------------------- the other algorithms
     def mondrian(self, source, policy: Policy | str, path: str | os.PathLike | None = None, *, relaxed: bool = False,

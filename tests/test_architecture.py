@@ -31,7 +31,7 @@ LAYERS = (
     ("declare",),
     ("encode",),
     ("release",),
-    ("search", "partition", "cluster", "perturb"),
+    ("search", "partition", "cluster", "perturb", "aggregate"),
     ("report",),
     ("datasets",),
 )

@@ -31,7 +31,12 @@ from duckanon.privacy.differential import (
 from duckanon.search import run as search_run
 from duckanon.search import safepub
 from duckanon.search.budget import SearchBudget
-from duckanon.utility.metrics import DiscernibilityScore, GranularityScore, GroupSizeScore, IntensityScore
+from duckanon.utility.metrics import (
+    DiscernibilityScore,
+    GranularityScore,
+    GroupSizeScore,
+    IntensityScore,
+)
 
 # ARX 3.9.2's ParameterCalculation(ε, δ = 1e-5): k (benchmarks/arx_safepub/ArxSafePub.java, "params").
 ARX_K = {0.45: 52, 0.5: 52, 0.9: 59, 1.0: 62, 1.8: 92, 2.0: 114, 2.7: 167, 3.0: 227}
@@ -257,7 +262,7 @@ def test_the_cli_releases_the_bundled_data_privately(tmp_path):
 
 
 def test_what_safepub_does_not_release_is_refused_by_name_and_nothing_is_written(adult, tmp_path):
-    con, anon, hierarchies = adult
+    _, anon, hierarchies = adult
     eight = {q: h for q, h in hierarchies.items() if q != "salary-class"}
     model = EDDifferentialPrivacy(1.0, 1e-5)
     path = tmp_path / "out.duckdb"

@@ -368,7 +368,9 @@ def report(args: argparse.Namespace, console: Console) -> int:
     written = anon.report(release, output, source=source.relation, policy=policy, label=args.label,
                           sampling_fraction=args.sampling_fraction, population=population, frontier=frontier,
                           parameter=args.frontier_parameter, metric=args.metric, threshold=args.threshold,
-                          tables=args.tables, custodian_view=args.custodian_view, public_key=args.public_key)
+                          tables=args.tables, custodian_view=args.custodian_view, public_key=args.public_key,
+                          noise_epsilon=args.noise_epsilon, ledger=args.ledger,
+                          source_name=ledger_key(args.source, args.table) if args.noise_epsilon is not None else None)
     console.say(f"wrote the report on {release} to {written} ({console.seconds():.2f} s)")
     return OK
 
@@ -409,6 +411,18 @@ def risk(args: argparse.Namespace, console: Console) -> int:
     console.say(individual.summary())
     if individual.by_stratum is not None:
         console.say(individual.by_stratum.to_string(index=False))
+    return OK
+
+
+def aggregate(args: argparse.Namespace, console: Console) -> int:
+    """A differentially private aggregate of the source, spent from its privacy budget."""
+    source = open_source(args.source, args.table)
+    anon = Anonymizer(source.engine, progress=console.progress)
+    result = anon.dp_aggregate(source.relation, args.statistic, epsilon=args.epsilon, delta=args.delta,
+                               column=args.column, bounds=args.bounds, categories=args.categories,
+                               mechanism=args.mechanism, ledger=args.ledger,
+                               source_name=ledger_key(args.source, args.table))
+    console.say(result.to_string(index=False))
     return OK
 
 
@@ -458,4 +472,4 @@ def example_data(args: argparse.Namespace, console: Console) -> int:
 
 COMMANDS = {"search": search, "check": check, "mondrian": mondrian, "cluster": cluster, "perturb": perturb,
             "run": run_stored, "hierarchy": hierarchy, "report": report, "verify": verify, "exposure": exposure,
-            "risk": risk, "budget": budget, "keygen": keygen, "example-data": example_data}
+            "risk": risk, "aggregate": aggregate, "budget": budget, "keygen": keygen, "example-data": example_data}

@@ -378,6 +378,11 @@ def _report_options(parser: Parser) -> None:
                              "passed on")
     parser.add_argument("--public-key", type=Path, metavar="KEYFILE",
                         help="the custodian's Ed25519 public key: the verdict also checks the release's signature")
+    parser.add_argument("--noise-epsilon", type=values.number, metavar="EPSILON",
+                        help="with --source: also the source's class sizes with differential-privacy noise at this "
+                             "ε, spent from the source's privacy budget (the dp extra)")
+    parser.add_argument("--ledger", type=Path, metavar="DATABASE",
+                        help="with --noise-epsilon: the DuckDB file keeping the source's privacy budget and spends")
     parser.add_argument("--tables", type=Path, metavar="FILE.duckdb",
                         help="also write the figures as report_* tables into this DuckDB file (the release itself is "
                              "never written to)")
@@ -455,6 +460,22 @@ def build_parser() -> Parser:
                        help="the individual risk's formula (sdcMicro's indivRisk; default %(default)s)")
     risky.add_argument("--top", type=values.positive_whole, default=10, metavar="N",
                        help="how many sets of variables to list that records are unique on (default %(default)s)")
+    aggregated = command("aggregate", "a differentially private count, sum, mean or histogram of a source or a "
+                                      "release (OpenDP's mechanisms; the dp extra), spent from its privacy budget",
+                         _source(bundled=True))
+    aggregated.add_argument("--statistic", required=True, choices=["count", "sum", "mean", "histogram"])
+    aggregated.add_argument("--column", help="the column summed, averaged or counted per category")
+    aggregated.add_argument("--bounds", type=values.number_pair, metavar="LOW:HIGH",
+                            help="for sum and mean: each value is clamped to [LOW, HIGH]")
+    aggregated.add_argument("--categories", type=values.names, metavar="A,B,…",
+                            help="for histogram: the column's public categories (any other value counts as "
+                                 "'(other)')")
+    aggregated.add_argument("--epsilon", type=values.number, required=True, help="the privacy budget this spends")
+    aggregated.add_argument("--delta", type=values.number, default=0.0, help="δ (gaussian only; default 0)")
+    aggregated.add_argument("--mechanism", choices=["laplace", "gaussian"], default="laplace",
+                            help="the noise (default %(default)s)")
+    aggregated.add_argument("--ledger", type=Path, metavar="DATABASE",
+                            help="a DuckDB file keeping each source's privacy budget and spends (see duckanon budget)")
     budget = command("budget", "declare a source's privacy budget (ε, δ) in a ledger, or show what its "
                                "differentially private releases spent", _source(bundled=True))
     budget.add_argument("--ledger", type=Path, required=True, metavar="DATABASE",

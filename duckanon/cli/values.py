@@ -244,6 +244,22 @@ def numbers(text: str) -> list[float]:
     return [number(part) for part in text.split(",")]
 
 
+def number_pair(text: str) -> tuple[float, float]:
+    """``LOW:HIGH``."""
+    parts = text.split(":")
+    if len(parts) != 2:
+        raise argparse.ArgumentTypeError(f"expected LOW:HIGH, got {text!r}")
+    return number(parts[0]), number(parts[1])
+
+
+def names(text: str) -> list[str]:
+    """``A,B,C``: names, none empty."""
+    parts = text.split(",")
+    if not all(parts):
+        raise argparse.ArgumentTypeError(f"expected A,B,…, got {text!r}")
+    return parts
+
+
 def column_file(text: str) -> tuple[str, Path | None]:
     """``COLUMN`` or ``COLUMN=FILE``."""
     column, sep, file = text.partition("=")

@@ -64,7 +64,14 @@ class PrivacyBudget:
 
 def source_key(source: object) -> str:
     """What names a source in the ledger: a file (or folder of Parquet parts) by its absolute path, a table by its
-    name, another relation by its SQL."""
+    name, another relation by its SQL; a source named and the relation it names (a file's reader, a table) alike."""
+    if isinstance(source, exp.Table):
+        if isinstance(source.this, exp.Anonymous) and len(source.this.expressions) == 1 \
+                and isinstance(source.this.expressions[0], exp.Literal):
+            read = source.this.expressions[0].this  # a file as a reader reads it (a folder as its parts): its path
+            return source_key(read.removesuffix("/*.parquet"))
+        if not source.args.get("db") and not source.args.get("catalog"):
+            return source.name  # a table of the database: by its name, as given by name
     if isinstance(source, exp.Expression):
         return sb.to_sql(source)
     if isinstance(source, (str, os.PathLike)):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from ..declare.budget import source_key
 from ..declare.policy import Policy
 from ..encode.binding import Workspace
 from ..errors import AnonymizationError
@@ -30,7 +31,8 @@ def write_report(workspace: Workspace, release_path: str | os.PathLike, output: 
                  source=None, policy: Policy | None = None, label: str | None = None,
                  population: Population | None = None, frontier: FrontierRequest | None = None,
                  threshold: float = 0.2, tables: str | os.PathLike | None = None,
-                 custodian_view: bool = False, public_key: object | None = None) -> Path:
+                 custodian_view: bool = False, public_key: object | None = None,
+                 noise: tuple[float, str, str | os.PathLike | None] | None = None) -> Path:
     """Write the report on the release at ``release_path`` to ``output`` (an ``.html`` file) and, given ``tables``
     (a ``.duckdb`` path), its figures as ``report_*`` tables into that file (:mod:`.tables`); see
     :func:`.figures.collect` for the rest (``custodian_view``: the source's own values, for the custodian only; ``public_key``: the verdict checks the
@@ -46,7 +48,8 @@ def write_report(workspace: Workspace, release_path: str | os.PathLike, output: 
                                  f"{given[0]}'s figures are outside the guarantee; report without {given[0]}")
     plots.require()  # a missing extra fails before any work
     figures = collect(workspace, release_path, source=source, policy=policy, label=label, population=population,
-                      frontier=frontier, threshold=threshold, custodian_view=custodian_view, public_key=public_key)
+                      frontier=frontier, threshold=threshold, custodian_view=custodian_view, public_key=public_key,
+                      noise=noise)
     workspace.announce(f"writing {str(output)!r}" + ("" if tables is None else f" and {str(tables)!r}"))
     page = render(figures)
     writes = {output: lambda partial: partial.write_text(page, encoding="utf-8")}
@@ -60,10 +63,14 @@ def report(workspace: Workspace, release_path: str | os.PathLike, output: str | 
            source=None, policy: Policy | str | None = None, label: str | None = None,
            sampling_fraction: float | None = None, population=None, frontier=None, parameter: str = "k",
            metric: str = "loss", threshold: float = 0.2, tables: str | os.PathLike | None = None,
-           custodian_view: bool = False, public_key: object | None = None) -> Path:
+           custodian_view: bool = False, public_key: object | None = None,
+           noise_epsilon: float | None = None, ledger: str | os.PathLike | None = None,
+           source_name: str | None = None) -> Path:
     """:func:`write_report` with its options as plain values: ``source`` and ``population`` as any source (a table
     name, a data file, a relation), ``frontier`` the values of ``parameter`` to search the optimum under ``metric``
-    for; ``output`` defaults to the release's path with ``.html``."""
+    for, ``noise_epsilon`` the ε of the source's class sizes with differential-privacy noise (spent from the
+    source's privacy budget: the database's ledger or the file ``ledger``, where ``source_name`` names it, by default
+    :func:`~duckanon.declare.budget.source_key`); ``output`` defaults to the release's path with ``.html``."""
     from ..encode.sources import source_relation
     engine = workspace.engine
     if output is None:
@@ -79,4 +86,6 @@ def report(workspace: Workspace, release_path: str | os.PathLike, output: str | 
     return write_report(workspace, release_path, output,
                         source=None if source is None else source_relation(engine, source), policy=policy,
                         label=label, population=chosen, frontier=request, threshold=threshold, tables=tables,
-                        custodian_view=custodian_view, public_key=public_key)
+                        custodian_view=custodian_view, public_key=public_key,
+                        noise=None if noise_epsilon is None else (
+                            noise_epsilon, source_key(source) if source_name is None else source_name, ledger))

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 from sqlglot import exp
 
+from ..aggregate.private import class_size_counts
 from ..declare.policy import SUPPRESSED, Policy
 from ..encode.binding import Workspace, bind
 from ..errors import AnonymizationError
@@ -96,6 +97,10 @@ class ReportFigures:
     # and per side the records that have any.
     special_uniques: pd.DataFrame | None = None
     special_records: dict[str, int] | None = None
+    # The source's classes per size bucket with differential-privacy noise (bucket, classes, scale, accuracy), when
+    # asked: a figure of the source that may be passed on.
+    noisy_class_sizes: pd.DataFrame | None = None
+    noise_epsilon: float | None = None
 
     @property
     def metrics(self) -> pd.DataFrame:
@@ -107,11 +112,14 @@ class ReportFigures:
 def collect(workspace: Workspace, release_path: str | os.PathLike, *, source: exp.Expression | None = None,
             policy: Policy | None = None, label: str | None = None, population: Population | None = None,
             frontier: FrontierRequest | None = None, threshold: float = 0.2,
-            custodian_view: bool = False, public_key: object | None = None) -> ReportFigures:
+            custodian_view: bool = False, public_key: object | None = None,
+            noise: tuple[float, str, str | os.PathLike | None] | None = None) -> ReportFigures:
     """The figures of a report on the release at ``release_path``; ``source`` (a relation of ``workspace``'s engine)
     adds the source's side (:mod:`.protected`: nothing the release hides, unless ``custodian_view``), ``label``
     classification accuracy, ``policy`` (with ``frontier``) the frontier and the hierarchies' labels.  The verdict
-    is the release's verification (:func:`~duckanon.release.verify.verify`, its signature too with ``public_key``)."""
+    is the release's verification (:func:`~duckanon.release.verify.verify`, its signature too with ``public_key``).
+    ``noise`` (ε, the source's name in the privacy ledger, the ledger's file or None) adds the source's class sizes
+    with differential-privacy noise, spent from its budget."""
     announce = workspace.announce
     threshold = checked_number(threshold, "threshold", "report", low=0, high=1)
     announce(f"verifying the release {str(release_path)!r} from its rows")
@@ -138,6 +146,14 @@ def collect(workspace: Workspace, release_path: str | os.PathLike, *, source: ex
                               strata)
         special, special_records = (_special_uniques(workspace, reader, released, source, [*strata, *quasi])
                                     if quasi else (None, None))
+        noisy = None
+        if noise is not None:
+            if source is None or not quasi:
+                raise AnonymizationError("noisy class sizes are the source's: give the release's source (and a "
+                                         "release with quasi-identifiers)")
+            announce(f"counting the source's classes by size with differential privacy (ε = {noise[0]:g})")
+            noisy = class_size_counts(workspace, source, [*strata, *quasi],
+                                      {_bucket_name(b): b for b in BUCKETS}, *noise)
         announce("comparing each attribute's distribution")
         shown = [a for a in quasi or list(_perturbed(info)) if a in released_columns]
         hierarchies = _known_hierarchies(workspace, policy)
@@ -164,7 +180,8 @@ def collect(workspace: Workspace, release_path: str | os.PathLike, *, source: ex
     finally:
         reader.close()
     return ReportFigures(Path(release_path), info, risk, buckets, comparisons, accuracy, frontier_frame,
-                         frontier, levels, notes, verdict, custodian_view, special, special_records)
+                         frontier, levels, notes, verdict, custodian_view, special, special_records, noisy,
+                         None if noise is None else noise[0])
 
 
 # SUDA2 in a report searches sets of at most this many quasi-identifiers: seconds on a million records.

@@ -241,6 +241,14 @@ def _risk(figures: ReportFigures) -> str:
                              "Share of records by the size of their class: the smaller the class, the higher the "
                              "risk."))
         parts.append(_table(figures.class_buckets, "class_sizes"))
+    if figures.noisy_class_sizes is not None:
+        noisy = figures.noisy_class_sizes
+        parts.append(f"<h3>The source's classes by size, with differential privacy</h3><p>How many classes of the "
+                     f"source have each size, each count with Laplace noise (ε = {figures.noise_epsilon:g}, scale "
+                     f"{noisy['scale'].iloc[0]:g}, spent from the source's privacy budget): it is within "
+                     f"{noisy['accuracy'].iloc[0]:.3g} of the true count with probability 95 %, and may be negative. "
+                     f"Unlike the shares above, these may be passed on with the release.</p>")
+        parts.append(_table(noisy[["bucket", "classes"]], "noisy_class_sizes"))
     if figures.special_uniques is not None:
         parts.append(_special_uniques(figures.special_uniques, figures.special_records))
     return "".join(parts)

@@ -30,6 +30,8 @@ def report_tables(figures: ReportFigures) -> dict[str, pd.DataFrame]:
             tables["population_uniqueness"] = population
     if figures.class_buckets is not None:
         tables["class_sizes"] = figures.class_buckets.rename(columns={"bucket": "class_size"})
+    if figures.noisy_class_sizes is not None:
+        tables["noisy_class_sizes"] = figures.noisy_class_sizes.rename(columns={"bucket": "class_size"})
     if figures.special_uniques is not None:
         tables["special_uniques"] = figures.special_uniques
     if figures.accuracy is not None:

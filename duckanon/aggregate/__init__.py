@@ -1,0 +1,1 @@
+"""Aggregates of a source or a release (differentially private: :mod:`.private`)."""
