@@ -29,6 +29,7 @@ from duckanon import (  # noqa: E402
     AlphaKAnonymity,
     DateShift,
     DistinctLDiversity,
+    EDDifferentialPrivacy,
     EntropyLDiversity,
     Hierarchy,
     KAnonymity,
@@ -488,3 +489,19 @@ def test_strata_on_spark_equal_duckdbs(adult, on_spark, tmp_path):
     duck_rows = pd.read_parquet(tmp_path / "d.parquet")[order].sort_values(order).reset_index(drop=True)
     pd.testing.assert_frame_equal(spark_rows, duck_rows)
     assert duckanon.verify(tmp_path / "s.parquet").holds
+
+
+def test_a_differentially_private_release_and_aggregate_on_spark(on_spark, adult, tmp_path):
+    """SafePub and a noisy count run on Spark; their spends go to a ledger file (Spark has no transactions), and
+    without one they are refused by name before any work."""
+    private = Policy(HIERARCHIES, [EDDifferentialPrivacy(1.0, 1e-6, steps=10)], others="drop")
+    with pytest.raises(duckanon.PolicyError, match="give ledger="):
+        on_spark.anonymize(str(adult[1]), private, tmp_path / "refused.parquet")
+    assert not (tmp_path / "refused.parquet").exists()
+    ledger = tmp_path / "ledger.duckdb"
+    _, release = on_spark.anonymize(str(adult[1]), private, tmp_path / "private.parquet", ledger=ledger)
+    assert duckanon.verify(tmp_path / "private.parquet").holds
+    assert release.records_out <= len(adult[0].execute("SELECT * FROM adult").fetchall())
+    counted = on_spark.dp_aggregate(str(adult[1]), "count", epsilon=1.0, ledger=ledger)
+    assert abs(counted["value"][0] - 30_162) < 40
+    assert on_spark.privacy_budget(adult[1], ledger=ledger).spent_epsilon == 2.0

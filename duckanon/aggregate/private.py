@@ -22,6 +22,7 @@ Each result row states the noise's scale and its 95 % accuracy (the half-width t
 
 from __future__ import annotations
 
+import inspect
 import math
 import os
 from collections.abc import Mapping, Sequence
@@ -232,16 +233,21 @@ def _noisy_sum(dp, query: Query, values: np.ndarray, integral: bool, epsilon: fl
                ) -> tuple[float, float]:
     """The clamped sum of ``values`` through OpenDP's clamp, sum and noise, at (``epsilon``, ``delta``)."""
     low, high = query.bounds
-    kind = int if integral else float
     bounds = (math.floor(low), math.ceil(high)) if integral else (float(low), float(high))
-    space = (dp.vector_domain(dp.atom_domain(T=kind, **({} if integral else {"nan": False}))),
-             dp.symmetric_distance())
+    space = (dp.vector_domain(dp.atom_domain(T=int) if integral else _numbers(dp)), dp.symmetric_distance())
     summed = dp.t.make_clamp(*space, bounds) >> dp.t.make_sum(dp.vector_domain(dp.atom_domain(bounds=bounds)),
                                                                dp.symmetric_distance())
     measurement, scale = _calibrated(dp, query, lambda scale: (summed.output_domain, summed.output_metric), summed,
                                      1, epsilon, delta)
     data = [int(v) for v in values] if integral else [float(v) for v in values]
     return float(measurement(data)), scale
+
+
+def _numbers(dp):
+    """OpenDP's domain of floats without NaN (its ``nan=False``; before 0.14 its default, ``nullable=False``)."""
+    if "nan" in inspect.signature(dp.atom_domain).parameters:
+        return dp.atom_domain(T=float, nan=False)
+    return dp.atom_domain(T=float)
 
 
 def _accuracy(dp, query: Query, scale: float, integral: bool) -> float:

@@ -69,7 +69,7 @@ def ledger_key(text: str | None, table: str | None) -> str:
     file's path and the table, the bundled data by its name."""
     if text is None:
         return f"{BUNDLED_TABLE} (bundled)"
-    path = Path(text).resolve()
+    path = existing_file(text).resolve()
     if is_data_file(path):
         return str(path)
     if table is None:

@@ -158,8 +158,9 @@ def ledger_at(engine: Engine | None, path: str | os.PathLike | None = None) -> I
     """The ledger of ``engine``'s database, or of the DuckDB file ``path`` (created if missing; opened for the
     block only), which several databases and the command line can share."""
     if path is None:
-        if engine is None:
-            raise PolicyError("a privacy ledger needs a database: give the ledger's file")
+        if not isinstance(engine, DuckDBEngine):
+            raise PolicyError("the privacy ledger is kept in a DuckDB database (its budget is checked and spent in one "
+                              "transaction): give ledger=, a DuckDB file")
         yield Ledger(engine)
         return
     with duckdb.connect(str(path)) as connection:

@@ -178,8 +178,10 @@ def _sample(workspace: Workspace, bound: BoundPolicy, beta: float, random: Rando
     quasi-identifiers), as many copies as of its records were drawn, one draw per record."""
     engine = workspace.engine
     numbered = sb.table(f"{bound.counted.name}_numbered")
-    engine.run(sb.create_table_as(numbered, exp.select(exp.Star(), exp.Window(this=exp.func("ROW_NUMBER")).as_(
-        _ID, quoted=True)).from_(bound.counted), temporary=True))
+    # Numbered in the order of the combinations (distinct, so the order is total; Spark numbers only in an order).
+    order = exp.Order(expressions=[exp.Ordered(this=sb.col(c)) for c in bound.quasi_identifiers])
+    engine.run(sb.create_table_as(numbered, exp.select(exp.Star(), exp.Window(
+        this=exp.func("ROW_NUMBER"), order=order).as_(_ID, quoted=True)).from_(bound.counted), temporary=True))
     try:
         arrays = engine.arrays(exp.select(sb.col(_ID), sb.col(COUNT)).from_(numbered).order_by(sb.col(_ID)))
         drawn = random.sampled(arrays[COUNT], beta)
