@@ -581,15 +581,8 @@ def arx_run(case: Case, settings: Settings, warmups: int, timed: int, label: str
 
 def models_driver(settings: Settings) -> list[str]:
     """The command that runs ArxModels.java, compiled against ARX's jars into the data folder when it changed."""
-    jars = [settings.arx / "arx-3.9.2-core.jar", *sorted((settings.arx / "lib").glob("*.jar"))]
-    classpath = ":".join(map(str, jars))
-    classes = settings.data_dir / "arx-models-classes"
-    compiled = classes / "ArxModels.class"
-    if not compiled.is_file() or compiled.stat().st_mtime < MODELS_DRIVER.stat().st_mtime:
-        classes.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["javac", "-nowarn", "-encoding", "UTF-8", "-d", str(classes), "-cp", classpath,
-                        str(MODELS_DRIVER)], check=True)
-    return ["java", "-Xmx8g", "-cp", f"{classes}:{classpath}", "ArxModels"]
+    return ["java", "-Xmx8g", "-cp", common.arx_classpath(settings.arx, settings.data_dir, MODELS_DRIVER),
+            "ArxModels"]
 
 
 def arx_optimum(levels: str, value: str, suppressed: str) -> dict | None:

@@ -133,17 +133,11 @@ def duckanon_child(name: str, data_dir: Path, iterations: int, out: Path) -> Non
 
 def arx_run(name: str, csv: Path, settings: argparse.Namespace, output: Path) -> dict:
     case = CASES[name]
-    jars = [settings.arx / "arx-3.9.2-core.jar", *sorted((settings.arx / "lib").glob("*.jar"))]
-    classpath = ":".join(map(str, jars))
-    classes = settings.data_dir / "arx-local-classes"
-    if not (classes / "ArxLocal.class").is_file() or (classes / "ArxLocal.class").stat().st_mtime < DRIVER.stat().st_mtime:
-        classes.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["javac", "-nowarn", "-encoding", "UTF-8", "-d", str(classes), "-cp", classpath, str(DRIVER)],
-                       check=True)
+    classpath = common.arx_classpath(settings.arx, settings.data_dir, DRIVER)
     delimiter = "tab" if case["delimiter"] == "\t" else case["delimiter"]
     log = output.with_suffix(".log")
     with log.open("w") as stdout:
-        measured = common.run_measured(["java", "-Xmx8g", "-cp", f"{classes}:{classpath}", "ArxLocal", str(csv),
+        measured = common.run_measured(["java", "-Xmx8g", "-cp", classpath, "ArxLocal", str(csv),
                                         delimiter, str(case["hierarchies"]), ",".join(case["qis"]), str(K),
                                         str(SUPPRESSION), str(GS), str(settings.iterations), str(output)],
                                        stdout=stdout)

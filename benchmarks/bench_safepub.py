@@ -75,20 +75,13 @@ def measured(frame: pd.DataFrame, records: int, hierarchies: dict[str, Hierarchy
 
 def arx_block(settings: argparse.Namespace, csv: Path, epsilon: float, hierarchies: dict[str, Hierarchy]
               ) -> tuple[list[dict], dict]:
-    jars = [settings.arx / "arx-3.9.2-core.jar", *sorted((settings.arx / "lib").glob("*.jar"))]
-    classpath = ":".join(map(str, jars))
-    classes = settings.data_dir / "arx-safepub-classes"
-    if not (classes / "ArxSafePub.class").is_file() or \
-            (classes / "ArxSafePub.class").stat().st_mtime < DRIVER.stat().st_mtime:
-        classes.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["javac", "-nowarn", "-encoding", "UTF-8", "-d", str(classes), "-cp", classpath, str(DRIVER)],
-                       check=True)
+    classpath = common.arx_classpath(settings.arx, settings.data_dir, DRIVER)
     out = settings.data_dir / f"arx-safepub-{epsilon:g}"
     out.mkdir(parents=True, exist_ok=True)
     pattern = str(settings.hierarchies / "adult_hierarchy_%s.csv")
     log = out / "arx.log"
     with log.open("w") as stdout:
-        run = common.run_measured(["java", "-Xmx4g", "-cp", f"{classes}:{classpath}", "ArxSafePub", "run", str(csv),
+        run = common.run_measured(["java", "-Xmx4g", "-cp", classpath, "ArxSafePub", "run", str(csv),
                                    ",", pattern, ",".join(ADULT_QIS), str(epsilon), str(DELTA),
                                    str(SEARCH_SHARE * epsilon), str(STEPS), "loss", str(settings.runs), str(out)],
                                   stdout=stdout)

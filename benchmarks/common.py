@@ -292,6 +292,23 @@ def run_measured(command: Sequence[str], *, timeout: float | None = None, env: d
 LOADED = 0.5
 
 
+ARX_COMMON = Path(__file__).resolve().parent / "arx_common" / "ArxCsv.java"
+
+
+def arx_classpath(arx: Path, data_dir: Path, driver: Path) -> str:
+    """The class path that runs ``driver`` (an ARX benchmark driver's ``.java``): ARX 3.9.2's jars in ``arx`` and the
+    driver compiled with ``arx_common/ArxCsv.java`` into ``data_dir`` (again when either changed)."""
+    jars = [arx / "arx-3.9.2-core.jar", *sorted((arx / "lib").glob("*.jar"))]
+    classpath = ":".join(map(str, jars))
+    classes = data_dir / f"arx-classes-{driver.stem}"
+    compiled = classes / f"{driver.stem}.class"
+    if not compiled.is_file() or compiled.stat().st_mtime < max(driver.stat().st_mtime, ARX_COMMON.stat().st_mtime):
+        classes.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["javac", "-nowarn", "-encoding", "UTF-8", "-d", str(classes), "-cp", classpath, str(driver),
+                        str(ARX_COMMON)], check=True)
+    return f"{classes}:{classpath}"
+
+
 def load_at_start() -> float:
     """The load average before a benchmark starts (said when other processes use the CPU)."""
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0

@@ -1,10 +1,5 @@
-import java.io.BufferedReader;
-import java.io.File;
-import java.io.FileReader;
-import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
 import java.util.List;
-import java.util.regex.Pattern;
 
 import org.deidentifier.arx.ARXAnonymizer;
 import org.deidentifier.arx.ARXConfiguration;
@@ -13,11 +8,8 @@ import org.deidentifier.arx.ARXPopulationModel;
 import org.deidentifier.arx.ARXSolverConfiguration;
 import org.deidentifier.arx.ARXLattice.ARXNode;
 import org.deidentifier.arx.ARXResult;
-import org.deidentifier.arx.AttributeType;
-import org.deidentifier.arx.AttributeType.Hierarchy;
 import org.deidentifier.arx.Data;
 import org.deidentifier.arx.DataHandle;
-import org.deidentifier.arx.DataSource;
 import org.deidentifier.arx.DataSubset;
 import org.deidentifier.arx.criteria.AverageReidentificationRisk;
 import org.deidentifier.arx.criteria.BasicBLikeness;
@@ -83,33 +75,11 @@ public class ArxModels {
         }
 
         long started = System.nanoTime();
-        String[] header;
-        try (BufferedReader reader = new BufferedReader(new FileReader(args[0], StandardCharsets.UTF_8))) {
-            header = reader.readLine().split(Pattern.quote(String.valueOf(delim)), -1);
-        }
-        DataSource source = DataSource.createCSVSource(new File(args[0]), StandardCharsets.UTF_8, delim, true);
-        for (String column : header) {
-            source.addColumn(column);
-        }
-        Data data = Data.create(source);
-        List<String> quasi = Arrays.asList(qis);
-        for (String column : header) {
-            if (column.equals(sensitive)) {
-                data.getDefinition().setAttributeType(column, AttributeType.SENSITIVE_ATTRIBUTE);
-            } else if (!quasi.contains(column)) {
-                data.getDefinition().setAttributeType(column, AttributeType.INSENSITIVE_ATTRIBUTE);
-            }
-        }
-        for (String qi : qis) {
-            data.getDefinition().setAttributeType(qi, Hierarchy.create(String.format(args[2], qi), StandardCharsets.UTF_8, ';'));
-        }
+        String[] header = ArxCsv.header(args[0], delim);
+        Data data = ArxCsv.load(args[0], delim, args[2], Arrays.asList(qis), sensitive);
         DataSubset subset = null;
         if (subsetFile != null) {
-            DataSource rows = DataSource.createCSVSource(new File(subsetFile), StandardCharsets.UTF_8, delim, true);
-            for (String column : header) {
-                rows.addColumn(column);
-            }
-            subset = DataSubset.create(data, Data.create(rows));
+            subset = DataSubset.create(data, Data.create(ArxCsv.source(subsetFile, delim, header)));
         }
         System.out.printf("LOAD rows=%d columns=%d qis=%d load_ms=%d jvm_to_loaded_ms=%d%n", data.getHandle().getNumRows(),
                           header.length, qis.length, (System.nanoTime() - started) / 1_000_000,

@@ -1,21 +1,14 @@
-import java.io.BufferedReader;
 import java.io.File;
-import java.io.FileReader;
-import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
 import java.util.List;
-import java.util.regex.Pattern;
 
 import org.deidentifier.arx.ARXAnonymizer;
 import org.deidentifier.arx.ARXConfiguration;
 import org.deidentifier.arx.ARXConfiguration.SearchStepSemantics;
 import org.deidentifier.arx.ARXLattice.ARXNode;
 import org.deidentifier.arx.ARXResult;
-import org.deidentifier.arx.AttributeType;
-import org.deidentifier.arx.AttributeType.Hierarchy;
 import org.deidentifier.arx.Data;
 import org.deidentifier.arx.DataHandle;
-import org.deidentifier.arx.DataSource;
 import org.deidentifier.arx.criteria.EDDifferentialPrivacy;
 import org.deidentifier.arx.dp.ParameterCalculation;
 import org.deidentifier.arx.metric.Metric;
@@ -60,24 +53,7 @@ public class ArxSafePub {
         File outdir = new File(args[11]);
 
         long t0 = System.nanoTime();
-        String[] header;
-        try (BufferedReader r = new BufferedReader(new FileReader(csv, StandardCharsets.UTF_8))) {
-            header = r.readLine().split(Pattern.quote(String.valueOf(delim)), -1);
-        }
-        DataSource source = DataSource.createCSVSource(new File(csv), StandardCharsets.UTF_8, delim, true);
-        for (String column : header) {
-            source.addColumn(column);
-        }
-        Data data = Data.create(source);
-        for (String column : header) {
-            if (!qis.contains(column)) {
-                data.getDefinition().setAttributeType(column, AttributeType.INSENSITIVE_ATTRIBUTE);
-            }
-        }
-        for (String qi : qis) {
-            data.getDefinition().setAttributeType(qi, Hierarchy.create(String.format(pattern, qi),
-                                                                        StandardCharsets.UTF_8, ';'));
-        }
+        Data data = ArxCsv.load(csv, delim, pattern, qis, null);
         System.out.printf("LOAD rows=%d load_ms=%d%n", data.getHandle().getNumRows(), (System.nanoTime() - t0) / 1_000_000);
 
         for (int run = 0; run < runs; run++) {
