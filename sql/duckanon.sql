@@ -722,6 +722,10 @@ CREATE OR REPLACE TEMP MACRO anon_policy_methods(policy, methods) AS TABLE
 --                                           'publisher_loss': 300, 'publisher_benefit': 1200})
 --   anon_model('profitability-journalist', {... the same four ..., 'population': 'voters'})
 --       (a class is kept only where releasing it pays the publisher, as ARX's models with an attack)
+--   anon_model('ed-differential-privacy', {'epsilon': 1.0, 'delta': 1e-5})
+--       (optionally 'steps': 100, 'search_epsilon': 0.1, 'k_rule': 'arx'; (epsilon, delta)-differential
+--       privacy by SafePub, alone, over quasi-identifiers only, declared with anon_policy('p',
+--       suppression := 'drop', suppression_limit := 1); released by duckanon run, which samples the source)
 CREATE OR REPLACE TEMP MACRO anon_model(name, params) AS
     CASE
         WHEN name IS NULL OR NOT list_contains(['k-anonymity', 'distinct-l-diversity', 'entropy-l-diversity',
@@ -729,14 +733,16 @@ CREATE OR REPLACE TEMP MACRO anon_model(name, params) AS
                 'alpha-l-diversity-k-anonymity', 'basic-beta-likeness', 'enhanced-beta-likeness',
                 'delta-disclosure-privacy', 'k-map', 'delta-presence', 'average-reidentification-risk',
                 'sample-uniqueness', 'population-uniqueness', 'no-attack-profitability-prosecutor',
-                'no-attack-profitability-journalist', 'profitability-prosecutor', 'profitability-journalist'], name)
+                'no-attack-profitability-journalist', 'profitability-prosecutor', 'profitability-journalist',
+                'ed-differential-privacy'], name)
             THEN error('duckanon: unknown privacy model ' || coalesce(name, 'NULL') || '; known: k-anonymity, '
                        || 'distinct-l-diversity, entropy-l-diversity, recursive-cl-diversity, alpha-k-anonymity, '
                        || 'p-sensitive-k-anonymity, t-closeness, alpha-l-diversity-k-anonymity, '
                        || 'basic-beta-likeness, enhanced-beta-likeness, delta-disclosure-privacy, k-map, '
                        || 'delta-presence, average-reidentification-risk, sample-uniqueness, '
                        || 'population-uniqueness, no-attack-profitability-prosecutor, '
-                       || 'no-attack-profitability-journalist, profitability-prosecutor, profitability-journalist')
+                       || 'no-attack-profitability-journalist, profitability-prosecutor, profitability-journalist, '
+                       || 'ed-differential-privacy')
         ELSE struct_pack(model := CAST(name AS VARCHAR),
                          sensitive := json_extract_string(to_json(params), '$.sensitive'),
                          params := CAST(to_json(params) AS VARCHAR))

@@ -280,6 +280,16 @@ def test_what_safepub_does_not_release_is_refused_by_name_and_nothing_is_written
         with pytest.raises(PolicyError, match=message.replace("(", r"\(").replace(")", r"\)")):
             anon.anonymize("adult", policy, path, **options)
         assert not path.exists() and not list(tmp_path.iterdir())
+    # Every other path would treat the whole source without the guarantee.
+    private = Policy(hierarchies, [model], others="drop")
+    levels = dict.fromkeys(hierarchies, 1)
+    for other in (lambda: anon.search("adult", private), lambda: anon.check("adult", private, levels),
+                  lambda: anon.publish("adult", private, levels, path), lambda: anon.encode("adult", private),
+                  lambda: anon.mondrian("adult", private, path),
+                  lambda: anon.anonymize_locally("adult", private, path)):
+        with pytest.raises(PolicyError, match="is released by Anonymizer.anonymize .* alone, by SafePub"):
+            other()
+        assert not path.exists()
     with pytest.warns(UserWarning, match="delta=0.001 is at least 1/n"):
         anon.anonymize("adult", Policy(hierarchies, [EDDifferentialPrivacy(1.0, 1e-3, steps=5)], others="drop"),
                        path)
@@ -295,13 +305,17 @@ def test_a_policy_with_the_model_is_stored_and_rebuilt(adult):
     assert stored.models == policy.models and stored.suppression == "drop" and stored.suppression_limit == 1.0
 
 
-def test_no_warning_for_a_delta_below_one_over_n(adult, tmp_path):
-    _, anon, hierarchies = adult
+def test_no_warning_for_a_delta_below_one_over_n_and_identifiers_are_dropped(adult, tmp_path):
+    """Columns named identifiers (not only others='drop') leave the release; a δ below 1/n warns of nothing."""
+    con, anon, hierarchies = adult
+    others = [c for c in con.execute("SELECT * FROM adult LIMIT 0").df().columns if c not in hierarchies]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        anon.anonymize("adult", Policy(hierarchies, [EDDifferentialPrivacy(3.0, 1e-6, steps=5)], others="drop"),
+        anon.anonymize("adult", Policy(hierarchies, [EDDifferentialPrivacy(3.0, 1e-6, steps=5)], identifiers=others),
                        tmp_path / "quiet.parquet")
     assert duckanon.verify(tmp_path / "quiet.parquet").holds
+    released = duckdb.execute(f"SELECT * FROM read_parquet('{tmp_path / 'quiet.parquet'}') LIMIT 0").df().columns
+    assert not set(others) & set(released)
 
 
 def test_a_source_s_budget_refuses_the_release_that_would_exceed_it(tmp_path):

@@ -113,14 +113,21 @@ class BoundPolicy:
 
 
 @contextlib.contextmanager
-def bind(workspace: Workspace, source, policy: Policy | str, *, partitioning: bool = False
-         ) -> Iterator[BoundPolicy]:
+def bind(workspace: Workspace, source, policy: Policy | str, *, partitioning: bool = False,
+         safepub: bool = False) -> Iterator[BoundPolicy]:
     """The policy (or the name of a stored one) bound to the source, which is read once: a temporary table of its
     distinct combinations of quasi-identifier and sensitive values with their counts gives the data facts, the
     coverage check and the encoding.  Quasi-identifiers without a hierarchy are accepted only for ``partitioning``
-    (Mondrian, clustering); the bound hierarchies then cover only the others."""
+    (Mondrian, clustering); the bound hierarchies then cover only the others.  A differentially private policy is
+    bound only for ``safepub``, the driver that enforces it: anything else would release, or search, the whole
+    source without its guarantee."""
     engine = workspace.engine
     policy = workspace.catalog.policy(policy) if isinstance(policy, str) else policy
+    private = [m.describe() for m in policy.models if m.differentially_private]
+    if private and not safepub:
+        raise PolicyError(f"{private[0]} is released by Anonymizer.anonymize (duckanon search) alone, by SafePub: it "
+                          f"samples the source and chooses the transformation by the exponential mechanism. Checking, "
+                          f"searching or publishing otherwise would treat the whole source without the guarantee")
     workspace.announce("reading the source and checking the policy's parameters")
     tables = None
     if isinstance(source, Tables):

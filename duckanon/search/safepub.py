@@ -143,7 +143,7 @@ def anonymize(workspace: Workspace, source, policy: Policy | str, path: str | os
     policy = workspace.catalog.policy(policy) if isinstance(policy, str) else policy
     model = refuse_beyond_safepub(policy)
     random = SecureRandom() if random is None else random
-    with bind(workspace, source, policy) as full, contextlib.ExitStack() as stack:
+    with bind(workspace, source, policy, safepub=True) as full, contextlib.ExitStack() as stack:
         records = full.facts.records
         score = score_metric(metric, model, records)
         with ledger_at(workspace.engine, ledger) as book:
@@ -156,7 +156,9 @@ def anonymize(workspace: Workspace, source, policy: Policy | str, path: str | os
         stack.callback(workspace.engine.run, sb.drop("TABLE", sample))
         with warnings.catch_warnings():  # δ against 1/n was judged on the source, not on the sample
             warnings.simplefilter("ignore")
-            drawn = stack.enter_context(bind(workspace, sample, policy))
+            # The sample holds the quasi-identifiers alone: the columns the policy drops are not in it to name.
+            drawn = stack.enter_context(bind(workspace, sample, dataclasses.replace(policy, identifiers=[],
+                                                                                     others="drop"), safepub=True))
         with evaluator(workspace, drawn, [score], label, evaluator_kind, memory_budget) as nodes:
             workspace.announce(f"SafePub: {model.steps} steps from the top of {nodes.lattice.size:,} "
                                f"transformations, ε = {model.step_epsilon:.4g} each")
