@@ -1,6 +1,6 @@
 """SafePub ((ε,δ)-differential privacy) side by side with ARX 3.9.2's, over many runs of each.
 
-    python benchmarks/bench_safepub.py                      # ε 0.5, 1, 2, 3; 20 runs each; ~10 min on 2 cores
+    python benchmarks/bench_safepub.py                      # ε 0.5, 1, 2, 3; 30 runs each; ~15 min on 2 cores
     python benchmarks/bench_safepub.py --epsilons 1 --runs 5
 
 Adult's 30,162 complete records, all nine attributes quasi-identifiers with ARX's hierarchies (as ARX's own SafePub
@@ -170,7 +170,7 @@ def modal(levels: list[list[int]]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--epsilons", type=float, nargs="+", default=[0.5, 1.0, 2.0, 3.0])
-    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--arx", type=Path, default=ROOT.parent / "shared" / "peers" / "arx")
     parser.add_argument("--hierarchies", type=Path, default=ROOT.parent / "shared" / "data" / "adult" / "hierarchies")
     parser.add_argument("--data-dir", type=Path, default=HERE / ".data")
