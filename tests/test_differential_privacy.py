@@ -110,6 +110,27 @@ def test_sampling_draws_each_record_with_beta():
     assert abs(total - 200_000 * beta) < 5 * math.sqrt(200_000 * beta * (1 - beta))
 
 
+def test_sampling_in_chunks_keeps_the_records_one_draw_at_a_time_would(monkeypatch):
+    """Drawn a few records at a time, groups spanning chunks included, each group keeps what comparing each of its
+    records' uniform number with β keeps (counted here with a plain cumulative sum)."""
+    from duckanon.privacy import differential
+
+    class Given(differential.RandomSource):
+        def __init__(self, numbers):
+            self.numbers, self.used = numbers, 0
+
+        def uniform(self, size):
+            self.used += size
+            return self.numbers[self.used - size:self.used]
+
+    monkeypatch.setattr(differential, "_DRAW_CHUNK", 7)
+    counts = np.array([3, 0, 10, 1, 25, 0, 4, 7])
+    numbers = np.random.default_rng(3).random(int(counts.sum()))
+    kept = np.concatenate(([0], np.cumsum(numbers < 0.4)))
+    ends = np.cumsum(counts)
+    assert list(Given(numbers).sampled(counts, 0.4)) == list(kept[ends] - kept[ends - counts])
+
+
 def test_the_exponential_mechanism_draws_in_proportion_to_exp_of_half_epsilon_score():
     scores, epsilon = np.array([0.0, -1.0, -2.0, -5.0]), 2.0
     expected = np.exp(epsilon * scores / 2)

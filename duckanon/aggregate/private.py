@@ -210,7 +210,7 @@ def _counting(dp, query: Query, size: int, epsilon: float, delta: float, sensiti
     domain = dp.vector_domain(dp.atom_domain(T=int), size=size)
     distance = dp.l1_distance(T=int) if query.mechanism == "laplace" else dp.l2_distance(T=int)
     measurement, scale = _calibrated(dp, query, lambda scale: (domain, distance), None, sensitivity, epsilon, delta)
-    return (lambda counts: np.asarray(measurement([int(c) for c in counts]))), scale
+    return (lambda counts: np.asarray(measurement(np.asarray(counts, dtype=np.int64).tolist()))), scale
 
 
 def _calibrated(dp, query: Query, space, before, sensitivity: int, epsilon: float, delta: float):
@@ -239,7 +239,7 @@ def _noisy_sum(dp, query: Query, values: np.ndarray, integral: bool, epsilon: fl
                                                                dp.symmetric_distance())
     measurement, scale = _calibrated(dp, query, lambda scale: (summed.output_domain, summed.output_metric), summed,
                                      1, epsilon, delta)
-    data = [int(v) for v in values] if integral else [float(v) for v in values]
+    data = np.asarray(values, dtype=np.int64 if integral else np.float64).tolist()
     return float(measurement(data)), scale
 
 

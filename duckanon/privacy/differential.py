@@ -176,6 +176,10 @@ def differentially_private(models: Sequence[PrivacyModel]) -> EDDifferentialPriv
     return found[0] if found else None
 
 
+# Records drawn at once when sampling: 8 MB of random bytes.
+_DRAW_CHUNK = 1 << 20
+
+
 class RandomSource:
     """Where a differentially private release draws its randomness: uniform numbers in [0, 1)."""
 
@@ -186,10 +190,17 @@ class RandomSource:
         """Per group of ``counts`` records, how many of them a draw of each record with ``probability`` keeps: one
         draw per record, summed per group (the groups' records are alike, so which of them does not matter)."""
         counts = np.asarray(counts, dtype=np.int64)
-        kept = (self.uniform(int(counts.sum())) < probability).astype(np.int64)
         ends = np.cumsum(counts)
-        totals = np.concatenate(([0], np.cumsum(kept)))
-        return totals[ends] - totals[ends - counts]
+        # Records kept before each group's end, drawn in chunks so that memory does not grow with the records.
+        kept_by_end = np.zeros(len(counts), dtype=np.int64)
+        kept_before = 0
+        for start in range(0, int(ends[-1]) if len(ends) else 0, _DRAW_CHUNK):
+            stop = min(start + _DRAW_CHUNK, int(ends[-1]))
+            running = kept_before + np.cumsum(self.uniform(stop - start) < probability)
+            inside = (ends > start) & (ends <= stop)
+            kept_by_end[inside] = running[ends[inside] - start - 1]
+            kept_before = int(running[-1])
+        return np.diff(np.concatenate(([0], kept_by_end)))
 
     def choice(self, weights: np.ndarray) -> int:
         """An index drawn with probability proportional to ``weights`` (non-negative, not all 0)."""

@@ -113,7 +113,7 @@ def refuse_beyond_safepub(policy: Policy) -> EDDifferentialPrivacy:
     if others:
         raise PolicyError(f"{model.name} is enforced alone: remove {', '.join(others)} (its release is k-anonymous "
                           f"with k = {model.minimum_size} anyway)")
-    released = [c for c, role in policy._roles.items() if role not in ("quasi-identifier", "identifier")]
+    released = [*policy.sensitive, *policy.insensitive, *policy.strata, *policy.methods]
     if released or policy.others == "insensitive" or policy.person is not None:
         named = released or ([policy.person] if policy.person else ["the columns without a role (others='insensitive')"])
         raise PolicyError(f"{model.name} releases quasi-identifiers only: {', '.join(map(str, named))} would be "
