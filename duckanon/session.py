@@ -29,7 +29,7 @@ from .cluster import grouping
 from .declare.budget import PrivacyBudget, ledger_at, source_key
 from .declare.catalog import Catalog
 from .declare.policy import Policy
-from .encode.binding import EncodedSource, Workspace, encode
+from .encode.binding import EncodedSource, Workspace, encode, encoded_source
 from .encode.sources import source_relation
 from .encode.tables import exposure
 from .engine import DuckDBEngine, Engine
@@ -154,12 +154,13 @@ class Anonymizer:
         return encode(self.workspace, source, policy)
 
     def check(self, source, policy: Policy | str, levels: Mapping[str, int]) -> CheckReport:
-        """Whether generalizing ``source`` to ``levels`` satisfies ``policy``, and what would be suppressed."""
-        with self.encode(source, policy) as encoded:
+        """Whether generalizing ``source`` (or what :meth:`encode` gave) to ``levels`` satisfies ``policy``, and what
+        would be suppressed."""
+        with encoded_source(self.workspace, source, policy) as encoded:
             return encoded.check(levels)
 
     def risk(self, source, policy: Policy | str, levels: Mapping[str, int], threshold: int = 5) -> RiskReport:
-        with self.encode(source, policy) as encoded:
+        with encoded_source(self.workspace, source, policy) as encoded:
             return encoded.risk(levels, threshold)
 
     def suda2(self, source, variables: Sequence[str], *, strata: Sequence[str] = (), max_size: int | None = None,
@@ -285,7 +286,8 @@ class Anonymizer:
         violates the policy, and write the release file: DuckDB, Parquet or CSV by ``path``'s extension or
         ``format`` (see :mod:`duckanon.release`).  ``sign_with``: an Ed25519 private key (a key file's path, PEM
         bytes or a ``cryptography`` key; the ``sign`` extra) that signs the release's info and content digest, so
-        that :func:`duckanon.verify` with its public key detects any change."""
+        that :func:`duckanon.verify` with its public key detects any change.  A generalization to levels publishes
+        what :meth:`encode` gave from its own reading and encoding."""
         if not isinstance(transformation, Transformation):
             transformation = FullDomainGeneralization(transformation)
         workspace = signing(self.workspace, sign_with)

@@ -1,5 +1,6 @@
 """Searching a source encoded once (``anon.encode``): the same results as searching the table, no second reading of
-it, and its own policy only."""
+it, and its own policy only; ``anonymize`` and the command line's search, check and publish share one reading and
+encoding of the source."""
 
 from __future__ import annotations
 
@@ -8,7 +9,16 @@ import pandas as pd
 import pytest
 
 import duckanon
-from duckanon import DistinctLDiversity, Hierarchy, KAnonymity, Policy, PolicyError
+from duckanon import (
+    DistinctLDiversity,
+    Hierarchy,
+    KAnonymity,
+    Policy,
+    PolicyError,
+    ReleaseCheckFailed,
+)
+from duckanon.cli import main
+from duckanon.encode import binding
 
 
 @pytest.fixture
@@ -66,3 +76,40 @@ def test_anonymize_an_encoded_source_publishes_its_table(source, tmp_path):
     groups = kept.groupby(["age", "zip"], dropna=False)["disease"]
     assert (groups.size() >= 4).all() and (groups.nunique() >= 2).all()
     released.close()
+
+
+def _counting_reads(monkeypatch):
+    """How often a source is read into a frequency table (every binding counts its combinations once)."""
+    reads = []
+    counted = binding.count_combinations
+    monkeypatch.setattr(binding, "count_combinations", lambda *a, **k: reads.append(a[1]) or counted(*a, **k))
+    return reads
+
+
+def test_anonymize_reads_and_encodes_the_source_once(source, tmp_path, monkeypatch):
+    con, _, policy, frame = source
+    reads, said = _counting_reads(monkeypatch), []
+    anon = duckanon.connect(con, progress=said.append)
+    result, release = anon.anonymize("patients", policy, tmp_path / "release.duckdb", metric="loss")
+    assert len(reads) == 1
+    assert said.count("encoding the source into a frequency table") == 1
+    # The recorded metrics are the node's own, measured over the same encoding the search used.
+    assert release.records_in == len(frame)
+    assert duckanon.verify(release.path).info["metrics"]["loss"] == pytest.approx(result.best.values["loss"], rel=1e-12)
+
+
+def test_the_command_line_searches_checks_and_publishes_one_encoding(tmp_path, monkeypatch, capsys):
+    reads = _counting_reads(monkeypatch)
+    assert main(["-o", str(tmp_path / "adult.duckdb")]) == 0
+    assert len(reads) == 1
+    assert capsys.readouterr().err.count("encoding the source into a frequency table") == 1
+
+
+def test_a_source_changed_after_encoding_fails_its_publish_and_writes_nothing(source, tmp_path):
+    con, anon, policy, frame = source
+    with anon.encode("patients", policy) as encoded:
+        con.execute("DELETE FROM patients WHERE age < 25")
+        with pytest.raises(ReleaseCheckFailed, match=f"{(frame['age'] >= 25).sum()} records written, "
+                                                     f"{len(frame)} expected"):
+            anon.publish(encoded, None, {"age": 1, "zip": 1}, tmp_path / "release.duckdb")
+    assert list(tmp_path.iterdir()) == []

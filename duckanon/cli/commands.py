@@ -106,25 +106,27 @@ def _generalize(args: argparse.Namespace, console: Console, anon: Anonymizer, so
         return _suppress_cells(args, console, anon, source, policy, table)
     if args.importance:
         raise AnonymizationError("--importance is for --cell-suppression")
-    if args.levels:
-        levels = args.levels
-    else:
-        metric = args.metric if args.payout is None else ArxPublisherPayout(**args.payout[0], journalist=args.payout[1])
-        result = anon.search(source.relation, policy, metric=metric, strategy=args.strategy, label=args.label,
-                             evaluator=args.evaluator, memory_budget=args.memory_budget,
-                             time_limit=args.time_limit, check_limit=args.check_limit)
-        console.say(result.summary())
-        if not result.found:
-            return NOT_MET
-        levels = result.levels
-    console.say(f"levels: {', '.join(f'{c}={v}' for c, v in levels.items())}")
-    report = anon.check(source.relation, policy, levels)
-    console.say(report.summary())
-    console.say(report.per_model.to_string(index=False))
-    if args.check_only:
-        return OK if report.within_limit else NOT_MET
-    release = anon.publish(source.relation, policy, levels, args.output, table=table, format=args.format,
-                           sign_with=args.sign_with)
+    with anon.encode(source.relation, policy) as encoded:  # one reading of the source for every step
+        if args.levels:
+            levels = args.levels
+        else:
+            metric = args.metric if args.payout is None else ArxPublisherPayout(**args.payout[0],
+                                                                               journalist=args.payout[1])
+            result = anon.search(encoded, None, metric=metric, strategy=args.strategy, label=args.label,
+                                 evaluator=args.evaluator, memory_budget=args.memory_budget,
+                                 time_limit=args.time_limit, check_limit=args.check_limit)
+            console.say(result.summary())
+            if not result.found:
+                return NOT_MET
+            levels = result.levels
+        console.say(f"levels: {', '.join(f'{c}={v}' for c, v in levels.items())}")
+        report = anon.check(encoded, None, levels)
+        console.say(report.summary())
+        console.say(report.per_model.to_string(index=False))
+        if args.check_only:
+            return OK if report.within_limit else NOT_MET
+        release = anon.publish(encoded, None, levels, args.output, table=table, format=args.format,
+                               sign_with=args.sign_with)
     console.say(release.summary())
     console.say(f"time: {console.seconds():.2f} s")
     return OK

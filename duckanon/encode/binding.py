@@ -321,10 +321,12 @@ def _not_all_leaves(engine: Engine, counted: exp.Table, hierarchies: Mapping[str
 
 
 class EncodedSource:
-    """A source encoded once for a policy: checking a vector of levels is one GROUP BY over a frequency table."""
+    """A source encoded once for a policy: checking a vector of levels is one GROUP BY over a frequency table.  It
+    keeps its binding (the counted combinations, a population's table) until closed, so that a search, a check and a
+    publish of one call share this one read and encoding of the source."""
 
-    def __init__(self, engine: Engine, bound: BoundPolicy):
-        self.engine, self.bound = engine, bound
+    def __init__(self, engine: Engine, bound: BoundPolicy, binding: contextlib.ExitStack):
+        self.engine, self.bound, self._binding = engine, bound, binding
         self.encoding = bound.encoding(engine)
 
     def check(self, levels: Mapping[str, int]) -> CheckReport:
@@ -361,7 +363,8 @@ class EncodedSource:
         return risk(self.engine, classes, threshold=threshold)
 
     def close(self) -> None:
-        self.encoding.close()
+        with self._binding:
+            self.encoding.close()
 
     def __enter__(self) -> EncodedSource:
         return self
@@ -372,6 +375,29 @@ class EncodedSource:
 
 def encode(workspace: Workspace, source, policy: Policy | str) -> EncodedSource:
     """Read ``source`` once into a frequency table with every level's codes, for many fast checks."""
-    with bind(workspace, source, policy) as bound:
+    binding = contextlib.ExitStack()
+    try:
+        bound = binding.enter_context(bind(workspace, source, policy))
         workspace.announce("encoding the source into a frequency table")
-        return EncodedSource(workspace.engine, bound)
+        return EncodedSource(workspace.engine, bound, binding)
+    except BaseException:
+        binding.close()
+        raise
+
+
+@contextlib.contextmanager
+def encoded_source(workspace: Workspace, source, policy: Policy | str | None) -> Iterator[EncodedSource]:
+    """``source`` encoded for ``policy``: an :class:`EncodedSource` as it is (``policy`` then its own, or None), any
+    other source read and encoded here and closed on leaving."""
+    if isinstance(source, EncodedSource):
+        if policy is not None:
+            policy = workspace.catalog.policy(policy) if isinstance(policy, str) else policy
+            # The bound policy holds what its models derived from the data (estimated k-map's k'): compare alike.
+            if policy.for_data(source.bound.facts) != source.bound.policy:
+                raise PolicyError("the encoded source was encoded for another policy; use it with its own (or none)")
+        yield source
+        return
+    if policy is None:
+        raise PolicyError("a policy is needed for a source that is not encoded for one")
+    with encode(workspace, source, policy) as encoded:
+        yield encoded

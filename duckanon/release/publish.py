@@ -23,7 +23,7 @@ import pandas as pd
 from sqlglot import exp
 
 from ..declare.policy import SUPPRESSED, Policy
-from ..encode.binding import BoundPolicy, Workspace, bind
+from ..encode.binding import BoundPolicy, EncodedSource, Workspace, bind
 from ..encode.encoding import COUNT, price_column
 from ..encode.tables import Tables
 from ..engine import Engine
@@ -171,13 +171,14 @@ def checked_table_names(source, table: str) -> None:
     """Refuse a ``table`` name no release's table can have, and, for a source of several tables, a table of theirs
     whose view would take the name of the release's own table or views (DuckDB matches names without case)."""
     checked_table_name(table)
-    if isinstance(source, Tables):
-        own = {name.lower() for name in (table, f"{table}_classes", VIEW, INFO_TABLE)}
-        taken = [name for name in source.tables if name.lower() in own]
-        if taken:
-            raise AnonymizationError(f"the source table {taken[0]!r} would take the name of the release's own table "
-                                     f"or view ({table!r}, {table}_classes, {VIEW}, {INFO_TABLE}): name the release's "
-                                     f"table otherwise (table=) or the source table")
+    names = (source.tables if isinstance(source, Tables)
+             else source.bound.tables or {} if isinstance(source, EncodedSource) else {})
+    own = {name.lower() for name in (table, f"{table}_classes", VIEW, INFO_TABLE)}
+    taken = [name for name in names if name.lower() in own]
+    if taken:
+        raise AnonymizationError(f"the source table {taken[0]!r} would take the name of the release's own table "
+                                 f"or view ({table!r}, {table}_classes, {VIEW}, {INFO_TABLE}): name the release's "
+                                 f"table otherwise (table=) or the source table")
 
 
 def released_parts(bound: BoundPolicy, ranges: Ranges) -> dict[str, list[str]]:

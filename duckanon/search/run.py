@@ -21,7 +21,7 @@ import pandas as pd
 from sqlglot import exp
 
 from ..declare.policy import Policy
-from ..encode.binding import BoundPolicy, EncodedSource, Workspace, bind
+from ..encode.binding import BoundPolicy, EncodedSource, Workspace, bind, encoded_source
 from ..encode.encoding import Encoding
 from ..errors import PolicyError, PolicyNotSatisfied
 from ..hierarchy.hierarchy import SCHEMA
@@ -34,7 +34,6 @@ from ..release.publish import (
     Release,
     checked_table_names,
     publish,
-    publish_source,
     released_class_sizes,
 )
 from ..sqlgen import build as sb
@@ -74,25 +73,6 @@ def checked_evaluator(kind: str, memory_budget: int | None) -> int | None:
     if memory_budget is None:
         return None
     return checked_number(memory_budget, "memory_budget", "evaluator", whole=True, low=0, note="bytes")
-
-
-@contextlib.contextmanager
-def bound_source(workspace: Workspace, source, policy: Policy | str | None
-                 ) -> Iterator[tuple[BoundPolicy, Encoding | None]]:
-    """``source`` bound to ``policy``, with its encoding when ``source`` is an :class:`EncodedSource` (encoded once
-    for many searches; ``policy`` is then its own, or None)."""
-    if not isinstance(source, EncodedSource):
-        if policy is None:
-            raise PolicyError("a policy is needed to search a source that is not encoded for one")
-        with bind(workspace, source, policy) as bound:
-            yield bound, None
-        return
-    if policy is not None:
-        policy = workspace.catalog.policy(policy) if isinstance(policy, str) else policy
-        # The bound policy holds what its models derived from the data (estimated k-map's k'): compare alike.
-        if policy.for_data(source.bound.facts) != source.bound.policy:
-            raise PolicyError("the encoded source was encoded for another policy; search it with its own (or none)")
-    yield source.bound, source.encoding
 
 
 @contextlib.contextmanager
@@ -189,15 +169,10 @@ def publish_recoded(workspace: Workspace, source, policy: Policy | str, path: st
     whose ``assignment`` is a temporary table or None, publish the transformation and drop the assignment: the driver
     of the algorithms that recode records on levels of their own (local recoding, cell suppression)."""
     started = time.perf_counter()
-    with bound_source(workspace, source, policy) as (bound, encoding):
+    with encoded_source(workspace, source, policy) as encoded:
+        bound = encoded.bound
         refuse(bound.policy)
-        owned = encoding is None
-        encoding = bound.encoding(workspace.engine) if owned else encoding
-        try:
-            result, transformation = recode(bound, encoding)
-        finally:
-            if owned:
-                encoding.close()
+        result, transformation = recode(bound, encoded.encoding)
         try:
             workspace.announce(f"{result.summary()} ({time.perf_counter() - started:.1f} s); publishing")
             release = publish(workspace, bound, transformation, path, table, format, result.metrics)
@@ -224,12 +199,13 @@ def search(workspace: Workspace, source, policy: Policy | str, metric: Metric | 
            time_limit: float | None = None, check_limit: int | None = None) -> SearchResult:
     """The full-domain generalization that satisfies ``policy`` and minimizes ``metric``, found by ``strategy``
     (nodes evaluated as ``evaluator_kind`` and ``memory_budget`` choose, see :func:`evaluator`); ``source`` may be an
-    :class:`EncodedSource` (see :func:`bound_source`); within
+    :class:`EncodedSource` (see :func:`~duckanon.encode.binding.encoded_source`); within
     ``time_limit`` seconds and ``check_limit`` nodes evaluated, when given (see
     :class:`~duckanon.search.strategies.SearchBudget`)."""
     budget = checked_search(strategy, evaluator_kind, memory_budget, time_limit, check_limit)
-    with (bound_source(workspace, source, policy) as (bound, encoding),
-          evaluator(workspace, bound, [metric], label, evaluator_kind, memory_budget, encoding) as nodes):
+    with (encoded_source(workspace, source, policy) as encoded,
+          evaluator(workspace, encoded.bound, [metric], label, evaluator_kind, memory_budget,
+                    encoded.encoding) as nodes):
         workspace.announce(f"{strategy} search over {nodes.lattice.size} transformations")
         return STRATEGIES[strategy]().search(nodes, budget)
 
@@ -240,8 +216,9 @@ def solution_space(workspace: Workspace, source, policy: Policy | str, metrics: 
     """Every transformation that satisfies ``policy`` with its suppressed records and each metric's value; stored as
     table ``anon.<table>`` when ``table`` is given."""
     checked_evaluator(evaluator_kind, memory_budget)
-    with (bound_source(workspace, source, policy) as (bound, encoding),
-          evaluator(workspace, bound, metrics, label, evaluator_kind, memory_budget, encoding) as nodes):
+    with (encoded_source(workspace, source, policy) as encoded,
+          evaluator(workspace, encoded.bound, metrics, label, evaluator_kind, memory_budget,
+                    encoded.encoding) as nodes):
         frame = strategies.solution_space(nodes)
     if table is not None:
         with workspace.engine.registered(frame) as space:
@@ -294,41 +271,46 @@ def frontier(workspace: Workspace, source, policy: Policy | str, parameter: str,
     return points
 
 
-def node_metrics(workspace: Workspace, bound: BoundPolicy, generalization: FullDomainGeneralization
+def node_metrics(workspace: Workspace, encoded: EncodedSource, generalization: FullDomainGeneralization
                  ) -> dict[str, float]:
     """The node's value under every metric that needs no label (the weighted Loss forms do) and, under a policy with
     strata, is a sum over them."""
+    bound = encoded.bound
     names = [m for m in metric_names() if m not in WEIGHTED
              and (not bound.policy.strata or sums_over_strata(METRICS[m]()))]
-    with evaluator(workspace, bound, names, None) as nodes:
+    with evaluator(workspace, bound, names, None, encoding=encoded.encoding) as nodes:
         node = nodes.lattice.node_of(bound.levels(generalization.levels))
         return dict(nodes.evaluate(nodes.lattice.index(node)).values)
 
 
-def publish_generalization(workspace: Workspace, source, policy: Policy | str,
+def publish_generalization(workspace: Workspace, source, policy: Policy | str | None,
                            generalization: FullDomainGeneralization, path: str | os.PathLike, table: str,
                            format: str | None, found: Mapping[str, float] | None = None) -> Release:
-    """Publish a full-domain generalization; its release records the node's metrics and ``found``, what a search
+    """Publish a full-domain generalization of ``source`` (an :class:`EncodedSource` is published from its own
+    binding and encoding, not read again); its release records the node's metrics and ``found``, what a search
     measured of it."""
-    # A rank-aggregated loss is recorded as its number (ARX's mean of the attributes' losses).
-    return publish_source(workspace, source, policy, generalization, path, table, format, lambda bound: {
-        name: float(value) for name, value in {**node_metrics(workspace, bound, generalization),
-                                               **(found or {})}.items()})
+    release_format(path, format)  # an unknown extension or a bad table name fails before any work
+    checked_table_names(source, table)
+    with encoded_source(workspace, source, policy) as encoded:
+        # A rank-aggregated loss is recorded as its number (ARX's mean of the attributes' losses).
+        metrics = {name: float(value) for name, value in {**node_metrics(workspace, encoded, generalization),
+                                                          **(found or {})}.items()}
+        return publish(workspace, encoded.bound, generalization, path, table, format, metrics)
 
 
 def anonymize(workspace: Workspace, source, policy: Policy | str, path: str | os.PathLike, metric: Metric | str,
               strategy: str, label: str | None, table: str, format: str | None, evaluator_kind: str = "auto",
               memory_budget: int | None = None, time_limit: float | None = None, check_limit: int | None = None
               ) -> tuple[SearchResult, Release]:
-    """Search the best transformation (within the limits, as :func:`search`) and publish it; an
-    :class:`EncodedSource` publishes from the source it encoded, read again."""
+    """Search the best transformation (within the limits, as :func:`search`) and publish it, both over one reading
+    and encoding of the source (an :class:`EncodedSource`'s own)."""
     release_format(path, format)
     checked_table_names(source, table)
-    result = search(workspace, source, policy, metric, strategy, label, evaluator_kind, memory_budget, time_limit,
-                    check_limit)
-    if not result.found:
-        raise PolicyNotSatisfied(result.summary())
-    if isinstance(source, EncodedSource):
-        source, policy = source.bound.source, source.bound.policy
-    return result, publish_generalization(workspace, source, policy, FullDomainGeneralization(result.levels), path,
-                                          table, format, result.best.values)
+    checked_search(strategy, evaluator_kind, memory_budget, time_limit, check_limit)
+    with encoded_source(workspace, source, policy) as encoded:
+        result = search(workspace, encoded, None, metric, strategy, label, evaluator_kind, memory_budget, time_limit,
+                        check_limit)
+        if not result.found:
+            raise PolicyNotSatisfied(result.summary())
+        return result, publish_generalization(workspace, encoded, None, FullDomainGeneralization(result.levels),
+                                              path, table, format, result.best.values)
