@@ -173,11 +173,12 @@ def _engine_writers(engine: Engine) -> dict[str, _Writer]:
 
 
 def write_release(engine: Engine, path: str | os.PathLike, content: ReleaseContent,
-                  verify: Callable[[Engine], None], *, format: str | None = None, signer: Signer | None = None
-                  ) -> Path:
+                  verify: Callable[[Engine], None], *, format: str | None = None, signer: Signer | None = None,
+                  announce: Callable[[str], None] | None = None) -> Path:
     """Write ``content`` to ``path`` atomically; ``verify`` gets a fresh connection in which ``content.table`` reads
     the finished file (and ``release_info`` its info), and raises if anything is wrong.  The info records the rows'
-    content digest (:mod:`.digest`) and, with ``signer``, a signature over itself (:mod:`.signing`)."""
+    content digest (:mod:`.digest`) and, with ``signer``, a signature over itself (:mod:`.signing`).  ``announce``
+    hears when the writing ends and the verification starts."""
     writer = _engine_writers(engine)[release_format(path, format, engine)]
     if content.parts and writer in (_WRITERS["parquet"], _FOLDER):
         writer = _TABLES_FOLDER
@@ -187,6 +188,8 @@ def write_release(engine: Engine, path: str | os.PathLike, content: ReleaseConte
     try:
         unsealed = _info_row(engine, content)
         row = writer.write(engine, partial, content, lambda digest: _sealed(unsealed, digest, signer))
+        if announce is not None:
+            announce(f"verifying the written {target.name}")
         reader = writer.reader(partial, content.table)
         try:
             _verify_info(reader, row)

@@ -154,7 +154,7 @@ def publish(workspace: Workspace, bound: BoundPolicy, transformation: Transforma
                                  record_table=bound.policy.record_table)
         dropped = suppressed if bound.policy.drops else 0
         expected = bound.facts.records - dropped
-        workspace.announce(f"writing and verifying {path}")
+        workspace.announce(f"writing {path}")
         # The population's classes, counted here, go to the connection that re-checks the written file.
         population_classes = None if population is None else engine.frame(
             _population_classes(population, quasi, starred=suppressed > 0 and not bound.policy.drops,
@@ -162,7 +162,7 @@ def publish(workspace: Workspace, bound: BoundPolicy, transformation: Transforma
         path = write_release(engine, path, content,
                              lambda reader: verify_release(reader, table, bound, transformation, expected, ranges,
                                                            population_classes, prices),
-                             format=format, signer=workspace.signer)
+                             format=format, signer=workspace.signer, announce=workspace.announce)
         return Release(path, table, bound.facts.records, expected, suppressed, report,
                        origin=(workspace, bound.source, bound.policy))
 
