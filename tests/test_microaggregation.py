@@ -20,7 +20,7 @@ from duckanon import (
     Policy,
     PolicyError,
 )
-from duckanon.cluster.mdav import mdav
+from duckanon.cluster.mdav import blocks, mdav
 from duckanon.engine import as_engine
 from duckanon.sqlgen import build as sb
 
@@ -103,3 +103,53 @@ def test_mdav_refuses_categories_sensitive_models_and_nulls(con):
         anon.cluster("t", diverse, MDAV())
     with pytest.raises(PolicyError, match=r"\['x'\] hold NULLs"):
         anon.cluster("t", numeric_policy(["x"], 2, others="drop"), MDAV())
+
+
+def textbook_blocks(points: np.ndarray, size: int) -> list[set[int]]:
+    """Halve any block larger than ``size`` at the median of its attribute of widest range, ties by row."""
+    def cut(rows):
+        if len(rows) <= size:
+            return [set(rows)]
+        ranges = [max(points[r, j] for r in rows) - min(points[r, j] for r in rows) for j in range(points.shape[1])]
+        column = ranges.index(max(ranges))
+        ordered = sorted(rows, key=lambda r: (points[r, column], r))
+        return cut(ordered[:len(ordered) // 2]) + cut(ordered[len(ordered) // 2:])
+    return cut(list(range(len(points))))
+
+
+@settings(max_examples=20, deadline=None)
+@given(n=st.integers(30, 400), k=st.integers(2, 6), blocks_of=st.integers(12, 60), seed=st.integers(0, 2**32 - 1),
+       ties=st.booleans())
+def test_blocked_mdav_is_textbook_mdav_within_median_cut_blocks(n, k, blocks_of, seed, ties):
+    rng = np.random.default_rng(seed)
+    points = rng.integers(0, 4, size=(n, 3)).astype(float) if ties else rng.normal(size=(n, 3))
+    size = max(blocks_of, 2 * k)
+    cut = blocks(points, size)
+    assert sorted(map(sorted, map(set, (b.tolist() for b in cut)))) == sorted(map(sorted, textbook_blocks(points,
+                                                                                                          size)))
+    assert all(size / 2 <= len(b) <= size for b in cut) or len(cut) == 1
+    if ties:
+        return  # equal distances: textbook MDAV's choice among them is its own
+    records = {"x": points[:, 0], "y": points[:, 1], "z": points[:, 2]}
+    con = duckdb.connect()
+    con.register("frame", pd.DataFrame(records))
+    con.execute("CREATE TABLE t AS SELECT * FROM frame")
+    clusters = duckanon.connect(con).cluster("t", numeric_policy(["x", "y", "z"], k), MDAV(block_size=size))
+    read = np.column_stack([clusters.records.columns[c] for c in "xyz"])  # in the order records are numbered
+    standardized = (read - read.mean(axis=0)) / read.std(axis=0)
+    expected = [{block[i] for i in members} for block in map(sorted, textbook_blocks(standardized, size))
+                for members in textbook_mdav(standardized[block], k)]
+    groups = clusters.groups
+    ours = [set(np.flatnonzero(groups == g).tolist()) for g in range(clusters.count)]
+    assert sorted(map(sorted, ours)) == sorted(map(sorted, expected))
+
+
+def test_a_block_below_two_groups_is_refused_and_none_is_exact(con):
+    con.execute("CREATE TABLE t AS SELECT range::DOUBLE AS x FROM range(100)")
+    anon = duckanon.connect(con)
+    with pytest.raises(PolicyError, match="block_size 9 is below 2k = 10"):
+        anon.cluster("t", numeric_policy(["x"], 5), MDAV(block_size=9))
+    exact = anon.cluster("t", numeric_policy(["x"], 5), MDAV(block_size=None))
+    assert exact.count == 20 and exact.method.describe() == {"algorithm": "MDAV microaggregation", "block_size": None}
+    with pytest.raises(PolicyError, match="block_size"):
+        MDAV(block_size=1)

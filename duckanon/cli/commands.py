@@ -226,10 +226,12 @@ def mondrian(args: argparse.Namespace, console: Console) -> int:
 
 
 def _clustering_method(args: argparse.Namespace):
+    if args.block_size is not None and args.method != "mdav":
+        raise AnonymizationError("--block-size is for --method mdav")
     if args.method == "semi-supervised":
         return SemiSupervisedClustering()
     if args.method == "mdav":
-        return MDAV()
+        return MDAV() if args.block_size is None else MDAV(args.block_size or None)
     personalization = None
     if args.personalization is not None:
         column, tree = args.personalization

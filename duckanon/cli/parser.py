@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from .._version import version
+from ..cluster.mdav import BLOCK_SIZE
 from ..declare.policy import SUPPRESSION_MODES
 from ..release.files import FORMATS
 from ..search.memory_evaluator import DEFAULT_MEMORY_BUDGET
@@ -308,6 +309,9 @@ def _cluster_options(parser: Parser) -> None:
                        help="a quasi-identifier treated as a number (default: those of a numeric type)")
     group.add_argument("--seed", type=values.whole, default=0,
                        help="top-down: seed of the random first records (default %(default)s)")
+    group.add_argument("--block-size", type=values.whole, default=None, metavar="RECORDS",
+                       help=f"mdav: exact MDAV within blocks of at most RECORDS records, cut at medians (default "
+                            f"{BLOCK_SIZE:,}); 0: exact MDAV at any size")
     group.add_argument("--personalization", type=values.column_file, metavar="COLUMN=TREE.csv",
                        help="top-down: each record's protection level column and the sensitive attribute's ARX-format "
                             "tree (personalized anonymity)")

@@ -274,13 +274,34 @@ def frontier(workspace: Workspace, source, policy: Policy | str, parameter: str,
 def node_metrics(workspace: Workspace, encoded: EncodedSource, generalization: FullDomainGeneralization
                  ) -> dict[str, float]:
     """The node's value under every metric that needs no label (the weighted Loss forms do) and, under a policy with
-    strata, is a sum over them."""
+    strata, is a sum over them.  The metrics are evaluated in process a group at a time, each group as many as fit
+    the memory budget together: all at once would fall back on SQL on a large table, where this one node takes the
+    time of hundreds of in-process checks."""
     bound = encoded.bound
     names = [m for m in metric_names() if m not in WEIGHTED
              and (not bound.policy.strata or sums_over_strata(METRICS[m]()))]
-    with evaluator(workspace, bound, names, None, encoding=encoded.encoding) as nodes:
-        node = nodes.lattice.node_of(bound.levels(generalization.levels))
-        return dict(nodes.evaluate(nodes.lattice.index(node)).values)
+    values = {}
+    for group in _fitting_groups(workspace, encoded, names):
+        with evaluator(workspace, bound, group, None, encoding=encoded.encoding) as nodes:
+            node = nodes.lattice.node_of(bound.levels(generalization.levels))
+            values.update(nodes.evaluate(nodes.lattice.index(node)).values)
+    return {name: values[name] for name in names}
+
+
+def _fitting_groups(workspace: Workspace, encoded: EncodedSource, names: Sequence[str]) -> list[list[str]]:
+    """``names`` in order, cut into groups whose in-process evaluator fits the default memory budget (a metric that
+    alone does not fit is a group of its own, evaluated in SQL)."""
+    if encoded.bound.policy.person is not None:  # evaluated by people's signatures, in process, whatever the size
+        return [list(names)]
+    groups: list[list[str]] = []
+    for name in names:
+        widened = [*groups[-1], name] if groups else None
+        if widened is not None and memory_needed(workspace.engine, encoded.encoding, encoded.bound.policy.models,
+                                                 [METRICS[m]() for m in widened]) <= DEFAULT_MEMORY_BUDGET:
+            groups[-1] = widened
+        else:
+            groups.append([name])
+    return groups
 
 
 def publish_generalization(workspace: Workspace, source, policy: Policy | str | None,
