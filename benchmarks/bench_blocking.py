@@ -4,8 +4,8 @@
 
 On Adult's 30,162 complete records and its six numeric attributes (age, fnlwgt, education-num, capital-gain,
 capital-loss, hours-per-week, standardized as MDAV standardizes them), for each k: exact MDAV and MDAV within blocks
-of each size (``duckanon.cluster.mdav.blocks``: halved at the median of the widest attribute until no block is
-larger).  Utility is the information loss microaggregation is judged by, SSE / SST: the squared distances of the
+of each size (``duckanon.cluster.mdav.blocks``: halved between different values nearest the median of the attribute
+of widest interquartile range until no block is larger).  Utility is the information loss microaggregation is judged by, SSE / SST: the squared distances of the
 records to their group's mean over those to the overall mean (pandas, from the groups alone), and its ratio to exact
 MDAV's.  Then ``--rows`` records of Adult resampled with noise, grouped by ``anon.cluster`` with the default block
 size (reading the records and grouping them), beside exact MDAV's time extrapolated from Adult's as n² (exact MDAV
@@ -46,7 +46,7 @@ def blocked(points: np.ndarray, k: int, size: int | None) -> np.ndarray:
     if size is None:
         return mdav(points, k)[0]
     groups, count = np.empty(len(points), dtype=np.int64), 0
-    for block in blocks(points, size):
+    for block in blocks(points, size, least=max(k, size // 4)):
         grouped, made = mdav(points[block], k)
         groups[block] = grouped + count
         count += made
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
                 exact_loss, exact_seconds[k] = loss, seconds
             sizes = np.bincount(groups)
             rows.append([k, "exact" if size is None else f"{size:,}",
-                         len(blocks(points, size)) if size else 1, f"{seconds:.2f}", f"{loss:.5f}",
+                         len(blocks(points, size, least=max(k, size // 4))) if size else 1, f"{seconds:.2f}", f"{loss:.5f}",
                          f"{loss / exact_loss:.3f}", f"{sizes.min()}–{sizes.max()}"])
     table = common.markdown_table(["k", "block size", "blocks", "s", "SSE / SST", "against exact", "group sizes"],
                                   rows)

@@ -105,15 +105,24 @@ def test_mdav_refuses_categories_sensitive_models_and_nulls(con):
         anon.cluster("t", numeric_policy(["x"], 2, others="drop"), MDAV())
 
 
-def textbook_blocks(points: np.ndarray, size: int) -> list[set[int]]:
-    """Halve any block larger than ``size`` at the median of its attribute of widest range, ties by row."""
+def textbook_blocks(points: np.ndarray, size: int, least: int) -> list[set[int]]:
+    """Halve any block larger than ``size`` along its attribute of widest interquartile range (widest range when all
+    are 0), between different values nearest the median with ``least`` records on each side, else at the median (ties
+    by row)."""
     def cut(rows):
         if len(rows) <= size:
             return [set(rows)]
-        ranges = [max(points[r, j] for r in rows) - min(points[r, j] for r in rows) for j in range(points.shape[1])]
-        column = ranges.index(max(ranges))
+        iqr = [float(np.subtract(*np.percentile([points[r, j] for r in rows], [75, 25])))
+               for j in range(points.shape[1])]
+        if not any(iqr):
+            iqr = [max(points[r, j] for r in rows) - min(points[r, j] for r in rows) for j in range(points.shape[1])]
+        column = iqr.index(max(iqr))
         ordered = sorted(rows, key=lambda r: (points[r, column], r))
-        return cut(ordered[:len(ordered) // 2]) + cut(ordered[len(ordered) // 2:])
+        middle = len(ordered) // 2
+        between = [i for i in range(least, len(ordered) - least + 1)
+                   if points[ordered[i - 1], column] != points[ordered[i], column]]
+        at = min(between, key=lambda i: (abs(i - middle), i)) if between else middle
+        return cut(ordered[:at]) + cut(ordered[at:])
     return cut(list(range(len(points))))
 
 
@@ -124,10 +133,11 @@ def test_blocked_mdav_is_textbook_mdav_within_median_cut_blocks(n, k, blocks_of,
     rng = np.random.default_rng(seed)
     points = rng.integers(0, 4, size=(n, 3)).astype(float) if ties else rng.normal(size=(n, 3))
     size = max(blocks_of, 2 * k)
-    cut = blocks(points, size)
-    assert sorted(map(sorted, map(set, (b.tolist() for b in cut)))) == sorted(map(sorted, textbook_blocks(points,
-                                                                                                          size)))
-    assert all(size / 2 <= len(b) <= size for b in cut) or len(cut) == 1
+    least = max(k, size // 4)
+    cut = blocks(points, size, least)
+    assert sorted(map(sorted, map(set, (b.tolist() for b in cut)))) == sorted(map(sorted, textbook_blocks(
+        points, size, least)))
+    assert all(least <= len(b) <= size for b in cut) or len(cut) == 1
     if ties:
         return  # equal distances: textbook MDAV's choice among them is its own
     records = {"x": points[:, 0], "y": points[:, 1], "z": points[:, 2]}
@@ -137,7 +147,7 @@ def test_blocked_mdav_is_textbook_mdav_within_median_cut_blocks(n, k, blocks_of,
     clusters = duckanon.connect(con).cluster("t", numeric_policy(["x", "y", "z"], k), MDAV(block_size=size))
     read = np.column_stack([clusters.records.columns[c] for c in "xyz"])  # in the order records are numbered
     standardized = (read - read.mean(axis=0)) / read.std(axis=0)
-    expected = [{block[i] for i in members} for block in map(sorted, textbook_blocks(standardized, size))
+    expected = [{block[i] for i in members} for block in map(sorted, textbook_blocks(standardized, size, least))
                 for members in textbook_mdav(standardized[block], k)]
     groups = clusters.groups
     ours = [set(np.flatnonzero(groups == g).tolist()) for g in range(clusters.count)]

@@ -9,11 +9,11 @@ vectorized pass over the remaining records.
 
 Exact MDAV is quadratic (each group's step measures the distance to every remaining record).  Above ``block_size``
 records (default :data:`BLOCK_SIZE`), the records are first cut into blocks, k-d-tree fashion: a block holding more
-records is halved at the median of its attribute of largest spread (standardized), until every block holds at most
-``block_size`` (and, halves being at least half, at least ``block_size / 2``); MDAV then runs within each block.  The
-work is n · ``block_size`` instead of n², the groups never span a cut, and the information lost grows a little
-(``benchmarks/bench_blocking.py`` measures it against exact MDAV on Adult).  ``block_size=None`` runs exact MDAV
-whatever the size.
+records is halved along its attribute of widest interquartile range, between two different values nearest its median
+(a quarter of the block at least on each side; at the median itself where no such place is), until every block holds
+at most ``block_size``; MDAV then runs within each block.  The work is n · ``block_size`` instead of n², the groups
+never span a cut, and the information lost grows (``benchmarks/bench_blocking.py`` measures it against exact MDAV on
+Adult).  ``block_size=None`` runs exact MDAV whatever the size.
 
 The release shows each group's mean (:mod:`duckanon.recode.recoding`'s ``mean`` style).  MDAV protects identities (k) only:
 a policy with models over sensitive values is refused, since nothing in MDAV guarantees them.
@@ -76,16 +76,17 @@ class MDAV(ClusteringMethod):
             raise PolicyError(f"{self.name}: block_size {self.block_size} is below 2k = {2 * k}: a block's halves "
                               f"could not each hold a group of k records")
         groups, count = np.empty(len(standardized), dtype=np.int64), 0
-        for block in blocks(standardized, self.block_size):
+        for block in blocks(standardized, self.block_size, least=max(k, self.block_size // 4)):
             grouped, made = mdav(standardized[block], k)
             groups[block] = grouped + count
             count += made
         return groups, count
 
 
-def blocks(points: np.ndarray, size: int) -> list[np.ndarray]:
-    """The rows of ``points`` cut into blocks of at most ``size`` rows: a larger block is halved at the median of its
-    column of largest spread (ties by row), so every block holds at least ``size / 2`` rows; in the cuts' order."""
+def blocks(points: np.ndarray, size: int, least: int = 1) -> list[np.ndarray]:
+    """The rows of ``points`` cut into blocks of at most ``size`` rows: a larger block is halved along its column of
+    widest interquartile range (of widest range when every one is 0), at :func:`_cut`, which leaves ``least`` rows on
+    each side; in the cuts' order."""
     pending, done = [np.arange(len(points))], []
     while pending:
         rows = pending.pop()
@@ -93,11 +94,25 @@ def blocks(points: np.ndarray, size: int) -> list[np.ndarray]:
             done.append(rows)
             continue
         values = points[rows]
-        column = int(np.argmax(values.max(axis=0) - values.min(axis=0)))
-        ordered = rows[np.lexsort((rows, values[:, column]))]
-        half = len(ordered) // 2
-        pending += [ordered[half:], ordered[:half]]
+        # The interquartile range, not the range: an attribute of a few outliers (capital gains, mostly 0) would be
+        # cut among its equal values, by row, parting neighbours.
+        quartiles = np.percentile(values, [25, 75], axis=0)
+        spread = quartiles[1] - quartiles[0]
+        column = int(np.argmax(spread if spread.any() else values.max(axis=0) - values.min(axis=0)))
+        order = np.lexsort((rows, values[:, column]))
+        ordered, cut = rows[order], _cut(values[order, column], least)
+        pending += [ordered[cut:], ordered[:cut]]
     return done
+
+
+def _cut(sorted_values: np.ndarray, least: int) -> int:
+    """Where to halve a block whose values of the cut attribute are ``sorted_values``: between two different values,
+    the nearest such place to the median that leaves ``least`` rows on each side; at the median itself (parting
+    equal values by row) where none does."""
+    middle = len(sorted_values) // 2
+    places = np.flatnonzero(sorted_values[1:] != sorted_values[:-1]) + 1
+    places = places[(places >= least) & (places <= len(sorted_values) - least)]
+    return middle if not len(places) else int(places[np.argmin(np.abs(places - middle))])
 
 
 def mdav(points: np.ndarray, k: int) -> tuple[np.ndarray, int]:
