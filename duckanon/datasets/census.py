@@ -14,7 +14,8 @@ IHIS (the Integrated Health Interview Series ARX benchmarks with) is, with its d
 - ``race`` by state (each state's mix drawn once around the national one);
 - ``household`` size 1–12 by age (children and parents in larger households).
 
-Distinct combinations grow with the rows (about 0.6 of the records are unique at 1M, still 0.3 at 100M), so a
+Distinct combinations grow with the rows (979,213 at 1M records, 96 % of them of one record; 8,727,127 at 10M, 79 %
+of one record), as fine geography, single years of age and the interview's date make them in real surveys, so a
 k-anonymous generalization needs real search.  Records are drawn in chunks of :data:`CHUNK` with a generator seeded
 by ``(seed, chunk)``: the same arguments give the same records, whatever reads them; memory stays one chunk's.
 """
