@@ -30,7 +30,7 @@ import pandas as pd  # noqa: E402
 
 import duckanon  # noqa: E402
 from duckanon import MDAV, KAnonymity, Policy, datasets  # noqa: E402
-from duckanon.cluster.mdav import BLOCK_SIZE, blocks, mdav  # noqa: E402
+from duckanon.cluster.mdav import BLOCK_SIZE, blocked_mdav, blocks  # noqa: E402
 
 NUMERIC = ["age", "fnlwgt", "education-num", "capital-gain", "capital-loss", "hours-per-week"]
 
@@ -40,17 +40,6 @@ def information_loss(points: np.ndarray, groups: np.ndarray) -> float:
     frame = pd.DataFrame(points)
     means = frame.groupby(groups).transform("mean")
     return float(((frame - means) ** 2).to_numpy().sum() / ((frame - frame.mean()) ** 2).to_numpy().sum())
-
-
-def blocked(points: np.ndarray, k: int, size: int | None) -> np.ndarray:
-    if size is None:
-        return mdav(points, k)[0]
-    groups, count = np.empty(len(points), dtype=np.int64), 0
-    for block in blocks(points, size, least=max(k, size // 4)):
-        grouped, made = mdav(points[block], k)
-        groups[block] = grouped + count
-        count += made
-    return groups
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -72,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         for size in [None, *args.block_sizes]:
             common.progress(f"k = {k}, {'exact' if size is None else f'blocks of {size:,}'}")
             started = time.perf_counter()
-            groups = blocked(points, k, size)
+            groups = blocked_mdav(points, k, size)[0]
             seconds = time.perf_counter() - started
             loss = information_loss(points, groups)
             if size is None:

@@ -83,14 +83,19 @@ def prepare(data_dir: Path, rows: int, arx: bool) -> None:
 
 def distinct_combinations(data_dir: Path, rows: int) -> tuple[int, int]:
     """(distinct quasi-identifier combinations, combinations of one record) of the size's data."""
-    from duckanon.datasets import census
+    from sqlglot import exp
 
-    con = duckdb.connect()
-    sizes = con.read_parquet(census_glob(data_dir, rows)).aggregate("count(*) AS n",
-                                                                    ", ".join(f'"{c}"' for c in census.QUASI_IDENTIFIERS))
-    row = sizes.aggregate("count(*), count(*) FILTER (WHERE n = 1)").fetchall()[0]
-    con.close()
-    return int(row[0]), int(row[1])
+    from duckanon.datasets import census
+    from duckanon.engine import as_engine
+    from duckanon.sqlgen import build as sb
+
+    engine = as_engine(duckdb.connect())
+    count = exp.func("COUNT", exp.Star())
+    sizes = (exp.select(count.as_("n")).from_(engine.read_file(str(census_folder(data_dir, rows)), "parquet"))
+             .group_by(*[sb.col(c) for c in census.QUASI_IDENTIFIERS]))
+    single = exp.func("SUM", exp.Case().when(sb.col("n").eq(sb.lit(1)), sb.lit(1)).else_(sb.lit(0)))
+    distinct, unique = engine.rows(exp.select(count.copy(), single).from_(sizes.subquery("sizes")))[0]
+    return int(distinct), int(unique)
 
 
 # ------------------------------------------------------------------ children
@@ -106,8 +111,8 @@ def child_copy(data_dir: Path, rows: int, scratch: Path) -> dict:
     return {"seconds": seconds, "bytes": size}
 
 
-STEPS = [("encode", "reading the source"), ("search", "optimal search over"), ("publish", "recoding the quasi"),
-         ("verify", "verifying the written")]
+# The progress that starts each step after the first, encoding, which starts with the call.
+STEPS = [("search", "optimal search over"), ("publish", "recoding the quasi"), ("verify", "verifying the written")]
 
 
 def child_duckanon(data_dir: Path, rows: int, scratch: Path, k: int, suppression: float, metric: str) -> dict:
@@ -128,14 +133,8 @@ def child_duckanon(data_dir: Path, rows: int, scratch: Path, k: int, suppression
     target = scratch / f"release-{rows}.parquet"
     result, release = anon.anonymize(census_folder(data_dir, rows), policy, target, metric=metric)
     total = time.perf_counter() - started
-    steps, marks = {}, []
-    for step, prefix in STEPS:
-        at = next((t for t, m in heard if m.startswith(prefix)), None)
-        marks.append((step, at))
-    for i, (step, at) in enumerate(marks):
-        end = next((t for _, t in marks[i + 1:] if t is not None), total)
-        steps[step] = None if at is None else end - at
-    steps["encode"] = next(t for _, t in marks[1:] if t is not None)  # from the call to the search's start
+    starts = [0.0, *(next(t for t, m in heard if m.startswith(prefix)) for _, prefix in STEPS), total]
+    steps = {step: end - start for step, start, end in zip(["encode", *(s for s, _ in STEPS)], starts, starts[1:])}
     con.close()
     size = target.stat().st_size
     target.unlink()

@@ -97,3 +97,13 @@ def test_census_files_refuse_an_existing_folder_and_a_part_not_of_whole_chunks(s
     with pytest.raises(AnonymizationError, match="rows"):
         census.write_census(tmp_path / "new", 0)
     assert [p.name for p in tmp_path.iterdir()] == ["taken"]
+
+
+def test_a_partial_folder_a_stopped_run_left_is_replaced(small_chunks, tmp_path):
+    stale = tmp_path / ".people.parquet.partial"
+    stale.mkdir()
+    (stale / "part-00000.parquet").write_text("left by a stopped run")
+    folder = census.write_census(tmp_path / "people.parquet", 1_500)
+    assert [p.name for p in tmp_path.iterdir()] == ["people.parquet"]
+    con = duckdb.connect()
+    assert len(con.read_parquet(str(folder / "*.parquet")).df()) == 1_500

@@ -70,17 +70,24 @@ class MDAV(ClusteringMethod):
         spread = values.std(axis=0)
         standardized = (values - values.mean(axis=0)) / np.where(spread > 0, spread, 1.0)
         k = records.composition.k
-        if self.block_size is None or len(standardized) <= self.block_size:
-            return mdav(standardized, k)
-        if self.block_size < 2 * k:
+        if self.block_size is not None and len(standardized) > self.block_size and self.block_size < 2 * k:
             raise PolicyError(f"{self.name}: block_size {self.block_size} is below 2k = {2 * k}: a block's halves "
                               f"could not each hold a group of k records")
-        groups, count = np.empty(len(standardized), dtype=np.int64), 0
-        for block in blocks(standardized, self.block_size, least=max(k, self.block_size // 4)):
-            grouped, made = mdav(standardized[block], k)
-            groups[block] = grouped + count
-            count += made
-        return groups, count
+        return blocked_mdav(standardized, k, self.block_size)
+
+
+def blocked_mdav(points: np.ndarray, k: int, block_size: int | None) -> tuple[np.ndarray, int]:
+    """:func:`mdav` within each of the :func:`blocks` of at most ``block_size`` rows (at least 2k; a quarter of
+    a block at least on each side of a cut), its groups numbered on; exact MDAV when ``block_size`` is None or holds
+    every row."""
+    if block_size is None or len(points) <= block_size:
+        return mdav(points, k)
+    groups, count = np.empty(len(points), dtype=np.int64), 0
+    for block in blocks(points, block_size, least=max(k, block_size // 4)):
+        grouped, made = mdav(points[block], k)
+        groups[block] = grouped + count
+        count += made
+    return groups, count
 
 
 def blocks(points: np.ndarray, size: int, least: int = 1) -> list[np.ndarray]:

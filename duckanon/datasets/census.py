@@ -22,9 +22,10 @@ by ``(seed, chunk)``: the same arguments give the same records, whatever reads t
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import duckdb
@@ -163,11 +164,16 @@ def _chunk(seed: int, index: int, count: int) -> pd.DataFrame:
     }, copy=False)
 
 
-def _records(chunk: exp.Expression) -> exp.Select:
-    """A chunk's records with text as VARCHAR (a categorical column would arrive as an ENUM)."""
-    texts = {"state", "quarter", "sex", "marital", "education", "race"}
-    return exp.select(*[exp.cast(sb.col(c), "VARCHAR").as_(c, quoted=True) if c in texts else sb.col(c)
-                        for c in QUASI_IDENTIFIERS]).from_(chunk)
+def _store(engine, target: exp.Table, frames: Iterable[pd.DataFrame], replace: bool) -> None:
+    """``frames``' records as table ``target``, created from the first and appended to from the others; text as
+    VARCHAR (a categorical column would arrive as an ENUM)."""
+    for index, frame in enumerate(frames):
+        with engine.registered(frame) as chunk:
+            query = exp.select(*[exp.cast(sb.col(c), "VARCHAR").as_(c, quoted=True)
+                                 if isinstance(frame[c].dtype, pd.CategoricalDtype) else sb.col(c)
+                                 for c in frame.columns]).from_(chunk)
+            engine.run(sb.create_table_as(target, query, replace=replace) if index == 0
+                       else exp.insert(query, target))
 
 
 def _chunks(rows: int, seed: int) -> Iterator[pd.DataFrame]:
@@ -180,13 +186,8 @@ def generate_census(con: duckdb.DuckDBPyConnection, table: str, rows: int, *, se
     """Create ``table`` with ``rows`` census-shaped records (see the module); their hierarchies."""
     rows = checked_number(rows, "rows", "census table", whole=True, low=1)
     seed = checked_number(seed, "seed", "census table", whole=True, low=0)
-    engine, target = as_engine(con), sb.table(table)
     try:
-        for index, frame in enumerate(_chunks(rows, seed)):
-            with engine.registered(frame) as chunk:
-                query = _records(chunk)
-                engine.run(sb.create_table_as(target, query, replace=replace) if index == 0
-                           else exp.insert(query, target))
+        _store(as_engine(con), sb.table(table), _chunks(rows, seed), replace)
     except duckdb.CatalogException as error:
         raise AnonymizationError(f"cannot create table {table!r} (replace=True replaces one): {error}") from error
     return census_hierarchies()
@@ -208,17 +209,14 @@ def write_census(folder: str | os.PathLike, rows: int, *, seed: int = 0, part_ro
     if folder.exists():
         raise AnonymizationError(f"{folder} exists: census files are written into a new folder")
     partial = folder.with_name(f".{folder.name}.partial")
+    shutil.rmtree(partial, ignore_errors=True)  # what a stopped run left
     partial.mkdir(parents=True)
     con = duckdb.connect()
     try:
         engine, part = as_engine(con), sb.table("census_part")
         chunks = _chunks(rows, seed)
         for number, start in enumerate(range(0, rows, part_rows)):
-            for index in range(-(-min(part_rows, rows - start) // CHUNK)):
-                with engine.registered(next(chunks)) as chunk:
-                    query = _records(chunk)
-                    engine.run(sb.create_table_as(part, query, replace=True) if index == 0
-                               else exp.insert(query, part))
+            _store(engine, part, itertools.islice(chunks, part_rows // CHUNK), replace=True)
             engine.write_parquet(exp.select(exp.Star()).from_(part), str(partial / f"part-{number:05d}.parquet"))
             if progress is not None:
                 progress(f"census: {min(start + part_rows, rows):,} of {rows:,} records written")
