@@ -21,6 +21,8 @@ Cases (k-anonymity, k = 5, nine quasi-identifiers, optimal full-domain search):
 - ``cold``: the README's main command (``duckanon -o adult_release.duckdb``: the bundled Adult job, eight
   quasi-identifiers, k = 5, 5 %, Loss) from process start to the release written and verified, against a fresh ARX
   JVM's process start to its first result (loading the same records, then one ``anonymize()`` of the same policy).
+  duckanon runs from a virtual environment the checkout is installed into as the README installs it (``pip install
+  .``: compiled bytecode, the core dependencies only), not from the checkout.
 
 ``--pairs`` rounds (default 3): in each, every case runs ARX and duckanon back to back, which one goes first swapping
 every round, and the 1-minute load average is sampled while the pair runs.  Both tools run in processes of their own
@@ -226,8 +228,7 @@ MODEL_CASES = [
                                       ("profitability-5", ("profitability:20:120:3000:1200",), None))),
 ]
 RISK_THRESHOLDS = ("average-risk", "sample-uniqueness", "population-uniqueness")
-COLD_CASE = Case("cold", "cold", "adult", "loss", 0.05, "duckanon 0.4–0.7× ARX (ARX 8.5–18 s, 9 QIs)",
-                 ratio_target=1.0)
+COLD_CASE = Case("cold", "cold", "adult", "loss", 0.05, "duckanon 0.7–0.9× ARX (issue 30)", ratio_target=0.4)
 GROUPS = {"adult": [c.name for c in WARM_CASES if c.data == "adult"],
           "ihis": [c.name for c in WARM_CASES if c.data == "ihis"], "scale": ["scale"], "cold": ["cold"],
           "models": [c.name for c in MODEL_CASES]}
@@ -281,6 +282,11 @@ class Settings:
     calls: int | None  # timed calls per process; None: each case's own
     timeout: float
     scratch: Path  # the processes' output
+
+    @property
+    def installed(self) -> Path:
+        """The virtual environment the cold case installs the checkout into, as the README's main command does."""
+        return self.scratch / "readme-venv"
 
     def calls_of(self, case: Case) -> tuple[int, int]:
         """Untimed and timed calls of ``case`` per process: a scale case's figure is a user's first call."""
@@ -392,6 +398,7 @@ def first_runs(cases: list[Case], settings: Settings) -> None:
         if run["error"]:
             raise SystemExit(f"the ARX driver does not run: {run['error']}")
     if any(c.kind == "cold" for c in cases):
+        install_as_readme(settings.installed)
         common.progress("duckanon's main command: a first run (untimed)")
         run = duckanon_cold(settings, label="setup")
         if run["error"]:
@@ -631,18 +638,26 @@ SUMMARY_LINE = re.compile(r"(\{.*?\}) with \S+ = (\S+), (\d+) records suppressed
                           r"([\d.]+) s\)")
 
 
+def install_as_readme(venv: Path) -> None:
+    """The checkout installed as the README's main command installs it: a fresh virtual environment and ``pip install
+    .`` (its bytecode compiled, only the core dependencies), not the checkout this script runs from."""
+    common.progress(f"installing the checkout into {venv}, as the README does")
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([str(venv / "bin" / "pip"), "install", "--quiet", str(Path(__file__).resolve().parent.parent)],
+                   check=True, stdout=subprocess.DEVNULL)
+
+
 def duckanon_cold(settings: Settings, label: str) -> dict:
-    """The README's main command in a fresh process, in a folder of its own; ``seconds`` is its whole life, which
-    ends once the release is written and verified."""
+    """The README's main command in a fresh process of the README's installation, in a folder of its own;
+    ``seconds`` is its whole life, which ends once the release is written and verified."""
     folder = settings.scratch / f"{label}-release"
     folder.mkdir()
-    command = [sys.executable, "-m", "duckanon", *MAIN_COMMAND]
+    command = [str(settings.installed / "bin" / "duckanon"), *MAIN_COMMAND]
     if settings.evaluator != "auto":
         command += ["--evaluator", settings.evaluator]
     out, err = output_files(settings, label)
     with out, err:
-        measured = common.run_measured(command, timeout=settings.timeout, env=common.checkout_environment(),
-                                       cwd=folder, stdout=out, stderr=err)
+        measured = common.run_measured(command, timeout=settings.timeout, cwd=folder, stdout=out, stderr=err)
         error = failure(measured, err, settings)
         out.seek(0)
         text = out.read()
@@ -840,7 +855,7 @@ CASE_TEXT = {
             "node evaluator; search s: the search itself); full s: one `anon.search` on the table, reading and "
             "encoding it again.",
     "cold": "ARX s: process start to the first result (JVM start, loading the CSV and hierarchies, one "
-            "`anonymize()`); duckanon s: `python -m duckanon " + " ".join(MAIN_COMMAND) + "` from process start to "
+            "`anonymize()`); duckanon s: `duckanon " + " ".join(MAIN_COMMAND) + "` from process start to "
             "exit (search, release written and verified); search s: the search as the command reports it.",
     "scale": "call s: one `anon.search` on the Parquet file (no warm-up: a user's call); encode s: reading the file "
              "into the frequency table and building the node evaluator; search s: the search itself.",
@@ -888,7 +903,8 @@ def report_text(cases: list[Case], records: dict[str, list[dict]], summaries: di
         job = main_job()
         notes.append(f"- cold: the CLI's bundled job ({len(job.quasi_identifiers)} quasi-identifiers "
                      f"{', '.join(job.quasi_identifiers)}; k = {job.k}; {job.suppression:.0%}; {job.metric}), and ARX "
-                     "on the same quasi-identifiers of the same records with its own Loss; one untimed run of each "
+                     "on the same quasi-identifiers of the same records with its own Loss; duckanon installed into "
+                     "a fresh virtual environment by `pip install .`, as the README does; one untimed run of each "
                      "before the pairs.")
     if any(c.kind == "scale" for c in cases):
         notes.append("- scale: Adult's 30,162 complete records drawn with replacement and no noise "
