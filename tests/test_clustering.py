@@ -7,11 +7,13 @@ hierarchy rows); clusterings with hand-worked examples and with pandas group-bys
 from __future__ import annotations
 
 import math
+from unittest import mock
 
 import duckdb
 import numpy as np
 import pandas as pd
 import pytest
+from blocking_reference import textbook_blocks
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -26,6 +28,7 @@ from duckanon import (
     SemiSupervisedClustering,
     TopDownPartitioning,
 )
+from duckanon.cluster import semisupervised
 from duckanon.cluster.distance import RecordSpace
 from duckanon.cluster.grouping import read_query
 from duckanon.sqlgen import build as sb
@@ -120,6 +123,28 @@ def test_distances_match_the_definition(rows):
     assert np.allclose(space.paired_distances(every, every[::-1]), expected[every, every[::-1]])
     # The sums seed 001 seeds its clusters by, computed without a single pair.
     assert np.allclose(space.distance_sums(), expected.sum(axis=1))
+
+
+@settings(max_examples=40, deadline=None)
+@given(MIXED, st.data())
+def test_distance_sums_within_some_records_match_the_definition(rows, data):
+    frame, space, hierarchies, width = mixed_space(rows)
+    chosen = np.array(sorted(data.draw(st.sets(st.integers(0, len(frame) - 1), min_size=1))))
+    expected = [[ref_distance(frame, i, j, hierarchies, width) for j in chosen] for i in chosen]
+    assert np.allclose(space.distance_sums(chosen), np.sum(expected, axis=1))
+
+
+def test_a_categorys_points_list_its_leaves_subtree_by_subtree():
+    """Blocks are cut between points: the leaves under any node of the hierarchy hold consecutive points."""
+    values = np.array([row[0] for row in TREE.rows] * 2, dtype=object)
+    space = RecordSpace.from_columns({"tree": values}, {"tree": TREE}, [])
+    points = space.points()[:, 0]
+    assert len(set(points)) == len(TREE.rows) and points.min() == 0 and points.max() == 1
+    for level in range(1, TREE.levels):
+        for node in {row[level] for row in TREE.rows}:
+            under = {points[i] for i, row in enumerate(TREE.rows) if row[level] == node}
+            between = {p for p in points if min(under) < p < max(under)}
+            assert between <= under, (level, node)
 
 
 @settings(max_examples=40, deadline=None)
@@ -298,6 +323,48 @@ def test_every_release_satisfies_its_policy_and_keeps_every_record(tmp_path_fact
     assert sorted(released["occupation"]) == sorted(frame["occupation"])
 
 
+@settings(max_examples=5, deadline=None)
+@given(rows=st.integers(200, 500), seed=st.integers(0, 10_000), k=st.integers(3, 8), block=st.integers(30, 120))
+def test_blocked_clusters_grow_within_median_cut_blocks_and_the_release_keeps_its_policy(rows, seed, k, block):
+    """Above ``block_size`` records, steps 1-3 grow clusters within the blocks an independent splitter cuts from the
+    records' points; step 4 places the rest anywhere, and every cluster holds the policy."""
+    con = duckdb.connect()
+    anon = duckanon.connect(con)
+    source = adult_sample(con, rows, seed)
+    frame = con.sql(f"SELECT * FROM {source}").df()
+    block = max(block, 2 * k)
+    grown = {}
+    real_absorb = semisupervised.absorb
+
+    def absorb_seen(space, composition, groups, count):
+        grown.update(points=space.points(), groups=groups.copy())
+        return real_absorb(space, composition, groups, count)
+
+    policy = adult_policy(k, 0.5, None, quasi=ADULT_QI[:4])
+    with mock.patch.object(semisupervised, "absorb", absorb_seen):
+        clusters = anon.cluster(source, policy, SemiSupervisedClustering(block_size=block))
+    cut = textbook_blocks(grown["points"], block, max(k, block // 4))
+    block_of = {record: b for b, records in enumerate(cut) for record in records}
+    for group in range(grown["groups"].max() + 1):
+        members = np.flatnonzero(grown["groups"] == group)
+        assert len({block_of[m] for m in members}) == 1, group
+    numbered = frame.sort_values(clusters.numbering, na_position="first", kind="stable").reset_index(drop=True)
+    highly = {v: 0.5 for v in ("Prof-specialty", "Exec-managerial")}
+    assert pandas_alpha_k(numbered.assign(group=clusters.groups), ["group"], k, highly)
+    assert clusters.sizes.sum() == rows and clusters.method.describe()["block_size"] == block
+
+
+def test_blocks_below_two_clusters_are_refused_and_none_is_exact(con, anon):
+    source = adult_sample(con, 300, 1)
+    with pytest.raises(PolicyError, match="block_size 9 is below 2k = 10"):
+        anon.cluster(source, adult_policy(5, 0.5, None), SemiSupervisedClustering(block_size=9))
+    exact = anon.cluster(source, adult_policy(5, 0.5, None), SemiSupervisedClustering(block_size=None))
+    within_one_block = anon.cluster(source, adult_policy(5, 0.5, None), SemiSupervisedClustering(block_size=300))
+    assert np.array_equal(exact.groups, within_one_block.groups)
+    with pytest.raises(PolicyError, match="block_size"):
+        SemiSupervisedClustering(block_size=1)
+
+
 def test_information_loss_is_the_cores_ncp_of_the_release(con, anon):
     source = adult_sample(con, 500, 3)
     clusters = anon.cluster(source, adult_policy(10, 0.3, 0.4), SemiSupervisedClustering())
@@ -391,7 +458,7 @@ def person_ages(frame: pd.DataFrame) -> pd.Series:
 
 
 def check_people_groups(frame: pd.DataFrame, released: pd.DataFrame, quasi: list[str], k: int,
-                        l: int = 1, alpha: float | None = None) -> None:  # noqa: E741
+                        l: int = 1, alpha: float | None = None) -> None:
     """By pandas: every record once; each person in one class of k people or more, whose people's distinct values
     number l or more, and no value more than α of the class's distinct (person, value) pairs."""
     assert sorted(released["row"]) == sorted(frame["row"])

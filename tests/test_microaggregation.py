@@ -7,6 +7,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 import pytest
+from blocking_reference import textbook_blocks
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlglot import exp
@@ -20,7 +21,8 @@ from duckanon import (
     Policy,
     PolicyError,
 )
-from duckanon.cluster.mdav import blocks, mdav
+from duckanon.cluster.blocking import blocks
+from duckanon.cluster.mdav import mdav
 from duckanon.engine import as_engine
 from duckanon.sqlgen import build as sb
 
@@ -103,27 +105,6 @@ def test_mdav_refuses_categories_sensitive_models_and_nulls(con):
         anon.cluster("t", diverse, MDAV())
     with pytest.raises(PolicyError, match=r"\['x'\] hold NULLs"):
         anon.cluster("t", numeric_policy(["x"], 2, others="drop"), MDAV())
-
-
-def textbook_blocks(points: np.ndarray, size: int, least: int) -> list[set[int]]:
-    """Halve any block larger than ``size`` along its attribute of widest interquartile range (widest range when all
-    are 0), between different values nearest the median with ``least`` records on each side, else at the median (ties
-    by row)."""
-    def cut(rows):
-        if len(rows) <= size:
-            return [set(rows)]
-        iqr = [float(np.subtract(*np.percentile([points[r, j] for r in rows], [75, 25])))
-               for j in range(points.shape[1])]
-        if not any(iqr):
-            iqr = [max(points[r, j] for r in rows) - min(points[r, j] for r in rows) for j in range(points.shape[1])]
-        column = iqr.index(max(iqr))
-        ordered = sorted(rows, key=lambda r: (points[r, column], r))
-        middle = len(ordered) // 2
-        between = [i for i in range(least, len(ordered) - least + 1)
-                   if points[ordered[i - 1], column] != points[ordered[i], column]]
-        at = min(between, key=lambda i: (abs(i - middle), i)) if between else middle
-        return cut(ordered[:at]) + cut(ordered[at:])
-    return cut(list(range(len(points))))
 
 
 @settings(max_examples=20, deadline=None)

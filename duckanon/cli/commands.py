@@ -226,12 +226,13 @@ def mondrian(args: argparse.Namespace, console: Console) -> int:
 
 
 def _clustering_method(args: argparse.Namespace):
-    if args.block_size is not None and args.method != "mdav":
-        raise AnonymizationError("--block-size is for --method mdav")
+    if args.block_size is not None and args.method not in ("mdav", "semi-supervised"):
+        raise AnonymizationError("--block-size is for --method mdav and --method semi-supervised")
+    blocked = {} if args.block_size is None else {"block_size": args.block_size or None}
     if args.method == "semi-supervised":
-        return SemiSupervisedClustering()
+        return SemiSupervisedClustering(**blocked)
     if args.method == "mdav":
-        return MDAV() if args.block_size is None else MDAV(args.block_size or None)
+        return MDAV(**blocked)
     personalization = None
     if args.personalization is not None:
         column, tree = args.personalization

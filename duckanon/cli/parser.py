@@ -6,7 +6,8 @@ import argparse
 from pathlib import Path
 
 from .._version import version
-from ..cluster.mdav import BLOCK_SIZE
+from ..cluster.mdav import BLOCK_SIZE as MDAV_BLOCK_SIZE
+from ..cluster.semisupervised import BLOCK_SIZE as SEMI_BLOCK_SIZE
 from ..declare.policy import SUPPRESSION_MODES
 from ..release.files import FORMATS
 from ..search.memory_evaluator import DEFAULT_MEMORY_BUDGET
@@ -310,8 +311,9 @@ def _cluster_options(parser: Parser) -> None:
     group.add_argument("--seed", type=values.whole, default=0,
                        help="top-down: seed of the random first records (default %(default)s)")
     group.add_argument("--block-size", type=values.whole, default=None, metavar="RECORDS",
-                       help=f"mdav: exact MDAV within blocks of at most RECORDS records, cut at medians (default "
-                            f"{BLOCK_SIZE:,}); 0: exact MDAV at any size")
+                       help=f"mdav, semi-supervised: cluster exactly within blocks of at most RECORDS records, cut "
+                            f"at medians (default {MDAV_BLOCK_SIZE:,} for mdav, {SEMI_BLOCK_SIZE:,} for "
+                            f"semi-supervised); 0: exactly at any size")
     group.add_argument("--personalization", type=values.column_file, metavar="COLUMN=TREE.csv",
                        help="top-down: each record's protection level column and the sensitive attribute's ARX-format "
                             "tree (personalized anonymity)")

@@ -8,11 +8,8 @@ record farthest from their centroid, and the rest form the last group; fewer tha
 vectorized pass over the remaining records.
 
 Exact MDAV is quadratic (each group's step measures the distance to every remaining record).  Above ``block_size``
-records (default :data:`BLOCK_SIZE`), the records are first cut into blocks, k-d-tree fashion: a block holding more
-records is halved along its attribute of widest interquartile range, between two different values nearest its median
-(a quarter of the block at least on each side; at the median itself where no such place is), until every block holds
-at most ``block_size``; MDAV then runs within each block.  The work is n · ``block_size`` instead of n², the groups
-never span a cut, and the information lost grows (``benchmarks/bench_blocking.py`` measures it against exact MDAV on
+records (default :data:`BLOCK_SIZE`), the standardized records are first cut into blocks (:mod:`.blocking`) and MDAV
+runs within each block: the information lost grows (``benchmarks/bench_blocking.py`` measures it against exact MDAV on
 Adult).  ``block_size=None`` runs exact MDAV whatever the size.
 
 The release shows each group's mean (:mod:`duckanon.recode.recoding`'s ``mean`` style).  MDAV protects identities (k) only:
@@ -27,8 +24,8 @@ import numpy as np
 
 from ..declare.policy import Policy
 from ..errors import PolicyError
-from ..parameters import checked_number
 from ..privacy.models import KAnonymity
+from .blocking import checked_block_size, record_blocks, require_two_groups
 from .grouping import ClusteringMethod, Records
 
 #: The most records exact MDAV groups at once by default (Adult's 30,162 are grouped exactly).
@@ -42,8 +39,7 @@ class MDAV(ClusteringMethod):
     name = "MDAV microaggregation"
 
     def __init__(self, block_size: int | None = BLOCK_SIZE):
-        self.block_size = None if block_size is None else checked_number(block_size, "block_size", self.name,
-                                                                         whole=True, low=2)
+        self.block_size = checked_block_size(block_size, self.name)
 
     def describe(self) -> dict:
         return {**super().describe(), "block_size": self.block_size}
@@ -70,56 +66,19 @@ class MDAV(ClusteringMethod):
         spread = values.std(axis=0)
         standardized = (values - values.mean(axis=0)) / np.where(spread > 0, spread, 1.0)
         k = records.composition.k
-        if self.block_size is not None and len(standardized) > self.block_size and self.block_size < 2 * k:
-            raise PolicyError(f"{self.name}: block_size {self.block_size} is below 2k = {2 * k}: a block's halves "
-                              f"could not each hold a group of k records")
+        require_two_groups(self.block_size, len(standardized), k, self.name)
         return blocked_mdav(standardized, k, self.block_size)
 
 
 def blocked_mdav(points: np.ndarray, k: int, block_size: int | None) -> tuple[np.ndarray, int]:
-    """:func:`mdav` within each of the :func:`blocks` of at most ``block_size`` rows (at least 2k; a quarter of
-    a block at least on each side of a cut), its groups numbered on; exact MDAV when ``block_size`` is None or holds
-    every row."""
-    if block_size is None or len(points) <= block_size:
-        return mdav(points, k)
+    """:func:`mdav` within each of the :func:`~.blocking.record_blocks` of at most ``block_size`` rows, its groups
+    numbered on; exact MDAV when ``block_size`` is None or holds every row."""
     groups, count = np.empty(len(points), dtype=np.int64), 0
-    for block in blocks(points, block_size, least=max(k, block_size // 4)):
+    for block in record_blocks(points, block_size, k):
         grouped, made = mdav(points[block], k)
         groups[block] = grouped + count
         count += made
     return groups, count
-
-
-def blocks(points: np.ndarray, size: int, least: int = 1) -> list[np.ndarray]:
-    """The rows of ``points`` cut into blocks of at most ``size`` rows: a larger block is halved along its column of
-    widest interquartile range (of widest range when every one is 0), at :func:`_cut`, which leaves ``least`` rows on
-    each side; in the cuts' order."""
-    pending, done = [np.arange(len(points))], []
-    while pending:
-        rows = pending.pop()
-        if len(rows) <= size:
-            done.append(rows)
-            continue
-        values = points[rows]
-        # The interquartile range, not the range: an attribute of a few outliers (capital gains, mostly 0) would be
-        # cut among its equal values, by row, parting neighbours.
-        quartiles = np.percentile(values, [25, 75], axis=0)
-        spread = quartiles[1] - quartiles[0]
-        column = int(np.argmax(spread if spread.any() else values.max(axis=0) - values.min(axis=0)))
-        order = np.lexsort((rows, values[:, column]))
-        ordered, cut = rows[order], _cut(values[order, column], least)
-        pending += [ordered[cut:], ordered[:cut]]
-    return done
-
-
-def _cut(sorted_values: np.ndarray, least: int) -> int:
-    """Where to halve a block whose values of the cut attribute are ``sorted_values``: between two different values,
-    the nearest such place to the median that leaves ``least`` rows on each side; at the median itself (parting
-    equal values by row) where none does."""
-    middle = len(sorted_values) // 2
-    places = np.flatnonzero(sorted_values[1:] != sorted_values[:-1]) + 1
-    places = places[(places >= least) & (places <= len(sorted_values) - least)]
-    return middle if not len(places) else int(places[np.argmin(np.abs(places - middle))])
 
 
 def mdav(points: np.ndarray, k: int) -> tuple[np.ndarray, int]:

@@ -1,0 +1,27 @@
+"""Blocks of records as :mod:`duckanon.cluster.blocking` defines them, cut by a plain reading of the definition
+(the MDAV and seed 001 tests hold the clusterings' blocks to it)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def textbook_blocks(points: np.ndarray, size: int, least: int) -> list[set[int]]:
+    """Halve any block larger than ``size`` along its attribute of widest interquartile range (widest range when all
+    are 0), between different values nearest the median with ``least`` records on each side, else at the median (ties
+    by row)."""
+    def cut(rows):
+        if len(rows) <= size:
+            return [set(rows)]
+        iqr = [float(np.subtract(*np.percentile([points[r, j] for r in rows], [75, 25])))
+               for j in range(points.shape[1])]
+        if not any(iqr):
+            iqr = [max(points[r, j] for r in rows) - min(points[r, j] for r in rows) for j in range(points.shape[1])]
+        column = iqr.index(max(iqr))
+        ordered = sorted(rows, key=lambda r: (points[r, column], r))
+        middle = len(ordered) // 2
+        between = [i for i in range(least, len(ordered) - least + 1)
+                   if points[ordered[i - 1], column] != points[ordered[i], column]]
+        at = min(between, key=lambda i: (abs(i - middle), i)) if between else middle
+        return cut(ordered[:at]) + cut(ordered[at:])
+    return cut(list(range(len(points))))
