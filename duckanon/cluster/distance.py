@@ -65,22 +65,25 @@ class NumericAttribute:
     def paired_penalties(self, left: np.ndarray, right: np.ndarray) -> np.ndarray:
         return self._penalty(self.scaled[left], self.scaled[right])
 
-    def penalty_sums(self) -> np.ndarray:
-        """Σ over all records j of the penalty of (i, j), for every record i."""
-        n = len(self.scaled)
-        sums = np.zeros(n)
-        present = np.flatnonzero(~self.missing)
-        order = present[np.argsort(self.scaled[present], kind="stable")]
-        x = self.scaled[order]
+    def penalty_sums(self, records: np.ndarray) -> np.ndarray:
+        """Σ over the records j of ``records`` of the penalty of (i, j), for every record i of them."""
+        scaled, missing = self.scaled[records], self.missing[records]
+        sums = np.zeros(len(records))
+        present = np.flatnonzero(~missing)
+        order = present[np.argsort(scaled[present], kind="stable")]
+        x = scaled[order]
         prefix = np.cumsum(x)
         below = np.arange(len(x))
         above = len(x) - 1 - below
         # Σ|x_i - x_j| = x_i·(records below) - (their sum) + (sum of those above) - x_i·(records above)
         sums[order] = x * below - (prefix - x) + (prefix[-1] - prefix if len(x) else 0) - x * above
-        missing = int(self.missing.sum())
-        sums[order] += missing
-        sums[self.missing] = len(present)
+        sums[order] += int(missing.sum())
+        sums[missing] = len(present)
         return sums
+
+    def points(self) -> np.ndarray:
+        """Each record's position for cutting records into blocks: its scaled value, -1 for NULL."""
+        return np.nan_to_num(self.scaled, nan=-1.0)
 
     # --------------------------------------------------------------- groups
     def summarize(self, index: GroupIndex) -> dict:
@@ -110,7 +113,7 @@ class NumericAttribute:
 
     def merge_loss(self, group: int, state: dict, groups: np.ndarray) -> np.ndarray:
         """Per group of ``groups``: the penalty of the union of ``group`` and that group."""
-        pick = lambda key: state[key][groups]  # noqa: E731
+        pick = lambda key: state[key][groups]
         return self._loss(np.fmin(pick("low"), state["low"][group]), np.fmax(pick("high"), state["high"][group]),
                           pick("missing") | state["missing"][group], pick("present") | state["present"][group])
 
@@ -158,6 +161,10 @@ class CategoricalAttribute:
         self.ancestors = np.stack(ancestors)  # (levels, leaves): node codes
         self.penalty = np.vstack([np.stack(penalties), np.ones((1, self.ancestors.shape[1]))])
         self.common = self._common_table() if self.ancestors.shape[1] <= COMMON_TABLE_LEAVES else None
+        # With the table, the penalty of every two leaves (the first's ancestor at their common level): a distance
+        # is then one lookup per attribute, what top-down partitioning does for every record at every split.
+        self.pair_penalty = (None if self.common is None else
+                             self.penalty[self.common, np.arange(self.common.shape[0])[:, None]])
         self.size = len(texts)
 
     def _common_table(self) -> np.ndarray:
@@ -190,25 +197,36 @@ class CategoricalAttribute:
         return self.penalty[level, self.leaf[records]]
 
     def penalties_from(self, record: int, others: np.ndarray) -> np.ndarray:
-        leaf = self.leaf[record]
-        if self.common is not None:  # one row of each table, gathered: the hot path of growing clusters
-            return self.penalty[:, leaf][self.common[leaf][self.leaf[others]]]
+        if self.pair_penalty is not None:  # one row of the table, gathered: the hot path of growing clusters
+            return self.pair_penalty[self.leaf[record]][self.leaf[others]]
         return self._penalty_at(self._common_level(others, np.int64(record)), np.int64(record))
 
     def paired_penalties(self, left: np.ndarray, right: np.ndarray) -> np.ndarray:
+        if self.pair_penalty is not None:
+            leaves = self.pair_penalty.shape[1]
+            return self.pair_penalty.ravel()[self.leaf[left].astype(np.int64) * leaves + self.leaf[right]]
         return self._penalty_at(self._common_level(left, right), left)
 
-    def penalty_sums(self) -> np.ndarray:
-        """Σ over all records j of the penalty of (i, j): per level, the records first met under i's ancestor there
-        cost that ancestor's penalty; records under no common node cost 1."""
-        sums = np.zeros(self.size)
-        below = np.zeros(self.size)
+    def penalty_sums(self, records: np.ndarray) -> np.ndarray:
+        """Σ over the records j of ``records`` of the penalty of (i, j), for every record i of them: per level, the
+        records first met under i's ancestor there cost that ancestor's penalty; records under no common node cost 1."""
+        leaf = self.leaf[records]
+        sums = np.zeros(len(records))
+        below = np.zeros(len(records))
         for level in range(self.levels):
-            codes = self.ancestors[level, self.leaf]
+            codes = self.ancestors[level, leaf]
             under = np.bincount(codes)[codes].astype(float)
-            sums += self.penalty[level, self.leaf] * (under - below)
+            sums += self.penalty[level, leaf] * (under - below)
             below = under
-        return sums + (self.size - below)
+        return sums + (len(records) - below)
+
+    def points(self) -> np.ndarray:
+        """Each record's position for cutting records into blocks: its leaf's rank when the leaves are listed
+        subtree by subtree (a cut between ranks parts few subtrees), over [0, 1]."""
+        leaves = self.ancestors.shape[1]
+        rank = np.empty(leaves)
+        rank[np.lexsort(self.ancestors)] = np.arange(leaves) / max(leaves - 1, 1)
+        return rank[self.leaf]
 
     # --------------------------------------------------------------- groups
     def summarize(self, index: GroupIndex) -> dict:
@@ -312,9 +330,15 @@ class RecordSpace:
             total += attribute.paired_penalties(left, right)
         return total / len(self.attributes)
 
-    def distance_sums(self) -> np.ndarray:
-        """Each record's distances to all records, summed: exact, without computing a single pair."""
-        return sum(a.penalty_sums() for a in self.attributes) / len(self.attributes)
+    def distance_sums(self, records: np.ndarray | None = None) -> np.ndarray:
+        """Each record's distances to all records (or, of ``records``, to each other), summed: exact, without
+        computing a single pair."""
+        records = np.arange(self.size) if records is None else records
+        return sum(a.penalty_sums(records) for a in self.attributes) / len(self.attributes)
+
+    def points(self) -> np.ndarray:
+        """(records, attributes): each record as a point to cut blocks of records by (:mod:`.blocking`)."""
+        return np.column_stack([a.points() for a in self.attributes])
 
     # --------------------------------------------------------------- groups
     def summarize(self, groups: np.ndarray, count: int) -> GroupSummary:
