@@ -99,7 +99,8 @@ class SparkEngine(Engine):
 
     def _execute(self, statement: Statement, parameters: Sequence[object] | None = None):
         """The statement run: a query's DataFrame (Spark runs queries lazily, when their rows are taken), or for a
-        temporary table, as in DuckDB, its number of rows."""
+        temporary table, as in DuckDB, its number of rows, counted only when taken (a job of its own, which
+        :meth:`run` never pays)."""
         if isinstance(statement, exp.Expression):
             if _temporary_table(statement):
                 statement = self.prepare(statement)
@@ -122,7 +123,7 @@ class SparkEngine(Engine):
             folder = self._scratch_folder(statement.table)
             self._sql(statement, parameters).write.parquet(folder)
             self._release(statement.table)
-            return [(self._keep(statement.table, folder).count(),)]
+            return self._keep(statement.table, folder).groupBy().count()
         text = statement if isinstance(statement, Prepared) else statement.sql(dialect=self.dialect)
         return self._sql(text, parameters)
 
@@ -219,11 +220,12 @@ class SparkEngine(Engine):
         return exp.Table(this=exp.to_identifier(name, quoted=True))
 
     def table_widths(self, schema: str, names: Sequence[str]) -> dict[str, int]:
+        # Asked of the catalog and of each table's schema: listing tables or columns runs Spark jobs, these do not.
         catalog = self.session.catalog
         if not catalog.databaseExists(schema):
             return {}
-        present = {t.name for t in catalog.listTables(schema)} & set(names)
-        return {name: len(catalog.listColumns(f"{schema}.{name}")) for name in present}
+        return {name: len(self.session.table(sb.table(name, schema).sql(dialect=self.dialect)).columns)
+                for name in names if catalog.tableExists(name, schema)}
 
     def native_relation(self, source: object) -> exp.Expression | None:
         return self._view(source) if isinstance(source, _pyspark().DataFrame) else None
