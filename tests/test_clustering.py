@@ -127,11 +127,14 @@ def test_distances_match_the_definition(rows):
 
 @settings(max_examples=40, deadline=None)
 @given(MIXED, st.data())
-def test_distance_sums_within_some_records_match_the_definition(rows, data):
+def test_a_part_of_the_records_measures_distances_as_the_whole(rows, data):
     frame, space, hierarchies, width = mixed_space(rows)
-    chosen = np.array(sorted(data.draw(st.sets(st.integers(0, len(frame) - 1), min_size=1))))
-    expected = [[ref_distance(frame, i, j, hierarchies, width) for j in chosen] for i in chosen]
-    assert np.allclose(space.distance_sums(chosen), np.sum(expected, axis=1))
+    chosen = np.array(data.draw(st.permutations(range(len(frame))))[:data.draw(st.integers(1, len(frame)))])
+    expected = np.array([[ref_distance(frame, i, j, hierarchies, width) for j in chosen] for i in chosen])
+    part = space.part(chosen)
+    every = np.arange(len(chosen))
+    assert np.allclose([part.distances_from(i, every) for i in every], expected)
+    assert np.allclose(part.distance_sums(), expected.sum(axis=1))
 
 
 def test_a_categorys_points_list_its_leaves_subtree_by_subtree():
@@ -325,31 +328,34 @@ def test_every_release_satisfies_its_policy_and_keeps_every_record(tmp_path_fact
 
 @settings(max_examples=5, deadline=None)
 @given(rows=st.integers(200, 500), seed=st.integers(0, 10_000), k=st.integers(3, 8), block=st.integers(30, 120))
-def test_blocked_clusters_grow_within_median_cut_blocks_and_the_release_keeps_its_policy(rows, seed, k, block):
-    """Above ``block_size`` records, steps 1-3 grow clusters within the blocks an independent splitter cuts from the
-    records' points; step 4 places the rest anywhere, and every cluster holds the policy."""
+def test_blocked_clusters_lie_within_median_cut_blocks_and_the_release_keeps_its_policy(rows, seed, k, block):
+    """Above ``block_size`` records, the records are clustered within the blocks an independent splitter cuts from
+    their points, a block halved only where each half as one cluster meets (α,k) (by pandas); every cluster holds the
+    policy and every record is in one."""
     con = duckdb.connect()
     anon = duckanon.connect(con)
     source = adult_sample(con, rows, seed)
     frame = con.sql(f"SELECT * FROM {source}").df()
     block = max(block, 2 * k)
-    grown = {}
-    real_absorb = semisupervised.absorb
+    seen = {}
+    real_blocks = semisupervised.record_blocks
 
-    def absorb_seen(space, composition, groups, count):
-        grown.update(points=space.points(), groups=groups.copy())
-        return real_absorb(space, composition, groups, count)
+    def blocks_seen(points, *args, **kwargs):
+        seen["points"] = points
+        return real_blocks(points, *args, **kwargs)
 
     policy = adult_policy(k, 0.5, None, quasi=ADULT_QI[:4])
-    with mock.patch.object(semisupervised, "absorb", absorb_seen):
+    with mock.patch.object(semisupervised, "record_blocks", blocks_seen):
         clusters = anon.cluster(source, policy, SemiSupervisedClustering(block_size=block))
-    cut = textbook_blocks(grown["points"], block, max(k, block // 4))
-    block_of = {record: b for b, records in enumerate(cut) for record in records}
-    for group in range(grown["groups"].max() + 1):
-        members = np.flatnonzero(grown["groups"] == group)
-        assert len({block_of[m] for m in members}) == 1, group
     numbered = frame.sort_values(clusters.numbering, na_position="first", kind="stable").reset_index(drop=True)
     highly = {v: 0.5 for v in ("Prof-specialty", "Exec-managerial")}
+    occupation = numbered["occupation"].to_numpy()
+    stands = lambda rows: len(rows) >= k and all(
+        (occupation[list(rows)] == v).mean() <= alpha for v, alpha in highly.items())
+    cut = textbook_blocks(seen["points"], block, max(k, block // 4), stands)
+    block_of = {record: b for b, records in enumerate(cut) for record in records}
+    for group in range(clusters.count):
+        assert len({block_of[m] for m in np.flatnonzero(clusters.groups == group)}) == 1, group
     assert pandas_alpha_k(numbered.assign(group=clusters.groups), ["group"], k, highly)
     assert clusters.sizes.sum() == rows and clusters.method.describe()["block_size"] == block
 

@@ -9,6 +9,8 @@ place is), until every block holds at most ``size``.  A clustering then runs wit
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from ..errors import PolicyError
@@ -27,41 +29,64 @@ def require_two_groups(block_size: int | None, records: int, k: int, method: str
                           f"each hold a group of k records")
 
 
-def record_blocks(points: np.ndarray, block_size: int | None, k: int) -> list[np.ndarray]:
+def record_blocks(points: np.ndarray, block_size: int | None, k: int,
+                  splits: Callable[[np.ndarray], np.ndarray] | None = None) -> list[np.ndarray]:
     """The rows of ``points`` in :func:`blocks` of at most ``block_size`` (a quarter of a block at least on each side
-    of a cut, and k); one block of every row when ``block_size`` is None or holds them all."""
+    of a cut, and k; cut only where ``splits`` allows); one block of every row when ``block_size`` is None or holds
+    them all."""
     if block_size is None or len(points) <= block_size:
         return [np.arange(len(points))]
-    return blocks(points, block_size, least=max(k, block_size // 4))
+    return blocks(points, block_size, least=max(k, block_size // 4), splits=splits)
 
 
-def blocks(points: np.ndarray, size: int, least: int = 1) -> list[np.ndarray]:
+def blocks(points: np.ndarray, size: int, least: int = 1,
+           splits: Callable[[np.ndarray], np.ndarray] | None = None) -> list[np.ndarray]:
     """The rows of ``points`` cut into blocks of at most ``size`` rows: a larger block is halved along its column of
     widest interquartile range (of widest range when every one is 0), at :func:`_cut`, which leaves ``least`` rows on
-    each side; in the cuts' order."""
+    each side; in the cuts' order.
+
+    ``splits``, given a block's rows in the order of a column, says at which of the positions 0 … len(rows) the block
+    may be cut (a clustering that keeps shares of values, seed 001's α, cannot within a part that breaks them as a
+    whole).  A cut is then the allowed place nearest the median; where a column allows none, the column of next
+    widest spread is tried, and a block no column allows a cut of stays whole whatever its size."""
     pending, done = [np.arange(len(points))], []
     while pending:
         rows = pending.pop()
-        if len(rows) <= size:
+        halves = None if len(rows) <= size else _halves(points, rows, least, splits)
+        if halves is None:
             done.append(rows)
-            continue
-        values = points[rows]
-        # The interquartile range, not the range: an attribute of a few outliers (capital gains, mostly 0) would be
-        # cut among its equal values, by row, parting neighbours.
-        quartiles = np.percentile(values, [25, 75], axis=0)
-        spread = quartiles[1] - quartiles[0]
-        column = int(np.argmax(spread if spread.any() else values.max(axis=0) - values.min(axis=0)))
-        order = np.lexsort((rows, values[:, column]))
-        ordered, cut = rows[order], _cut(values[order, column], least)
-        pending += [ordered[cut:], ordered[:cut]]
+        else:
+            pending += halves
     return done
 
 
-def _cut(sorted_values: np.ndarray, least: int) -> int:
+def _halves(points: np.ndarray, rows: np.ndarray, least: int, splits: Callable[[np.ndarray], np.ndarray] | None
+            ) -> list[np.ndarray] | None:
+    """``rows`` halved along the column of widest spread that allows a cut (upper half first), or None."""
+    values = points[rows]
+    # The interquartile range, not the range: an attribute of a few outliers (capital gains, mostly 0) would be cut
+    # among its equal values, by row, parting neighbours.
+    quartiles = np.percentile(values, [25, 75], axis=0)
+    spread = quartiles[1] - quartiles[0]
+    spread = spread if spread.any() else values.max(axis=0) - values.min(axis=0)
+    for column in np.argsort(-spread, kind="stable"):
+        order = np.lexsort((rows, values[:, column]))
+        ordered = rows[order]
+        cut = _cut(values[order, column], least, None if splits is None else splits(ordered))
+        if cut is not None:
+            return [ordered[cut:], ordered[:cut]]
+    return None
+
+
+def _cut(sorted_values: np.ndarray, least: int, allowed: np.ndarray | None = None) -> int | None:
     """Where to halve a block whose values of the cut attribute are ``sorted_values``: between two different values,
-    the nearest such place to the median that leaves ``least`` rows on each side; at the median itself (parting
-    equal values by row) where none does."""
+    the nearest such place to the median that leaves ``least`` rows on each side (and that ``allowed``, a mask over
+    the places 0 … len, allows); else at the median itself, parting equal values by row, where allowed; else None."""
     middle = len(sorted_values) // 2
     places = np.flatnonzero(sorted_values[1:] != sorted_values[:-1]) + 1
     places = places[(places >= least) & (places <= len(sorted_values) - least)]
-    return middle if not len(places) else int(places[np.argmin(np.abs(places - middle))])
+    if allowed is not None:
+        places = places[allowed[places]]
+    if len(places):
+        return int(places[np.argmin(np.abs(places - middle))])
+    return middle if allowed is None or allowed[middle] else None

@@ -22,6 +22,7 @@ sorting for numbers and by counting the records under every hierarchy node for c
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -65,25 +66,31 @@ class NumericAttribute:
     def paired_penalties(self, left: np.ndarray, right: np.ndarray) -> np.ndarray:
         return self._penalty(self.scaled[left], self.scaled[right])
 
-    def penalty_sums(self, records: np.ndarray) -> np.ndarray:
-        """Σ over the records j of ``records`` of the penalty of (i, j), for every record i of them."""
-        scaled, missing = self.scaled[records], self.missing[records]
-        sums = np.zeros(len(records))
-        present = np.flatnonzero(~missing)
-        order = present[np.argsort(scaled[present], kind="stable")]
-        x = scaled[order]
+    def penalty_sums(self) -> np.ndarray:
+        """Σ over all records j of the penalty of (i, j), for every record i."""
+        sums = np.zeros(self.size)
+        present = np.flatnonzero(~self.missing)
+        order = present[np.argsort(self.scaled[present], kind="stable")]
+        x = self.scaled[order]
         prefix = np.cumsum(x)
         below = np.arange(len(x))
         above = len(x) - 1 - below
         # Σ|x_i - x_j| = x_i·(records below) - (their sum) + (sum of those above) - x_i·(records above)
         sums[order] = x * below - (prefix - x) + (prefix[-1] - prefix if len(x) else 0) - x * above
-        sums[order] += int(missing.sum())
-        sums[missing] = len(present)
+        sums[order] += int(self.missing.sum())
+        sums[self.missing] = len(present)
         return sums
 
     def points(self) -> np.ndarray:
         """Each record's position for cutting records into blocks: its scaled value, -1 for NULL."""
         return np.nan_to_num(self.scaled, nan=-1.0)
+
+    def part(self, records: np.ndarray) -> NumericAttribute:
+        """The attribute of ``records`` alone, scaled as over all records."""
+        part = copy.copy(self)
+        part.scaled, part.missing, part.size = self.scaled[records], self.missing[records], len(records)
+        part.has_missing = bool(part.missing.any())
+        return part
 
     # --------------------------------------------------------------- groups
     def summarize(self, index: GroupIndex) -> dict:
@@ -207,18 +214,23 @@ class CategoricalAttribute:
             return self.pair_penalty.ravel()[self.leaf[left].astype(np.int64) * leaves + self.leaf[right]]
         return self._penalty_at(self._common_level(left, right), left)
 
-    def penalty_sums(self, records: np.ndarray) -> np.ndarray:
-        """Σ over the records j of ``records`` of the penalty of (i, j), for every record i of them: per level, the
-        records first met under i's ancestor there cost that ancestor's penalty; records under no common node cost 1."""
-        leaf = self.leaf[records]
-        sums = np.zeros(len(records))
-        below = np.zeros(len(records))
+    def penalty_sums(self) -> np.ndarray:
+        """Σ over all records j of the penalty of (i, j): per level, the records first met under i's ancestor there
+        cost that ancestor's penalty; records under no common node cost 1."""
+        sums = np.zeros(self.size)
+        below = np.zeros(self.size)
         for level in range(self.levels):
-            codes = self.ancestors[level, leaf]
+            codes = self.ancestors[level, self.leaf]
             under = np.bincount(codes)[codes].astype(float)
-            sums += self.penalty[level, leaf] * (under - below)
+            sums += self.penalty[level, self.leaf] * (under - below)
             below = under
-        return sums + (len(records) - below)
+        return sums + (self.size - below)
+
+    def part(self, records: np.ndarray) -> CategoricalAttribute:
+        """The attribute of ``records`` alone (the hierarchy's tables shared)."""
+        part = copy.copy(self)
+        part.leaf, part.size = self.leaf[records], len(records)
+        return part
 
     def points(self) -> np.ndarray:
         """Each record's position for cutting records into blocks: its leaf's rank when the leaves are listed
@@ -330,11 +342,14 @@ class RecordSpace:
             total += attribute.paired_penalties(left, right)
         return total / len(self.attributes)
 
-    def distance_sums(self, records: np.ndarray | None = None) -> np.ndarray:
-        """Each record's distances to all records (or, of ``records``, to each other), summed: exact, without
-        computing a single pair."""
-        records = np.arange(self.size) if records is None else records
-        return sum(a.penalty_sums(records) for a in self.attributes) / len(self.attributes)
+    def distance_sums(self) -> np.ndarray:
+        """Each record's distances to all records, summed: exact, without computing a single pair."""
+        return sum(a.penalty_sums() for a in self.attributes) / len(self.attributes)
+
+    def part(self, records: np.ndarray) -> RecordSpace:
+        """The space of ``records`` alone, numbered 0 … len(records) - 1 in their order; distances and losses as in
+        this space (numbers keep its scale)."""
+        return RecordSpace([a.part(records) for a in self.attributes])
 
     def points(self) -> np.ndarray:
         """(records, attributes): each record as a point to cut blocks of records by (:mod:`.blocking`)."""

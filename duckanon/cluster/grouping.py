@@ -27,6 +27,7 @@ columns), builds the record space and the constraints, lets a :class:`Clustering
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import time
 from abc import ABC, abstractmethod
@@ -237,6 +238,31 @@ class Composition:
             fits &= ~bounded | (_occurrence(np.where(bounded, category, -1)) < room[np.maximum(category, 0)])
         chosen = candidates[fits][:need]
         return chosen if len(chosen) == need else None
+
+    def splits(self, ordered: np.ndarray) -> np.ndarray:
+        """Per place p of 0 … len(ordered): whether the records of ``ordered`` before p, and those from p on, each
+        meet these constraints as one group."""
+        values = self.values[ordered]
+        return self._valid_prefixes(values) & self._valid_prefixes(values[::-1])[::-1]
+
+    def _valid_prefixes(self, values: np.ndarray) -> np.ndarray:
+        """Per length p of 0 … len(values): whether the first p records (of these sensitive values) meet these
+        constraints as one group, as :meth:`valid` judges a group."""
+        size = np.arange(len(values) + 1)
+        ok = size >= self.k
+        if self.l > 1:
+            first = np.zeros(len(values), dtype=bool)
+            first[np.unique(values, return_index=True)[1]] = True
+            ok &= np.r_[0, np.cumsum(first)] >= self.l
+        for rule in self.rules:
+            category = rule.category[values]
+            for j, alpha in enumerate(rule.alpha):
+                ok &= np.r_[0, np.cumsum(category == j)] <= alpha * size + TOLERANCE
+        return ok
+
+    def part(self, records: np.ndarray) -> Composition:
+        """The same constraints over ``records`` alone, numbered 0 … len(records) - 1 in their order."""
+        return dataclasses.replace(self, values=self.values[records])
 
     def capacity(self, unassigned: np.ndarray) -> int:
         """How many of ``unassigned`` records one group of k could take at most: below k no further group can form."""

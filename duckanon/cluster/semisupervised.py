@@ -17,8 +17,9 @@ one without (its α bounds every value, Sh included, so it should be the looser)
 Steps 1–3 are quadratic (each cluster's growth measures the distance from its seed to every unassigned record).
 Above ``block_size`` records (default :data:`BLOCK_SIZE`), the records are first cut into blocks (:mod:`.blocking`:
 each record a point of its numbers scaled to [0, 1] and of its categories' leaf ranks, listed subtree by subtree),
-steps 1–3 run within each block with seeds central to it, and step 4 places what every block left over in the
-nearest valid cluster of any block.  ``block_size=None`` clusters exactly whatever the size.
+and steps 1–4 run within each block, seeds central to it.  A block is halved only where each half, as one
+cluster, meets the policy (records alike may hold more of a value than its α allows): the allowed place nearest the
+median; so within every block step 4 ends with every cluster valid, as over the whole table.  ``block_size=None`` clusters exactly whatever the size.
 
 Each cluster is generalized (numbers to the cluster's interval, categories to their lowest common ancestor) and
 published through :class:`~duckanon.recode.recoding.PartitionMap`; its information loss is seed 001 §2.2's, the NCP.
@@ -62,27 +63,29 @@ class SemiSupervisedClustering(ClusteringMethod):
     def assign(self, records: Records) -> tuple[np.ndarray, int]:
         space, composition = records.space, records.composition
         require_two_groups(self.block_size, space.size, composition.k, self.name)
-        groups = np.full(space.size, -1, dtype=np.int64)
-        count = 0
-        points = space.points() if self.block_size is not None and space.size > self.block_size else None
-        for block in (record_blocks(points, self.block_size, composition.k) if points is not None
-                      else [np.arange(space.size)]):
-            count = _grow_clusters(space, composition, block, groups, count)
-        # What no block could cluster joins the nearest valid cluster of any block.
-        return absorb(space, composition, groups, count)
+        if self.block_size is None or space.size <= self.block_size:
+            return absorb(space, composition, *_grow_clusters(space, composition))
+        groups, count = np.full(space.size, -1, dtype=np.int64), 0
+        # A block is cut only into halves each valid as one cluster, so that step 4 within it ends with every
+        # cluster valid, as over the whole table.
+        for block in record_blocks(space.points(), self.block_size, composition.k, splits=composition.splits):
+            block_space, block_composition = space.part(block), composition.part(block)
+            placed, made = absorb(block_space, block_composition, *_grow_clusters(block_space, block_composition))
+            groups[block] = placed + count
+            count += made
+        return groups, count
 
 
-def _grow_clusters(space: RecordSpace, composition: Composition, block: np.ndarray, groups: np.ndarray,
-                   count: int) -> int:
-    """Steps 1–3 over the records of ``block``: clusters numbered from ``count`` written into ``groups``; returns
-    the next number.  Seeds are central within the block."""
-    k = composition.k
-    seeds = block[np.lexsort((block, space.distance_sums(block)))]
-    unassigned = block
-    position = 0  # seeds before ``position`` are assigned or were passed over
+def _grow_clusters(space: RecordSpace, composition: Composition) -> tuple[np.ndarray, int]:
+    """Steps 1–3: each record's cluster (-1 for those left over) and the number of clusters."""
+    k, n = composition.k, space.size
+    groups = np.full(n, -1, dtype=np.int64)
+    seeds = np.lexsort((np.arange(n), space.distance_sums()))
+    unassigned = np.arange(n)
+    count = position = 0  # seeds before ``position`` are assigned or were passed over
     while len(unassigned) >= k and composition.capacity(unassigned) >= k:
         position = _next_unassigned(seeds, groups, position)
-        if position == len(seeds):
+        if position == n:
             break
         seed = seeds[position]
         position += 1
@@ -94,7 +97,7 @@ def _grow_clusters(space: RecordSpace, composition: Composition, block: np.ndarr
         groups[members] = count
         count += 1
         unassigned = unassigned[groups[unassigned] < 0]
-    return count
+    return groups, count
 
 
 def _next_unassigned(seeds: np.ndarray, groups: np.ndarray, position: int, window: int = 1024) -> int:
