@@ -20,7 +20,9 @@ import pytest
 from sqlglot import exp
 
 import duckanon
-from duckanon import AnonymizationError, Hierarchy, KAnonymity, Policy
+from duckanon import AnonymizationError, Hierarchy, KAnonymity, Policy, ReleaseCheckFailed
+from duckanon.engine import as_engine
+from duckanon.release.digest import fingerprint
 from duckanon.release.files import INFO_COLUMNS, open_release, read_release_info
 from duckanon.release.verify import verify
 from duckanon.sqlgen import build as sb
@@ -317,6 +319,52 @@ def test_a_failed_verification_leaves_the_earlier_release_and_no_partial(tmp_pat
     with pytest.raises(AnonymizationError, match="broken on purpose"):
         frame_anon.publish("frame", POLICY, {"age": 2}, target, table="people")
     assert {p.name: digest(p) for p in tmp_path.iterdir()} == before
+
+
+@pytest.mark.parametrize("name", ["r.parquet", "r.csv", "r.duckdb"])
+@pytest.mark.parametrize("checked_by", ["fingerprint", "digest"])
+def test_a_file_that_does_not_hold_the_rows_digested_fails_and_loses_nothing(tmp_path, frame_anon, name, checked_by,
+                                                                           monkeypatch):
+    """The rows are digested once, as they are written; the file read back must hold those rows: checked by their
+    fingerprint where the columns read back at the types digested, else by the digest recomputed."""
+    import duckanon.release.files as files
+
+    target = tmp_path / name
+    frame_anon.publish("frame", POLICY, {"age": 1}, target, table="people")
+    before = {p.name: digest(p) for p in tmp_path.iterdir()}
+    real = files.digested
+
+    def other_rows(engine, relation):
+        rows = real(engine, relation)
+        if checked_by == "fingerprint":  # as if a row were lost between digesting and reading back
+            return files.Digested(rows.digest, (rows.fingerprint[0] - 1, rows.fingerprint[1]), rows.types)
+        return files.Digested("sha256:" + "0" * 64, rows.fingerprint, ("another type",) * len(rows.types))
+
+    monkeypatch.setattr(files, "digested", other_rows)
+    with pytest.raises(ReleaseCheckFailed, match="not the rows written"):
+        frame_anon.publish("frame", POLICY, {"age": 2}, target, table="people")
+    assert {p.name: digest(p) for p in tmp_path.iterdir()} == before
+
+
+@pytest.mark.parametrize("name", ["r.parquet", "r.csv", "r.duckdb"])
+def test_a_release_is_digested_once(tmp_path, frame_anon, name, monkeypatch):
+    import duckanon.release.digest as digests
+
+    real, calls = digests._digest, []
+    monkeypatch.setattr(digests, "_digest", lambda *a, **k: calls.append(1) or real(*a, **k))
+    release = frame_anon.publish("frame", POLICY, {"age": 1}, tmp_path / name, table="people")
+    assert len(calls) == 1 and verify(release.path).holds
+
+
+def test_a_fingerprint_counts_the_rows_in_any_order_and_changes_with_any_of_them():
+    engine = as_engine(duckdb.connect())
+    engine.connection.execute("CREATE TABLE t AS SELECT i, i % 3 AS m, 'v' || i AS s FROM range(50) r(i)")
+    taken = lambda query: fingerprint(engine, exp.maybe_parse(query).subquery())  # noqa: E731
+    same = taken("SELECT * FROM t ORDER BY random()")
+    assert same == taken("SELECT * FROM t ORDER BY i DESC") and same[0] == 50
+    assert taken("SELECT i, m, s FROM t WHERE i > 0") != same
+    assert taken("SELECT i, m, CASE WHEN i = 7 THEN 'w7' ELSE s END FROM t") != same
+    assert taken("SELECT * FROM t UNION ALL SELECT * FROM t WHERE i = 3")[0] == 51
 
 
 def test_views_bind_to_the_release_not_to_a_same_named_object_of_the_connection(tmp_path, frame_anon):

@@ -44,7 +44,7 @@ from ..privacy.people import signature_group_histogram
 from ..risk.counting import class_size_histogram, compatible_histogram
 from ..risk.population import ClassSizes, compatible_prosecutor_risk, prosecutor_risk
 from ..sqlgen import build as sb
-from .digest import content_digest
+from .digest import Digested, content_digest, digested, fingerprint
 from .signing import SIGNATURE, SIGNING_KEY, Signer
 
 # The oldest storage format that holds everything we write; DuckDB >= 1.2 (and its shell) opens it.
@@ -177,8 +177,9 @@ def write_release(engine: Engine, path: str | os.PathLike, content: ReleaseConte
                   announce: Callable[[str], None] | None = None) -> Path:
     """Write ``content`` to ``path`` atomically; ``verify`` gets a fresh connection in which ``content.table`` reads
     the finished file (and ``release_info`` its info), and raises if anything is wrong.  The info records the rows'
-    content digest (:mod:`.digest`) and, with ``signer``, a signature over itself (:mod:`.signing`).  ``announce``
-    hears when the writing ends and the verification starts."""
+    content digest (:mod:`.digest`), taken once as they are written, and, with ``signer``, a signature over itself
+    (:mod:`.signing`); the file read back must hold the rows digested (:func:`_holds`).  ``announce`` hears when the
+    writing ends and the verification starts."""
     writer = _engine_writers(engine)[release_format(path, format, engine)]
     if content.parts and writer in (_WRITERS["parquet"], _FOLDER):
         writer = _TABLES_FOLDER
@@ -186,16 +187,21 @@ def write_release(engine: Engine, path: str | os.PathLike, content: ReleaseConte
     _remove_stale_partials(target)
     partial = target.with_name(f".{target.name}.partial-{os.getpid()}-{uuid.uuid4().hex}")
     try:
-        unsealed = _info_row(engine, content)
-        row = writer.write(engine, partial, content, lambda digest: _sealed(unsealed, digest, signer))
+        unsealed, written = _info_row(engine, content), []
+
+        def seal(rows: Digested) -> dict:
+            written.append(rows)
+            return _sealed(unsealed, rows.digest, signer)
+
+        row = writer.write(engine, partial, content, seal)
         if announce is not None:
             announce(f"verifying the written {target.name}")
         reader = writer.reader(partial, content.table)
         try:
             _verify_info(reader, row)
-            if content_digest(reader, sb.table(content.table)) != row["content_digest"]:
-                raise ReleaseCheckFailed("release check: the rows read back from the file have another content "
-                                         "digest than the rows written")
+            if not _holds(reader, sb.table(content.table), written[-1]):
+                raise ReleaseCheckFailed("release check: the rows read back from the file are not the rows written "
+                                         "(another content digest)")
             verify(reader)
         finally:
             reader.close()
@@ -206,6 +212,14 @@ def write_release(engine: Engine, path: str | os.PathLike, content: ReleaseConte
     except BaseException:
         writer.remove(partial)
         raise
+
+
+def _holds(reader: DuckDBEngine, table: exp.Table, written: Digested) -> bool:
+    """Whether ``table`` read back holds the rows digested: their fingerprint where it reads back at the types they
+    were digested at, else their digest recomputed."""
+    if tuple(reader.types(table).values()) == written.types:
+        return fingerprint(reader, table) == written.fingerprint
+    return content_digest(reader, table) == written.digest
 
 
 def read_release_info(path: str | os.PathLike, format: str | None = None) -> dict:
@@ -521,7 +535,7 @@ class _Writer(ABC):
 
     @abstractmethod
     def write(self, engine: Engine, partial: Path, content: ReleaseContent, seal: Callable[[str], dict]) -> dict:
-        """Write ``content`` to ``partial``; ``seal(digest)`` gives the info row once the rows' digest is known
+        """Write ``content`` to ``partial``; ``seal(digested)`` gives the info row once the rows are digested
         (computed in DuckDB, on the rows as they are written).  Returns that row."""
 
     @abstractmethod
@@ -615,7 +629,7 @@ class _DuckDBFile(_Writer):
                     exp.cast(sb.ident(c), exp.DataType.build(t, dialect="duckdb", udt=True)).as_(c, quoted=True)
                     for c, t in types.items()]).from_(staged)))
                 # The digest of the rows as written: the query runs once (a perturbation draws anew on every run).
-                info = seal(content_digest(own, released))
+                info = seal(digested(own, released))
                 own.run(sb.create_table_as(sb.table(INFO_TABLE), _info_select(info)))
                 for name, view in {**content.views, **{name: content.part(name) for name in content.parts}}.items():
                     own.run(sb.create_view_as(sb.table(name), view))
@@ -655,7 +669,7 @@ class _ParquetFile(_Writer):
             for c in types]).from_(content.query.subquery())
         try:
             # The metadata is written with the rows: the digest is computed from the query the rows come from.
-            info = seal(content_digest(engine, query.subquery()))
+            info = seal(digested(engine, query.subquery()))
             metadata_struct = exp.Struct(expressions=[
                 exp.PropertyEQ(this=sb.ident(c), expression=sb.lit(_text(v) if v is not None else ""))
                 for c, v in info.items()])
@@ -690,7 +704,7 @@ class _ParquetFolder(_Writer):
         # Digested in DuckDB, as every reader will: Spark writes numbers as text otherwise.
         parts = self.reader(partial, content.table, info=False)
         try:
-            info = seal(content_digest(parts, sb.table(content.table)))
+            info = seal(digested(parts, sb.table(content.table)))
         finally:
             parts.close()
         described = {INFO_TABLE: {c: _text(v) for c, v in info.items()}}
@@ -767,7 +781,7 @@ class _ParquetTables(_ParquetFolder):
         # Digested in DuckDB over the files as every reader stacks them.
         files = self.reader(partial, content.table, info=False)
         try:
-            info = seal(content_digest(files, sb.table(content.table)))
+            info = seal(digested(files, sb.table(content.table)))
         finally:
             files.close()
         described = {TABLES: layout, INFO_TABLE: {c: _text(v) for c, v in info.items()}}
@@ -818,7 +832,7 @@ class _CsvFile(_Writer):
         _copy(engine, content.query, partial, ("FORMAT", exp.var("csv")), ("HEADER", exp.true()))
         # A UNION's text does not say which member it is, so DuckDB cannot read it back as one: its reader gets text.
         types = {c: "VARCHAR" if _holds_union(t) else t for c, t in engine.types(content.query.subquery()).items()}
-        info = seal(content_digest(engine, content.query.subquery()))
+        info = seal(digested(engine, content.query.subquery()))
         described = {"columns": types, "sha256": _sha256(partial),
                      INFO_TABLE: {c: _text(v) for c, v in info.items()}}
         self.companions(partial)[0].write_text(json.dumps(described, indent=1), encoding="utf-8")
