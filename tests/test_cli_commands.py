@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 
 from duckanon.cli import main, run
+from duckanon.errors import AnonymizationError
 
 SCRIPT = Path(sys.executable).with_name("duckanon")
 
@@ -90,6 +91,21 @@ def test_cluster_methods_release_groups_that_satisfy_the_policy(people, tmp_path
     if method == "mdav":  # numbers become their group's mean, which keeps every attribute's total
         for column in ("age", "height"):
             assert released[column].astype(float).sum() == pytest.approx(frame[column].sum(), abs=0.05 * len(frame))
+
+
+def test_block_size_blocks_semi_supervised_clustering_and_is_refused_for_top_down(people, tmp_path):
+    source, frame = people
+    target = tmp_path / "semi.duckdb"
+    code, text = _run(["cluster", str(source), "--method", "semi-supervised", *ROLES, "-k", "5", "--alpha-k",
+                       "disease:0.6", "--block-size", "20", "-o", str(target)])
+    assert code == 0, text
+    classes = _released(target).groupby(["age", "height"])
+    assert classes.size().min() >= 5 and classes.size().sum() == len(frame)
+    assert classes["disease"].agg(lambda v: v.value_counts(normalize=True).max()).max() <= 0.6
+    with pytest.raises(AnonymizationError, match="--block-size is for --method mdav and --method semi-supervised"):
+        _run(["cluster", str(source), "--method", "top-down", *ROLES, "-k", "5", "--block-size", "20",
+              "-o", str(tmp_path / "top.duckdb")])
+    assert not (tmp_path / "top.duckdb").exists()
 
 
 def test_cluster_and_mondrian_count_people_with_person(people, tmp_path):
