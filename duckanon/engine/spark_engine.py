@@ -224,8 +224,9 @@ class SparkEngine(Engine):
         catalog = self.session.catalog
         if not catalog.databaseExists(schema):
             return {}
-        return {name: len(self.session.table(sb.table(name, schema).sql(dialect=self.dialect)).columns)
-                for name in names if catalog.tableExists(name, schema)}
+        qualified = {name: sb.table(name, schema).sql(dialect=self.dialect) for name in names}
+        return {name: len(self.session.table(table).columns) for name, table in qualified.items()
+                if catalog.tableExists(table)}
 
     def native_relation(self, source: object) -> exp.Expression | None:
         return self._view(source) if isinstance(source, _pyspark().DataFrame) else None
