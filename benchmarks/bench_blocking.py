@@ -31,17 +31,17 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # the checkout's duckanon, not an installed one
 sys.path.insert(0, str(HERE))
 
-import common
-import duckdb
-import numpy as np
-import pandas as pd
-from bench_clustering import policy as clustering_policy
+import common  # noqa: E402
+import duckdb  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from bench_clustering import policy as clustering_policy  # noqa: E402
 
-import duckanon
-from duckanon import MDAV, KAnonymity, Policy, SemiSupervisedClustering, datasets
-from duckanon.cluster import semisupervised
-from duckanon.cluster.blocking import record_blocks
-from duckanon.cluster.mdav import BLOCK_SIZE, blocked_mdav
+import duckanon  # noqa: E402
+from duckanon import MDAV, KAnonymity, Policy, SemiSupervisedClustering, datasets  # noqa: E402
+from duckanon.cluster import semisupervised  # noqa: E402
+from duckanon.cluster.blocking import record_blocks  # noqa: E402
+from duckanon.cluster.mdav import BLOCK_SIZE, blocked_mdav  # noqa: E402
 
 NUMERIC = ["age", "fnlwgt", "education-num", "capital-gain", "capital-loss", "hours-per-week"]
 

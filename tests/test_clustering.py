@@ -464,7 +464,7 @@ def person_ages(frame: pd.DataFrame) -> pd.Series:
 
 
 def check_people_groups(frame: pd.DataFrame, released: pd.DataFrame, quasi: list[str], k: int,
-                        l: int = 1, alpha: float | None = None) -> None:
+                        l: int = 1, alpha: float | None = None) -> None:  # noqa: E741
     """By pandas: every record once; each person in one class of k people or more, whose people's distinct values
     number l or more, and no value more than α of the class's distinct (person, value) pairs."""
     assert sorted(released["row"]) == sorted(frame["row"])

@@ -120,7 +120,7 @@ class NumericAttribute:
 
     def merge_loss(self, group: int, state: dict, groups: np.ndarray) -> np.ndarray:
         """Per group of ``groups``: the penalty of the union of ``group`` and that group."""
-        pick = lambda key: state[key][groups]
+        pick = lambda key: state[key][groups]  # noqa: E731
         return self._loss(np.fmin(pick("low"), state["low"][group]), np.fmax(pick("high"), state["high"][group]),
                           pick("missing") | state["missing"][group], pick("present") | state["present"][group])
 

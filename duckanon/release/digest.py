@@ -105,18 +105,22 @@ def fingerprint(engine: DuckDBEngine, relation: exp.Expression) -> tuple[int, in
     the same types gives the same fingerprint in one DuckDB, at a hundredth of a digest's cost (no row's text is
     built).  DuckDB's hash may change between its versions, so a fingerprint is never recorded, only compared within
     the process that took it."""
-    row = _call("hash", *[sb.col(c) for c in engine.columns(relation)])
     query = exp.select(exp.func("COUNT", exp.Star()), exp.func("COALESCE", exp.func("SUM", exp.cast(
-        row, exp.DataType.build("HUGEINT"))), sb.lit(0))).from_(_named(relation))
+        _row_hash(engine.columns(relation)), exp.DataType.build("HUGEINT"))), sb.lit(0))).from_(_named(relation))
     (rows, total), = engine.rows(query)
     return int(rows), int(total)
+
+
+def _row_hash(columns: Sequence[str]) -> exp.Expression:
+    """DuckDB's ``hash`` of a row's ``columns``, what a fingerprint sums."""
+    return _call("hash", *[sb.col(c) for c in columns])
 
 
 def _digest(engine: DuckDBEngine, relation: exp.Expression, columns: Sequence[str], *, fingerprinted: bool
             ) -> tuple[str, tuple[int, int]]:
     query = _row_hashes(relation, columns)
     if fingerprinted:
-        query = query.select(_call("hash", *[sb.col(c) for c in columns]).as_(_ROW, quoted=True), copy=False)
+        query = query.select(_row_hash(columns).as_(_ROW, quoted=True), copy=False)
     digest = hashlib.sha256(header(columns).encode())
     bucket, rows, count, total = None, hashlib.sha256(), 0, 0
     for batch in engine.batches(query.order_by(sb.col(_HASH))):
