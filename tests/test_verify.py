@@ -20,6 +20,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 import pytest
+from sqlglot import exp
 
 import duckanon
 from duckanon import (
@@ -48,6 +49,8 @@ from duckanon import (
     verify,
 )
 from duckanon.cli import main
+from duckanon.engine import DuckDBEngine
+from duckanon.release.digest import content_digest, digest_query, digested, fingerprint
 from duckanon.release.files import INFO_SUFFIX, read_release_info
 from duckanon.release.verify import plain_model
 
@@ -141,12 +144,10 @@ def test_an_untouched_release_verifies_and_matches_pandas(release):
     assert checks.loc["typed bounds of age", "holds"]
 
 
-def test_the_digest_is_the_documented_sql_definition_recomputed_by_hashlib(published):
-    """The digest's definition (release/digest.py), computed here in Python over the rows' text: the same value for
-    every format, since it does not depend on how a file lays the rows out."""
-    frame = released(published["duckdb"])
-    with duckdb.connect() as con:
-        texts = con.execute("SELECT COLUMNS(*)::VARCHAR FROM frame").fetchall()
+def documented_digest(con: duckdb.DuckDBPyConnection, relation: str) -> str:
+    """The digest's definition (release/digest.py) computed here in Python, row by row, over the rows' text."""
+    columns = [row[0] for row in con.execute(f"DESCRIBE SELECT * FROM {relation}").fetchall()]
+    texts = con.execute(f"SELECT COLUMNS(*)::VARCHAR FROM {relation}").fetchall()
 
     def value(v):
         return "-" if v is None else f"{len(v)}:{v}"
@@ -155,9 +156,42 @@ def test_the_digest_is_the_documented_sql_definition_recomputed_by_hashlib(publi
     for h in hashes:
         buckets.setdefault(h[:3], []).append(h)
     body = "".join(b + hashlib.sha256("".join(hs).encode()).hexdigest() for b, hs in sorted(buckets.items()))
-    header = "".join(f"{len(c)}:{c}" for c in frame.columns) + "|"
-    expected = "sha256:" + hashlib.sha256((header + body).encode()).hexdigest()
+    header = "".join(f"{len(c)}:{c}" for c in columns) + "|"
+    return "sha256:" + hashlib.sha256((header + body).encode()).hexdigest()
+
+
+def test_the_digest_is_the_documented_sql_definition_recomputed_by_hashlib(published):
+    """The same value for every format, since it does not depend on how a file lays the rows out."""
+    frame = released(published["duckdb"])
+    with duckdb.connect() as con:
+        con.register("frame", frame)
+        expected = documented_digest(con, "frame")
     assert {read_release_info(p)["content_digest"] for p in published.values()} == {expected}
+
+
+def test_rows_equal_but_written_apart_are_digested_apart():
+    """The digest groups identical rows before building their text.  Values equal under SQL's comparison but written
+    differently (a collation's 'a' and 'A', -0.0 and 0.0, one month and 30 days, lists of them) must still be hashed
+    as their own text, and a row repeated past the fold's chunk counted every time: the digest equals the definition
+    row by row (hashlib) and the SQL query a release's view runs."""
+    with duckdb.connect() as con:
+        con.execute("""CREATE TABLE tricky (label VARCHAR COLLATE NOCASE, amount DOUBLE, span INTERVAL,
+                                            amounts DOUBLE[], day DATE, score DECIMAL(6, 2))""")
+        con.execute("""INSERT INTO tricky VALUES
+            ('a', 0.0, INTERVAL 1 MONTH, [0.0], DATE '2020-01-01', 1.50),
+            ('A', -0.0, INTERVAL 30 DAYS, [-0.0], DATE '2020-01-01', 1.5),
+            ('a', 'nan', INTERVAL 1 MONTH, NULL, NULL, NULL),
+            (NULL, NULL, NULL, [NULL], DATE '2020-01-02', -0.00)""")
+        con.execute("INSERT INTO tricky SELECT 'b', 2.5, INTERVAL 1 DAY, [1.0, 2.0], DATE '2021-05-05', 3 "
+                    "FROM range(70000)")
+        engine = DuckDBEngine(con)
+        table = exp.to_table("tricky")
+        expected = documented_digest(con, "tricky")
+        assert content_digest(engine, table) == expected
+        assert con.execute(digest_query(table, engine.columns(table)).sql("duckdb")).fetchone()[0] == expected
+        written = digested(engine, table)
+        assert written.digest == expected
+        assert written.fingerprint == fingerprint(engine, table) and written.fingerprint[0] == 70004
 
 
 def test_the_releases_of_every_algorithm_verify(anon, tmp_path):

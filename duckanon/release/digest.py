@@ -21,10 +21,12 @@ holds every row's hash at once, about half a kilobyte a row.  :func:`content_dig
 verification use, has DuckDB hash the rows and sort the hashes (a sort that spills to disk when it must) and folds
 the sorted stream bucket by bucket with :mod:`hashlib`, in memory bounded by a batch: the same digest.
 
-Building each row's text is most of a digest's cost (seven times a bare COPY of the rows to Parquet).  A release is
-therefore digested once, as it is written (:func:`digested`), and the file read back is checked against the rows
-digested by a :func:`fingerprint` (DuckDB's ``hash`` of each row, summed), which builds no text; where a column reads
-back as another type than it was digested at, the file is digested again instead.
+Building each row's text is most of a digest's cost, so it is built once per distinct row (a release repeats each
+class's values in all its records): the rows are grouped first, and a row's hash enters its bucket as many times as
+the row occurs, which is the same stream the definition sorts.  A release is digested once, as it is written
+(:func:`digested`), and the file read back is checked against the rows digested by a :func:`fingerprint` (DuckDB's
+``hash`` of each row, summed), which builds no text; where a column reads back as another type than it was digested
+at, the file is digested again instead.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from ..engine import DuckDBEngine
 from ..sqlgen import build as sb
 
 PREFIX = "sha256:"
-_HASH, _BUCKET, _BUCKET_HASH, _ROW = "__row_hash", "__bucket", "__bucket_hash", "__row"
+_HASH, _BUCKET, _BUCKET_HASH, _ROW, _ROWS = "__row_hash", "__bucket", "__bucket_hash", "__row", "__rows"
 
 
 def _call(name: str, *arguments: exp.Expression) -> exp.Anonymous:
@@ -89,14 +91,14 @@ class Digested:
 
 def content_digest(engine: DuckDBEngine, relation: exp.Expression) -> str:
     """The digest of every column of ``relation``: the rows' hashes sorted by DuckDB, folded as they stream in."""
-    return _digest(engine, relation, engine.columns(relation), fingerprinted=False)[0]
+    return _digest(engine, relation, engine.types(relation), fingerprinted=False)[0]
 
 
 def digested(engine: DuckDBEngine, relation: exp.Expression) -> Digested:
     """:func:`content_digest` of ``relation`` and its :func:`fingerprint`, from one pass over the rows (a query that
     draws anew on every run gives the two of the same rows)."""
     types = engine.types(relation)
-    digest, fingerprinted = _digest(engine, relation, list(types), fingerprinted=True)
+    digest, fingerprinted = _digest(engine, relation, types, fingerprinted=True)
     return Digested(digest, fingerprinted, tuple(types.values()))
 
 
@@ -116,24 +118,64 @@ def _row_hash(columns: Sequence[str]) -> exp.Expression:
     return _call("hash", *[sb.col(c) for c in columns])
 
 
-def _digest(engine: DuckDBEngine, relation: exp.Expression, columns: Sequence[str], *, fingerprinted: bool
+# Types whose equal values always have the same text: their rows can be grouped by the values themselves.  A
+# VARCHAR may carry a collation (which DESCRIBE does not show) under which unlike texts are equal, so it is grouped
+# by its bytes; any other type (a float's -0.0 and 0.0, an interval's month and 30 days, a nested value) by its text.
+_EXACT_TYPES = frozenset({
+    "BOOLEAN", "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER",
+    "UBIGINT", "UHUGEINT", "DECIMAL", "DATE", "TIME", "TIMESTAMP", "TIMESTAMP_S", "TIMESTAMP_MS", "TIMESTAMP_NS",
+    "TIMESTAMP WITH TIME ZONE", "UUID", "BLOB", "ENUM"})
+
+
+def _group_key(column: exp.Expression, type_name: str) -> exp.Expression:
+    """What groups the rows of ``column``'s values so that one group's values all have the same text."""
+    base = type_name.split("(", 1)[0].strip().upper()
+    if base in _EXACT_TYPES:
+        return column
+    text = column if base == "VARCHAR" else exp.cast(column, exp.DataType.build("VARCHAR"))
+    return _call("encode", text)
+
+
+def _distinct_rows(relation: exp.Expression, types: dict[str, str]) -> tuple[exp.Select, list[str]]:
+    """``relation``'s distinct rows, its columns renamed by position, and how many times each occurs: a release
+    repeats each class's values in every record of the class, so its rows' text is built once per distinct row."""
+    positions = [f"__column_{i}" for i in range(len(types))]
+    grouped = exp.select(*[exp.func("ANY_VALUE", sb.col(column)).as_(position, quoted=True)
+                           for column, position in zip(types, positions)],
+                         exp.func("COUNT", exp.Star()).as_(_ROWS, quoted=True)).from_(_named(relation))
+    return grouped.group_by(*[_group_key(sb.col(c), t) for c, t in types.items()]), positions
+
+
+def _digest(engine: DuckDBEngine, relation: exp.Expression, types: dict[str, str], *, fingerprinted: bool
             ) -> tuple[str, tuple[int, int]]:
-    query = _row_hashes(relation, columns)
+    distinct, positions = _distinct_rows(relation, types)
+    query = _row_hashes(distinct, positions).select(sb.col(_ROWS), copy=False)
     if fingerprinted:
-        query = query.select(_row_hash(columns).as_(_ROW, quoted=True), copy=False)
-    digest = hashlib.sha256(header(columns).encode())
+        query = query.select(_row_hash(positions).as_(_ROW, quoted=True), copy=False)
+    digest = hashlib.sha256(header(list(types)).encode())
     bucket, rows, count, total = None, hashlib.sha256(), 0, 0
     for batch in engine.batches(query.order_by(sb.col(_HASH))):
-        count += len(batch)
-        if fingerprinted:
-            total += sum(row[1] for row in batch)
         for row in batch:
-            row_hash = row[0]
+            row_hash, repeats = row[0], row[1]
+            count += repeats
+            if fingerprinted:
+                total += row[2] * repeats
             if row_hash[:3] != bucket:
                 if bucket is not None:
                     digest.update(f"{bucket}{rows.hexdigest()}".encode())
                 bucket, rows = row_hash[:3], hashlib.sha256()
-            rows.update(row_hash.encode())
+            _update_repeated(rows, row_hash.encode(), repeats)
     if bucket is not None:
         digest.update(f"{bucket}{rows.hexdigest()}".encode())
     return PREFIX + digest.hexdigest(), (count, total)
+
+
+def _update_repeated(hashed: "hashlib._Hash", text: bytes, repeats: int, chunk: int = 65_536) -> None:
+    """``hashed`` fed ``text`` ``repeats`` times over, ``chunk`` copies at a time (a class of millions of records
+    would otherwise be one string of their hashes)."""
+    whole, rest = divmod(repeats, chunk)
+    if whole:
+        block = text * chunk
+        for _ in range(whole):
+            hashed.update(block)
+    hashed.update(text * rest)
