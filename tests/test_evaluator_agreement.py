@@ -308,6 +308,8 @@ def agree_on_every_node_and_search(data, first=None):
     metrics = [*NAMED_METRICS, data.draw(weighted_loss(list(hierarchies)))]
     settings_name = data.draw(st.sampled_from(list(REGIMES)))
     order = data.draw(st.sampled_from(ORDERS))
+    # In process over every level's codes, or, asked to fit a budget they exceed, over the original values' alone.
+    lean = data.draw(st.booleans())
     rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
     con, anon = setup_table(frame)
     workspace = anon.workspace
@@ -315,9 +317,12 @@ def agree_on_every_node_and_search(data, first=None):
         try:
             bound = stack.enter_context(bind(workspace, "t", policy))
             sql = stack.enter_context(search_run.evaluator(workspace, bound, metrics, LABEL, "sql"))
-            memory = stack.enter_context(search_run.evaluator(workspace, bound, metrics, LABEL, "memory"))
+            memory = stack.enter_context(search_run.evaluator(workspace, bound, metrics, LABEL, "memory",
+                                                              memory_budget=1 if lean else None))
         except PolicyError:
             assume(False)  # parameters no release of this table can meet (e.g. l above the distinct values)
+        lifted = memory_evaluator.LevelLifts.of(memory.encoding, memory.hierarchies).from_leaves
+        assert memory.base.all_levels == (not lean or not lifted)
         size = sql.lattice.size
         sql.evaluate_many(range(size))
         evaluate_in_order(memory, order, rng)

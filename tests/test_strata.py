@@ -213,6 +213,9 @@ def test_adult_t_closeness_within_each_sex(adult, tmp_path):
     memory, release = anon.anonymize("adult", policy, tmp_path / "strata.duckdb", evaluator="memory")
     sql = anon.search("adult", policy, evaluator="sql")
     assert memory.levels == sql.levels and memory.best.suppressed == sql.best.suppressed == release.suppressed
+    # In process over the original values' codes alone, as a table beyond the memory budget is searched.
+    lean = anon.search("adult", policy, evaluator="memory", memory_budget=1)
+    assert lean.levels == sql.levels and lean.best.suppressed == sql.best.suppressed
     # The check of the chosen levels lists the violating classes by stratum and generalized values.
     checked = anon.check("adult", policy, memory.levels)
     assert checked.violating_records == release.suppressed and checked.within_limit

@@ -75,23 +75,38 @@ MEET_MIN_ROWS = 100_000
 _WORK_BYTES_PER_ROW = 48
 
 
-def _row_bytes(hierarchies: Sequence[Hierarchy], sensitive: int, offsets: int) -> int:
-    """Bytes per frequency-table row: every level's code (4), the count (8), sensitive codes (8), cost offsets (8)."""
-    return 4 * sum(h.levels for h in hierarchies) + 8 + 8 * sensitive + 8 * offsets
+def _row_bytes(code_columns: int, sensitive: int, offsets: int) -> int:
+    """Bytes per frequency-table row: its codes (4 each), the count (8), sensitive codes (8), cost offsets (8)."""
+    return 4 * code_columns + 8 + 8 * sensitive + 8 * offsets
 
 
-def memory_needed(engine: Engine, encoding: Encoding, models: Sequence[PrivacyModel], metrics: Sequence[Metric]) -> int:
-    """Bytes the in-process evaluator takes for ``encoding``: its arrays, room for snapshots, and working arrays."""
+def memory_needed(engine: Engine, encoding: Encoding, models: Sequence[PrivacyModel], metrics: Sequence[Metric],
+                  leaves: bool = False) -> int:
+    """Bytes the in-process evaluator takes for ``encoding``: its arrays (every level's codes, or with ``leaves`` the
+    original values' codes alone), room for snapshots, and working arrays."""
     rows = int(engine.value(exp.select(exp.func("COUNT", exp.Star())).from_(encoding.table)))
     hierarchies = [b.hierarchy for b in encoding.bound.values()]
     # one per attribute and entropy cost sum
     offsets = len(hierarchies) * sum(s.kind == "entropy" for m in metrics for s in m.cost_sums(encoding.attributes))
-    table = rows * _row_bytes(hierarchies, len(encoding.sensitive), offsets)
+    every_level = sum(h.levels for h in hierarchies)
+    table = rows * _row_bytes(len(hierarchies) if leaves else every_level, len(encoding.sensitive), offsets)
     needed = table + max(int(table * SNAPSHOT_BYTES_SHARE), SNAPSHOT_MIN_BYTES) + rows * _WORK_BYTES_PER_ROW
     if encoding.population_table is not None:  # its codes and counts, and grouping them with a node's rows
         people = int(engine.value(exp.select(exp.func("COUNT", exp.Star())).from_(encoding.population_table)))
-        needed += people * (_row_bytes(hierarchies, 0, 0) + _WORK_BYTES_PER_ROW)
+        needed += people * (_row_bytes(every_level, 0, 0) + _WORK_BYTES_PER_ROW)
     return needed
+
+
+def memory_plan(engine: Engine, encoding: Encoding, models: Sequence[PrivacyModel], metrics: Sequence[Metric],
+                budget: int) -> tuple[int, bool]:
+    """The bytes the in-process evaluator needs for ``encoding`` and whether it reads the original values' codes
+    alone: every level's codes where they fit ``budget`` (nodes are grouped a quarter faster from them, no lookup per
+    row), else the original values' where every original value has one generalized value per level (a quarter to a
+    half of the memory: the difference between evaluating in process and in SQL, a hundred times slower per node)."""
+    needed = memory_needed(engine, encoding, models, metrics)
+    if needed > budget and LevelLifts.of(encoding, [b.hierarchy for b in encoding.bound.values()]).from_leaves:
+        return memory_needed(engine, encoding, models, metrics, leaves=True), True
+    return needed, False
 
 
 class _Groups:
@@ -274,26 +289,74 @@ class _NodeClasses:
     population: np.ndarray | None = None  # per class, its population's records (given a population)
 
 
-class FrequencyArrays:
-    """An encoding's frequency table as arrays, read once and shared by every in-process evaluator over it (kept in
-    the encoding's memo): every level's codes, counts, sensitive value codes and texts, each attribute's code counts
-    per level and the lookups from a level's codes to a higher level's."""
+class LevelLifts:
+    """Per attribute, how many codes each level has and the lookups from a level's codes to each higher level's (None
+    where a generalized value has several on the higher level, so rows grouped at that level cannot serve it), from
+    the encoding's code tables (a row per original value: small); kept in the encoding's memo."""
 
-    def __init__(self, engine: Engine, encoding: Encoding, hierarchies: Sequence[Hierarchy]):
-        self.engine, self.hierarchies = engine, list(hierarchies)
-        self.base = self._read(encoding)
-        self._read_levels(encoding)
+    def __init__(self, encoding: Encoding, hierarchies: Sequence[Hierarchy]):
+        self.cards: list[list[int]] = []
+        self.lifts: list[list[list[np.ndarray | None]]] = []
+        for i, hierarchy in enumerate(hierarchies):
+            frame = encoding.level_frame(i)
+            # Codes number every value of the attribute (the population's too, when there is one).
+            codes = [frame[f"code_{j}"].to_numpy(dtype=np.int64) - 1 for j in range(hierarchy.levels)]
+            self.cards.append([int(level.max()) + 1 if len(level) else 0 for level in codes])
+            lifts = []
+            for low in range(hierarchy.levels):
+                row = []
+                for high in range(hierarchy.levels):
+                    lookup = None
+                    if high >= low:
+                        lookup = np.zeros(self.cards[i][low], dtype=np.int32)
+                        lookup[codes[low]] = codes[high]
+                        if not np.array_equal(lookup[codes[low]], codes[high]):
+                            lookup = None
+                    row.append(lookup)
+                lifts.append(row)
+            self.lifts.append(lifts)
+        # Per attribute and level, whether rows grouped there serve every higher level.
+        self.liftable = np.zeros((len(hierarchies), max(h.levels for h in hierarchies)), dtype=bool)
+        for i, lifts in enumerate(self.lifts):
+            for low, row in enumerate(lifts):
+                self.liftable[i, low] = all(lookup is not None for lookup in row[low:])
+        # Whether every original value has one generalized value per level: the frequency table's rows then need
+        # carry the original values' codes alone.
+        self.from_leaves = bool(self.liftable[:, 0].all())
 
     @classmethod
-    def of(cls, engine: Engine, encoding: Encoding, hierarchies: Sequence[Hierarchy]) -> FrequencyArrays:
-        return encoding.memo(cls.__name__, lambda: cls(engine, encoding, hierarchies))
+    def of(cls, encoding: Encoding, hierarchies: Sequence[Hierarchy]) -> LevelLifts:
+        return encoding.memo(cls.__name__, lambda: cls(encoding, hierarchies))
 
-    def _read(self, encoding: Encoding) -> _Rows:
-        """The frequency table's columns: codes (0-based) on every level, sensitive value codes (engine order), and
-        counts; and each sensitive attribute's values as text."""
+
+class FrequencyArrays:
+    """An encoding's frequency table as arrays, read once and shared by every in-process evaluator over it (kept in
+    the encoding's memo): every level's codes (or, with ``leaves``, the original values' codes, which the evaluator
+    lifts to a node's levels), counts, sensitive value codes and texts, each attribute's code counts per level and
+    the lookups from a level's codes to a higher level's."""
+
+    def __init__(self, engine: Engine, encoding: Encoding, hierarchies: Sequence[Hierarchy], leaves: bool):
+        self.engine, self.hierarchies = engine, list(hierarchies)
+        levels = LevelLifts.of(encoding, hierarchies)
+        self.cards, self.lifts, self.liftable = levels.cards, levels.lifts, levels.liftable
+        self.base = self._read(encoding, leaves and levels.from_leaves)
+        self.table_counts = {name: _sums(codes, self.base.weights, len(self.values[name]))
+                             for name, codes in self.base.sensitive.items()}
+        self.records = int(self.base.count.sum())
+
+    @classmethod
+    def of(cls, engine: Engine, encoding: Encoding, hierarchies: Sequence[Hierarchy], leaves: bool = False
+           ) -> FrequencyArrays:
+        """The arrays read first of ``encoding``, whichever codes they hold (both give every node alike): an
+        evaluator asking for the other kind reuses them rather than holding the table twice."""
+        return encoding.memo(cls.__name__, lambda: cls(engine, encoding, hierarchies, leaves))
+
+    def _read(self, encoding: Encoding, leaves: bool) -> _Rows:
+        """The frequency table's columns: codes (0-based) on level 0 with ``leaves``, on every level otherwise;
+        sensitive value codes (engine order), and counts; and each sensitive attribute's values as text."""
         table = encoding.table
-        codes = [code_column(i, j) for i, h in enumerate(self.hierarchies) for j in range(h.levels)]
-        widest = self.engine.rows(exp.select(*[exp.func("MAX", sb.col(c)) for c in codes]).from_(table))[0]
+        read_levels = [range(1 if leaves else h.levels) for h in self.hierarchies]
+        codes = [code_column(i, j) for i, levels in enumerate(read_levels) for j in levels]
         # 32-bit codes: the class keys are packed from them a third faster than from narrower ones.
         columns = [exp.cast(sb.col(c) - sb.lit(1), exp.DataType.build("INTEGER")).as_(c, quoted=True) for c in codes]
         self.values: dict[str, SensitiveValues] = {}
@@ -305,48 +368,14 @@ class FrequencyArrays:
             self.values[name] = SensitiveValues(tuple(text for text, _ in self.engine.rows(texts)))
         columns.append(exp.cast(sb.col(COUNT), exp.DataType.build("BIGINT")).as_(COUNT, quoted=True))
         arrays = self.engine.arrays(exp.select(*columns).from_(table))
-        # Per attribute and level, how many codes (codes are dense ranks of the generalized values).
-        largest = iter(int(m or 0) for m in widest)
-        self.cards = [[next(largest) for _ in range(h.levels)] for h in self.hierarchies]
-        codes = [[np.asarray(arrays[code_column(i, j)]) for j in range(h.levels)]
-                 for i, h in enumerate(self.hierarchies)]
+        read = [[np.asarray(arrays[code_column(i, j)]) for j in levels] for i, levels in enumerate(read_levels)]
         sensitive = {name: np.asarray(arrays[f"__s{k}"], dtype=np.int64) for k, name in enumerate(encoding.sensitive)}
-        return _Rows(np.zeros(len(self.hierarchies), dtype=np.int64), np.asarray(arrays[COUNT], dtype=np.int64), {},
-                     lambda: (codes, sensitive), sum(c.nbytes for level in codes for c in level)
-                     + sum(c.nbytes for c in sensitive.values()), all_levels=True)
-
-    def _read_levels(self, encoding: Encoding) -> None:
-        """Per attribute, the lookups from a level's codes to each higher level's (None where a generalized value
-        has several on the higher level, so snapshots at that level cannot serve it), and every sensitive
-        attribute's records per value."""
-        self.lifts: list[list[list[np.ndarray | None]]] = []
-        for i, hierarchy in enumerate(self.hierarchies):
-            frame = encoding.level_frame(i)
-            codes = [frame[f"code_{j}"].to_numpy(dtype=np.int64) - 1 for j in range(hierarchy.levels)]
-            # Codes number the values of the population too, when there is one: count them all.
-            self.cards[i] = [max(card, int(level.max()) + 1) if len(level) else card
-                             for card, level in zip(self.cards[i], codes)]
-            lifts = []
-            for low in range(hierarchy.levels):
-                row = []
-                for high in range(hierarchy.levels):
-                    lookup = None
-                    if high >= low:
-                        lookup = np.zeros(self.cards[i][low], dtype=self.base.codes[i][high].dtype)
-                        lookup[codes[low]] = codes[high]
-                        if not np.array_equal(lookup[codes[low]], codes[high]):
-                            lookup = None
-                    row.append(lookup)
-                lifts.append(row)
-            self.lifts.append(lifts)
-        # Per attribute and level, whether a snapshot there serves every higher level.
-        self.liftable = np.zeros((len(self.hierarchies), max(h.levels for h in self.hierarchies)), dtype=bool)
-        for i, lifts in enumerate(self.lifts):
-            for low, row in enumerate(lifts):
-                self.liftable[i, low] = all(lookup is not None for lookup in row[low:])
-        self.table_counts = {name: _sums(codes, self.base.weights, len(self.values[name]))
-                             for name, codes in self.base.sensitive.items()}
-        self.records = int(self.base.count.sum())
+        column_bytes = sum(c.nbytes for level in read for c in level) + sum(c.nbytes for c in sensitive.values())
+        count, bottom = np.asarray(arrays[COUNT], dtype=np.int64), np.zeros(len(self.hierarchies), dtype=np.int64)
+        if leaves:  # rows at the bottom node, as a snapshot's are at its node
+            originals = [levels[0] for levels in read]
+            return _Rows(bottom, count, {}, lambda: (originals, sensitive), column_bytes)
+        return _Rows(bottom, count, {}, lambda: (read, sensitive), column_bytes, all_levels=True)
 
 
 class PopulationArrays:
@@ -393,12 +422,12 @@ class MemoryNodeEvaluator(NodeEvaluator):
     def __init__(self, engine: Engine, encoding: Encoding, hierarchies: Sequence[Hierarchy],
                  models: Sequence[PrivacyModel], metrics: Sequence[Metric], allowed_suppressed: int,
                  monotone: bool, progress: Callable[[str], None] | None = None, suppressed_monotone: bool = True,
-                 suppressed_class: bool = True, drops: bool | None = None):
+                 suppressed_class: bool = True, drops: bool | None = None, leaves: bool = False):
         super().__init__(encoding, hierarchies, models, metrics, allowed_suppressed, monotone, progress,
                          suppressed_monotone, suppressed_class, drops)
         self.checked_sensitive = list(dict.fromkeys(m.sensitive for m in self.models if m.sensitive is not None))
         self.size_bounds = [m.minimum_size for m in self.models if m.minimum_size is not None]
-        arrays = FrequencyArrays.of(engine, encoding, hierarchies)
+        arrays = FrequencyArrays.of(engine, encoding, hierarchies, leaves)
         self.cards, self.values, self.lifts = arrays.cards, arrays.values, arrays.lifts
         # Per attribute and level, whether codes there map to every higher level's, as a snapshot's must.
         self.liftable_levels = arrays.liftable
@@ -415,7 +444,7 @@ class MemoryNodeEvaluator(NodeEvaluator):
         self._read_prices()
         if self.costs.tuples is not None:
             # Each row's records × its tuple's records, summed into its snapshots' rows as the cost offsets are.
-            tuples = _group([codes[0] for codes in self.base.codes], [cards[0] for cards in self.cards],
+            tuples = _group(self._codes(self.base, self.base.node), [cards[0] for cards in self.cards],
                             self.base.weights)
             self.base.offsets[TUPLE_WEIGHT] = self.base.weights * tuples.sizes[tuples.ids]
         self.population = (None if encoding.population_table is None
@@ -458,7 +487,8 @@ class MemoryNodeEvaluator(NodeEvaluator):
                 if entropy:
                     by_code = np.zeros(self.cards[i][0])
                     by_code[table["code"].to_numpy(dtype=np.int64) - 1] = weight * own
-                    self.base.offsets[cost_sum.name, i] = by_code[self.base.codes[i][0]] * self.base.count
+                    originals = self._codes(self.base, self.base.node)[i]
+                    self.base.offsets[cost_sum.name, i] = by_code[originals] * self.base.count
             self.cost_parts[cost_sum.name] = parts
             self.suppressed_part[cost_sum.name] = cost_sum.per_record(constant * sum(weights.values()))
 

@@ -41,7 +41,7 @@ from ..utility.metrics import METRICS, WEIGHTED, Loss, Metric, metric_names
 from ..utility.weights import attribute_weights
 from . import strategies
 from .evaluator import NodeEvaluator
-from .memory_evaluator import DEFAULT_MEMORY_BUDGET, MemoryNodeEvaluator, memory_needed
+from .memory_evaluator import DEFAULT_MEMORY_BUDGET, MemoryNodeEvaluator, memory_plan
 from .person_evaluator import PersonNodeEvaluator
 from .sql_evaluator import SqlNodeEvaluator
 from .strategies import STRATEGIES, SearchBudget, SearchResult
@@ -111,23 +111,24 @@ def evaluator(workspace: Workspace, bound: BoundPolicy, metrics: Sequence[Metric
                 raise PolicyError("a policy with person= is searched in process (the SQL evaluator counts records); "
                                   "use evaluator='memory' or 'auto'")
             budget = DEFAULT_MEMORY_BUDGET if memory_budget is None else memory_budget
-            needed = memory_needed(workspace.engine, encoding, policy.models, resolved)
+            needed, leaves = memory_plan(workspace.engine, encoding, policy.models, resolved, budget)
             if kind == "auto" and needed > budget:  # no SQL evaluator to fall back on: refuse rather than exhaust RAM
                 raise PolicyError(f"a policy with person= is searched in process, which needs {_size(needed)} here, "
                                   f"above the memory budget of {_size(budget)}: give a larger memory_budget "
                                   f"(--memory-budget), or evaluator='memory' to search regardless")
             workspace.announce(f"evaluating nodes in process, by people's signatures: they need {_size(needed)}")
-            built = PersonNodeEvaluator(*arguments, **settings, person=policy.person, k=policy.person_k,
+            built = PersonNodeEvaluator(*arguments, **settings, leaves=leaves, person=policy.person, k=policy.person_k,
                                         record_table=policy.record_table, lacking=bound.lacking)
         else:
-            kind = _chosen(workspace, encoding, bound, resolved, kind, memory_budget)
+            kind, leaves = _chosen(workspace, encoding, bound, resolved, kind, memory_budget)
             chosen = EVALUATOR_CLASSES[kind]
+            layout = {"leaves": leaves} if kind == "memory" else {}
             if policy.strata:  # one evaluator per stratum, over its part, without progress: the strata report as one
                 built = StratifiedNodeEvaluator(*arguments[1:], **settings, build=lambda part, models: chosen(
                     workspace.engine, part, hierarchies, models, resolved, allowed, monotone, None,
-                    suppressed_monotone, **settings))
+                    suppressed_monotone, **settings, **layout))
             else:
-                built = chosen(*arguments, **settings)
+                built = chosen(*arguments, **settings, **layout)
         yield built
     finally:
         if built is not None:
@@ -137,17 +138,20 @@ def evaluator(workspace: Workspace, bound: BoundPolicy, metrics: Sequence[Metric
 
 
 def _chosen(workspace: Workspace, encoding: Encoding, bound: BoundPolicy, metrics: Sequence[Metric], kind: str,
-            memory_budget: int | None) -> str:
-    """``memory`` or ``sql``: ``kind``, or for ``auto`` whether the in-process arrays fit the budget; announced."""
+            memory_budget: int | None) -> tuple[str, bool]:
+    """``memory`` or ``sql``: ``kind``, or for ``auto`` whether the in-process arrays fit the budget; announced.  And,
+    in process, whether the arrays are the original values' codes alone (:func:`memory_plan`)."""
+    budget = DEFAULT_MEMORY_BUDGET if memory_budget is None else memory_budget
+    needed, leaves = (0, False) if kind == "sql" else memory_plan(workspace.engine, encoding, bound.policy.models,
+                                                                  metrics, budget)
     if kind != "auto":
         workspace.announce(f"evaluating nodes {_WHERE[kind]}, as asked")
-        return kind
-    budget = DEFAULT_MEMORY_BUDGET if memory_budget is None else memory_budget
-    needed = memory_needed(workspace.engine, encoding, bound.policy.models, metrics)
+        return kind, leaves
     kind = "memory" if needed <= budget else "sql"
-    workspace.announce(f"evaluating nodes {_WHERE[kind]}: they need {_size(needed)} in memory, the budget is "
+    codes = ", reading the original values' codes alone" if kind == "memory" and leaves else ""
+    workspace.announce(f"evaluating nodes {_WHERE[kind]}{codes}: they need {_size(needed)} in memory, the budget is "
                        f"{_size(budget)}")
-    return kind
+    return kind, leaves
 
 
 _WHERE = {"memory": "in process", "sql": "in SQL"}
@@ -296,8 +300,9 @@ def _fitting_groups(workspace: Workspace, encoded: EncodedSource, names: Sequenc
     groups: list[list[str]] = []
     for name in names:
         widened = [*groups[-1], name] if groups else None
-        if widened is not None and memory_needed(workspace.engine, encoded.encoding, encoded.bound.policy.models,
-                                                 [METRICS[m]() for m in widened]) <= DEFAULT_MEMORY_BUDGET:
+        if widened is not None and memory_plan(workspace.engine, encoded.encoding, encoded.bound.policy.models,
+                                               [METRICS[m]() for m in widened], DEFAULT_MEMORY_BUDGET
+                                               )[0] <= DEFAULT_MEMORY_BUDGET:
             groups[-1] = widened
         else:
             groups.append([name])
