@@ -153,10 +153,16 @@ def digest(path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def temporary_tables(con) -> list[str]:
+    return sorted(name for name, in con.execute("SELECT table_name FROM duckdb_tables() WHERE temporary").fetchall())
+
+
 def test_failed_publish_keeps_the_earlier_release_and_leaves_nothing(adult_con, adult_policy, tmp_path):
     anon = duckanon.connect(adult_con)
     target = tmp_path / "r.duckdb"
+    tables = temporary_tables(adult_con)
     anon.publish("adult", adult_policy, LEVELS, target, table="adult")
+    assert temporary_tables(adult_con) == tables  # the released rows, computed once into a table, are dropped
     before = digest(target)
     strict = Policy(**{**vars_of(adult_policy), "suppression_limit": 0.0})
     with pytest.raises(PolicyNotSatisfied, match="may be suppressed"):
@@ -172,9 +178,11 @@ def test_failure_while_writing_leaves_no_partial_file(adult_con, adult_policy, t
         raise RuntimeError("disk on fire")
 
     monkeypatch.setattr(publishing, "verify_release", broken)
+    tables = temporary_tables(adult_con)
     with pytest.raises(RuntimeError, match="disk on fire"):
         duckanon.connect(adult_con).publish("adult", adult_policy, LEVELS, tmp_path / "x.duckdb", table="adult")
     assert list(tmp_path.iterdir()) == []
+    assert temporary_tables(adult_con) == tables
     assert adult_con.execute("SELECT count(*) FROM adult").fetchone()[0] == 30162
 
 

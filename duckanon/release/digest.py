@@ -133,7 +133,8 @@ def _group_key(column: exp.Expression, type_name: str) -> exp.Expression:
     if base in _EXACT_TYPES:
         return column
     text = column if base == "VARCHAR" else exp.cast(column, exp.DataType.build("VARCHAR"))
-    return _call("encode", text)
+    # sqlglot's node: DuckDB's ENCODE takes the text alone, Spark's names the charset, which the node writes for it.
+    return exp.Encode(this=text, charset=sb.lit("utf-8"))
 
 
 def _distinct_rows(relation: exp.Expression, types: dict[str, str]) -> tuple[exp.Select, list[str]]:
