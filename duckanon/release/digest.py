@@ -171,7 +171,7 @@ def _digest(engine: DuckDBEngine, relation: exp.Expression, types: dict[str, str
     return PREFIX + digest.hexdigest(), (count, total)
 
 
-def _update_repeated(hashed: "hashlib._Hash", text: bytes, repeats: int, chunk: int = 65_536) -> None:
+def _update_repeated(hashed: hashlib._Hash, text: bytes, repeats: int, chunk: int = 65_536) -> None:
     """``hashed`` fed ``text`` ``repeats`` times over, ``chunk`` copies at a time (a class of millions of records
     would otherwise be one string of their hashes)."""
     whole, rest = divmod(repeats, chunk)
