@@ -162,7 +162,7 @@ def test_failed_publish_keeps_the_earlier_release_and_leaves_nothing(adult_con, 
     target = tmp_path / "r.duckdb"
     tables = temporary_tables(adult_con)
     anon.publish("adult", adult_policy, LEVELS, target, table="adult")
-    assert temporary_tables(adult_con) == tables  # the released rows, computed once into a table, are dropped
+    assert temporary_tables(adult_con) == tables  # every temporary table of the publish is dropped
     before = digest(target)
     strict = Policy(**{**vars_of(adult_policy), "suppression_limit": 0.0})
     with pytest.raises(PolicyNotSatisfied, match="may be suppressed"):

@@ -80,33 +80,35 @@ def _row_bytes(code_columns: int, sensitive: int, offsets: int) -> int:
     return 4 * code_columns + 8 + 8 * sensitive + 8 * offsets
 
 
-def memory_needed(engine: Engine, encoding: Encoding, models: Sequence[PrivacyModel], metrics: Sequence[Metric],
-                  leaves: bool = False) -> int:
-    """Bytes the in-process evaluator takes for ``encoding``: its arrays (every level's codes, or with ``leaves`` the
-    original values' codes alone), room for snapshots, and working arrays."""
+def _memory_estimates(engine: Engine, encoding: Encoding, metrics: Sequence[Metric]) -> tuple[int, int]:
+    """Bytes the in-process evaluator takes for ``encoding`` (its arrays, room for snapshots, and working arrays):
+    reading every level's codes, and reading the original values' codes alone."""
     rows = int(engine.value(exp.select(exp.func("COUNT", exp.Star())).from_(encoding.table)))
     hierarchies = [b.hierarchy for b in encoding.bound.values()]
     # one per attribute and entropy cost sum
     offsets = len(hierarchies) * sum(s.kind == "entropy" for m in metrics for s in m.cost_sums(encoding.attributes))
     every_level = sum(h.levels for h in hierarchies)
-    table = rows * _row_bytes(len(hierarchies) if leaves else every_level, len(encoding.sensitive), offsets)
-    needed = table + max(int(table * SNAPSHOT_BYTES_SHARE), SNAPSHOT_MIN_BYTES) + rows * _WORK_BYTES_PER_ROW
+    population = 0
     if encoding.population_table is not None:  # its codes and counts, and grouping them with a node's rows
         people = int(engine.value(exp.select(exp.func("COUNT", exp.Star())).from_(encoding.population_table)))
-        needed += people * (_row_bytes(every_level, 0, 0) + _WORK_BYTES_PER_ROW)
-    return needed
+        population = people * (_row_bytes(every_level, 0, 0) + _WORK_BYTES_PER_ROW)
+
+    def needed(code_columns: int) -> int:
+        table = rows * _row_bytes(code_columns, len(encoding.sensitive), offsets)
+        return (table + max(int(table * SNAPSHOT_BYTES_SHARE), SNAPSHOT_MIN_BYTES) + rows * _WORK_BYTES_PER_ROW
+                + population)
+    return needed(every_level), needed(len(hierarchies))
 
 
-def memory_plan(engine: Engine, encoding: Encoding, models: Sequence[PrivacyModel], metrics: Sequence[Metric],
-                budget: int) -> tuple[int, bool]:
+def memory_plan(engine: Engine, encoding: Encoding, metrics: Sequence[Metric], budget: int) -> tuple[int, bool]:
     """The bytes the in-process evaluator needs for ``encoding`` and whether it reads the original values' codes
     alone: every level's codes where they fit ``budget`` (nodes are grouped a quarter faster from them, no lookup per
     row), else the original values' where every original value has one generalized value per level (a quarter to a
     half of the memory: the difference between evaluating in process and in SQL, a hundred times slower per node)."""
-    needed = memory_needed(engine, encoding, models, metrics)
-    if needed > budget and LevelLifts.of(encoding, [b.hierarchy for b in encoding.bound.values()]).from_leaves:
-        return memory_needed(engine, encoding, models, metrics, leaves=True), True
-    return needed, False
+    every_level, originals = _memory_estimates(engine, encoding, metrics)
+    if every_level > budget and LevelLifts.of(encoding, [b.hierarchy for b in encoding.bound.values()]).from_leaves:
+        return originals, True
+    return every_level, False
 
 
 class _Groups:

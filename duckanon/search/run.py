@@ -111,7 +111,7 @@ def evaluator(workspace: Workspace, bound: BoundPolicy, metrics: Sequence[Metric
                 raise PolicyError("a policy with person= is searched in process (the SQL evaluator counts records); "
                                   "use evaluator='memory' or 'auto'")
             budget = DEFAULT_MEMORY_BUDGET if memory_budget is None else memory_budget
-            needed, leaves = memory_plan(workspace.engine, encoding, policy.models, resolved, budget)
+            needed, leaves = memory_plan(workspace.engine, encoding, resolved, budget)
             if kind == "auto" and needed > budget:  # no SQL evaluator to fall back on: refuse rather than exhaust RAM
                 raise PolicyError(f"a policy with person= is searched in process, which needs {_size(needed)} here, "
                                   f"above the memory budget of {_size(budget)}: give a larger memory_budget "
@@ -142,8 +142,7 @@ def _chosen(workspace: Workspace, encoding: Encoding, bound: BoundPolicy, metric
     """``memory`` or ``sql``: ``kind``, or for ``auto`` whether the in-process arrays fit the budget; announced.  And,
     in process, whether the arrays are the original values' codes alone (:func:`memory_plan`)."""
     budget = DEFAULT_MEMORY_BUDGET if memory_budget is None else memory_budget
-    needed, leaves = (0, False) if kind == "sql" else memory_plan(workspace.engine, encoding, bound.policy.models,
-                                                                  metrics, budget)
+    needed, leaves = (0, False) if kind == "sql" else memory_plan(workspace.engine, encoding, metrics, budget)
     if kind != "auto":
         workspace.announce(f"evaluating nodes {_WHERE[kind]}, as asked")
         return kind, leaves
@@ -300,9 +299,8 @@ def _fitting_groups(workspace: Workspace, encoded: EncodedSource, names: Sequenc
     groups: list[list[str]] = []
     for name in names:
         widened = [*groups[-1], name] if groups else None
-        if widened is not None and memory_plan(workspace.engine, encoded.encoding, encoded.bound.policy.models,
-                                               [METRICS[m]() for m in widened], DEFAULT_MEMORY_BUDGET
-                                               )[0] <= DEFAULT_MEMORY_BUDGET:
+        if widened is not None and memory_plan(workspace.engine, encoded.encoding, [METRICS[m]() for m in widened],
+                                               DEFAULT_MEMORY_BUDGET)[0] <= DEFAULT_MEMORY_BUDGET:
             groups[-1] = widened
         else:
             groups.append([name])
