@@ -157,6 +157,42 @@ def temporary_tables(con) -> list[str]:
     return sorted(name for name, in con.execute("SELECT table_name FROM duckdb_tables() WHERE temporary").fetchall())
 
 
+@pytest.mark.parametrize("name", ["r.parquet", "r.csv", "r.duckdb"])
+def test_a_release_holds_every_record_as_its_own_text(tmp_path, name):
+    """A publish checks and digests the records alike in every released column once (grouped by their text) and
+    writes each as often as it occurs: the file must hold the recoded source row for row, values equal under SQL's
+    comparison but written differently ('a' and 'A' under NOCASE, 0.0 and -0.0, a month and 30 days) kept apart, and
+    a record suppressed as the check says.  Compared with the source recoded in pandas."""
+    with duckdb.connect() as con:
+        con.execute("CREATE TABLE src (age INTEGER, label VARCHAR COLLATE NOCASE, amount DOUBLE, span INTERVAL)")
+        con.execute("""INSERT INTO src SELECT 20 + i % 20, CASE WHEN i % 3 = 0 THEN 'a' ELSE 'A' END,
+                       CASE WHEN i % 2 = 0 THEN CAST('0.0' AS DOUBLE) ELSE CAST('-0.0' AS DOUBLE) END,
+                       CASE WHEN i % 5 = 0 THEN INTERVAL 1 MONTH ELSE INTERVAL 30 DAYS END FROM range(997) AS t(i)""")
+        # Two classes too small, suppressed: their five records form the class of '*', which holds.
+        con.execute("INSERT INTO src VALUES (95, 'b', 1.5, INTERVAL 1 DAY), (95, 'b', 1.5, INTERVAL 1 DAY), "
+                    "(85, 'c', 2.5, INTERVAL 2 DAYS), (85, 'c', 2.5, INTERVAL 2 DAYS), (86, 'c', 2.5, NULL)")
+        source = con.execute("SELECT age, label, CAST(amount AS VARCHAR) AS amount, CAST(span AS VARCHAR) AS span "
+                             "FROM src").df()
+        decades = Hierarchy.intervals(range(100), widths=[10])
+        policy = Policy(quasi_identifiers={"age": decades}, insensitive=["label", "amount", "span"],
+                        models=[KAnonymity(5)], suppression_limit=0.01)
+        release = duckanon.connect(con).publish("src", policy, {"age": 1}, tmp_path / name, table="r")
+    decade = source["age"].astype(str).map({row[0]: row[1] for row in decades.rows})
+    expected = source.assign(age=decade.where(source["age"] < 80, "*"))
+    with duckdb.connect() as reader:
+        text = "SELECT CAST(age AS VARCHAR) AS age, label, CAST(amount AS VARCHAR) AS amount, CAST(span AS VARCHAR) AS span"
+        if name.endswith(".duckdb"):
+            reader.execute(f"ATTACH '{tmp_path / name}' AS written (READ_ONLY)")
+            released = reader.execute(f"{text} FROM written.r").df()
+        else:
+            released = reader.execute(f"{text} FROM '{tmp_path / name}'").df()
+    assert release.suppressed == 5 and len(released) == len(source) == 1002
+    key = ["age", "label", "amount", "span"]
+    assert released.value_counts(key, dropna=False).sort_index().equals(
+        expected.value_counts(key, dropna=False).sort_index())
+    assert set(released["label"]) == {"a", "A", "b", "c"} and set(released["amount"]) == {"0.0", "-0.0", "1.5", "2.5"}
+
+
 def test_failed_publish_keeps_the_earlier_release_and_leaves_nothing(adult_con, adult_policy, tmp_path):
     anon = duckanon.connect(adult_con)
     target = tmp_path / "r.duckdb"

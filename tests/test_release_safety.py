@@ -4,6 +4,7 @@ duckanon: fresh connections, file bytes, pandas, other processes."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import shutil
@@ -334,11 +335,11 @@ def test_a_file_that_does_not_hold_the_rows_digested_fails_and_loses_nothing(tmp
     before = {p.name: digest(p) for p in tmp_path.iterdir()}
     real = files.digested
 
-    def other_rows(engine, relation):
-        rows = real(engine, relation)
+    def other_rows(*arguments):
+        rows = real(*arguments)
         if checked_by == "fingerprint":  # as if a row were lost between digesting and reading back
-            return files.Digested(rows.digest, (rows.fingerprint[0] - 1, rows.fingerprint[1]), rows.types)
-        return files.Digested("sha256:" + "0" * 64, rows.fingerprint, ("another type",) * len(rows.types))
+            return dataclasses.replace(rows, fingerprint=(rows.fingerprint[0] - 1, rows.fingerprint[1]))
+        return dataclasses.replace(rows, digest="sha256:" + "0" * 64, types=("another type",) * len(rows.types))
 
     monkeypatch.setattr(files, "digested", other_rows)
     with pytest.raises(ReleaseCheckFailed, match="not the rows written"):

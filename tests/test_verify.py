@@ -20,6 +20,8 @@ import duckdb
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sqlglot import exp
 
 import duckanon
@@ -192,6 +194,38 @@ def test_rows_equal_but_written_apart_are_digested_apart():
         written = digested(engine, table)
         assert written.digest == expected
         assert written.fingerprint == fingerprint(engine, table) and written.fingerprint[0] == 70004
+
+
+def test_class_sizes_counted_with_the_digest_are_those_of_a_group_by():
+    """The info's class sizes come from the digest's pass over the distinct rows: they must be the sizes a plain
+    GROUP BY of the rows gives, classes compared by value ('a' and 'A' under NOCASE are one class, NULLs one class)
+    while the rows are told apart by their text."""
+    with duckdb.connect() as con:
+        con.execute("CREATE TABLE released (label VARCHAR COLLATE NOCASE, day DATE, amount DOUBLE)")
+        con.execute("""INSERT INTO released VALUES ('a', DATE '2020-01-01', 0.0), ('A', DATE '2020-01-01', -0.0),
+                       ('a', DATE '2020-01-01', 1.0), (NULL, NULL, 2.0), (NULL, NULL, 2.0), ('b', NULL, 0.0)""")
+        con.execute("INSERT INTO released SELECT 'c', DATE '2021-05-05', i % 3 FROM range(70000) AS t(i)")
+        expected = con.execute("SELECT size, COUNT(*) FROM (SELECT COUNT(*) AS size FROM released GROUP BY label, day) "
+                               "GROUP BY size ORDER BY size").fetchall()
+        assert expected == [(1, 1), (2, 1), (3, 1), (70000, 1)]
+        sizes, classes = digested(DuckDBEngine(con), exp.to_table("released"), ["label", "day"]).class_sizes
+        assert list(zip(sizes.tolist(), classes.tolist())) == expected
+        assert digested(DuckDBEngine(con), exp.to_table("released")).class_sizes is None
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([None, 1, 2]), st.sampled_from([None, "x", "y", "z"]),
+                          st.integers(0, 3)), min_size=1, max_size=60),
+       st.sampled_from([["a"], ["b"], ["a", "b"], ["b", "a", "c"]]))
+def test_class_sizes_with_the_digest_match_pandas(rows, classes):
+    frame = pd.DataFrame(rows, columns=["a", "b", "c"]).astype({"a": "Int64"})
+    with duckdb.connect() as con:
+        con.register("frame", frame)
+        con.execute("CREATE TABLE released AS SELECT * FROM frame")
+        sizes, counts = digested(DuckDBEngine(con), exp.to_table("released"), classes).class_sizes
+    expected = frame.groupby(classes, dropna=False).size().value_counts().sort_index()
+    assert dict(zip(sizes.tolist(), counts.tolist())) == {int(k): int(v) for k, v in expected.items()}
+    assert sizes.tolist() == sorted(sizes.tolist())
 
 
 def test_the_releases_of_every_algorithm_verify(anon, tmp_path):

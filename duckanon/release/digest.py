@@ -26,22 +26,26 @@ class's values in all its records): the rows are grouped first, and a row's hash
 the row occurs, which is the same stream the definition sorts.  A release is digested once, as it is written
 (:func:`digested`), and the file read back is checked against the rows digested by a :func:`fingerprint` (DuckDB's
 ``hash`` of each row, summed), which builds no text; where a column reads back as another type than it was digested
-at, the file is digested again instead.
+at, the file is digested again instead.  The same pass counts the sizes of the rows' classes, for the release's
+info (:func:`digested` with ``classes``): a window over the distinct rows, so the rows are read once for both.
 """
 
 from __future__ import annotations
 
+import collections
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 from sqlglot import exp
 
 from ..engine import DuckDBEngine
 from ..sqlgen import build as sb
 
 PREFIX = "sha256:"
-_HASH, _BUCKET, _BUCKET_HASH, _ROW, _ROWS = "__row_hash", "__bucket", "__bucket_hash", "__row", "__rows"
+_HASH, _BUCKET, _BUCKET_HASH, _ROW, _ROWS, _CLASS = (
+    "__row_hash", "__bucket", "__bucket_hash", "__row", "__rows", "__class_size")
 
 
 def _call(name: str, *arguments: exp.Expression) -> exp.Anonymous:
@@ -87,19 +91,23 @@ class Digested:
     digest: str
     fingerprint: tuple[int, int]
     types: tuple[str, ...]
+    # With ``classes`` given: the class sizes that occur (ascending) and how many classes have each.
+    class_sizes: tuple[np.ndarray, np.ndarray] | None = None
 
 
 def content_digest(engine: DuckDBEngine, relation: exp.Expression) -> str:
     """The digest of every column of ``relation``: the rows' hashes sorted by DuckDB, folded as they stream in."""
-    return _digest(engine, relation, engine.types(relation), fingerprinted=False)[0]
+    return _digest(engine, relation, engine.types(relation), fingerprinted=False).digest
 
 
-def digested(engine: DuckDBEngine, relation: exp.Expression) -> Digested:
-    """:func:`content_digest` of ``relation`` and its :func:`fingerprint`, from one pass over the rows (a query that
-    draws anew on every run gives the two of the same rows)."""
-    types = engine.types(relation)
-    digest, fingerprinted = _digest(engine, relation, types, fingerprinted=True)
-    return Digested(digest, fingerprinted, tuple(types.values()))
+def digested(engine: DuckDBEngine, relation: exp.Expression, classes: Sequence[str] | None = None,
+             weight: str | None = None) -> Digested:
+    """:func:`content_digest` of ``relation`` and its :func:`fingerprint`, and with ``classes`` (columns) the sizes of
+    the classes of rows equal in them, from one pass over the rows (a query that draws anew on every run gives them
+    all of the same rows).  With ``weight`` (a column), each row of ``relation`` stands for that many rows, which
+    are what is digested (the weight itself is not)."""
+    types = {c: t for c, t in engine.types(relation).items() if c != weight}
+    return _digest(engine, relation, types, fingerprinted=True, classes=classes, weight=weight)
 
 
 def fingerprint(engine: DuckDBEngine, relation: exp.Expression) -> tuple[int, int]:
@@ -108,14 +116,25 @@ def fingerprint(engine: DuckDBEngine, relation: exp.Expression) -> tuple[int, in
     built).  DuckDB's hash may change between its versions, so a fingerprint is never recorded, only compared within
     the process that took it."""
     query = exp.select(exp.func("COUNT", exp.Star()), exp.func("COALESCE", exp.func("SUM", exp.cast(
-        _row_hash(engine.columns(relation)), exp.DataType.build("HUGEINT"))), sb.lit(0))).from_(_named(relation))
+        _row_hash(engine.types(relation)), exp.DataType.build("HUGEINT"))), sb.lit(0))).from_(_named(relation))
     (rows, total), = engine.rows(query)
     return int(rows), int(total)
 
 
-def _row_hash(columns: Sequence[str]) -> exp.Expression:
-    """DuckDB's ``hash`` of a row's ``columns``, what a fingerprint sums."""
-    return _call("hash", *[sb.col(c) for c in columns])
+def _row_hash(types: Mapping[str, str]) -> exp.Expression:
+    """DuckDB's ``hash`` of a row's columns (of ``types``), what a fingerprint sums: a VARCHAR's of its bytes, for
+    DuckDB hashes a value under a collation as the collation folds it ('A' as 'a' under NOCASE), and a file read back
+    no longer carries the collation its rows were digested under."""
+    return _call("hash", *[_utf8(sb.col(c)) if _base_type(t) == "VARCHAR" else sb.col(c) for c, t in types.items()])
+
+
+def _base_type(type_name: str) -> str:
+    return type_name.split("(", 1)[0].strip().upper()
+
+
+def _utf8(text: exp.Expression) -> exp.Expression:
+    # sqlglot's node: DuckDB's ENCODE takes the text alone, Spark's names the charset, which the node writes for it.
+    return exp.Encode(this=text, charset=sb.lit("utf-8"))
 
 
 # Types whose equal values always have the same text: their rows can be grouped by the values themselves.  A
@@ -129,38 +148,50 @@ _EXACT_TYPES = frozenset({
 
 def _group_key(column: exp.Expression, type_name: str) -> exp.Expression:
     """What groups the rows of ``column``'s values so that one group's values all have the same text."""
-    base = type_name.split("(", 1)[0].strip().upper()
+    base = _base_type(type_name)
     if base in _EXACT_TYPES:
         return column
-    text = column if base == "VARCHAR" else exp.cast(column, exp.DataType.build("VARCHAR"))
-    # sqlglot's node: DuckDB's ENCODE takes the text alone, Spark's names the charset, which the node writes for it.
-    return exp.Encode(this=text, charset=sb.lit("utf-8"))
+    return _utf8(column if base == "VARCHAR" else exp.cast(column, exp.DataType.build("VARCHAR")))
 
 
-def _distinct_rows(relation: exp.Expression, types: dict[str, str]) -> tuple[exp.Select, list[str]]:
-    """``relation``'s distinct rows, its columns renamed by position, and how many times each occurs: a release
-    repeats each class's values in every record of the class, so its rows' text is built once per distinct row."""
+def rows_by_text(relation: exp.Expression, types: Mapping[str, str], count: str, weight: str | None = None,
+                 names: Sequence[str] | None = None) -> exp.Select:
+    """``relation``'s rows grouped so that the rows of a group have the same text in every column of ``types`` (one
+    row of each group, its columns as ``names`` say, their own names by default), and how many records each group
+    stands for, as ``count``: its rows, or the sum of their ``weight`` where each row stands for that many."""
+    names = list(types) if names is None else names
+    records = exp.func("COUNT", exp.Star()) if weight is None else exp.cast(
+        exp.func("SUM", sb.col(weight)), exp.DataType.build("BIGINT"))
+    return exp.select(*[exp.func("ANY_VALUE", sb.col(column)).as_(name, quoted=True)
+                        for column, name in zip(types, names)], records.as_(count, quoted=True)).from_(
+        _named(relation)).group_by(*[_group_key(sb.col(c), t) for c, t in types.items()])
+
+
+def _digest(engine: DuckDBEngine, relation: exp.Expression, types: dict[str, str], *, fingerprinted: bool,
+            classes: Sequence[str] | None = None, weight: str | None = None) -> Digested:
+    # A release repeats each class's values in every record of the class: its rows' text is built once per distinct
+    # row, its columns renamed by position (apart from the names below).
     positions = [f"__column_{i}" for i in range(len(types))]
-    grouped = exp.select(*[exp.func("ANY_VALUE", sb.col(column)).as_(position, quoted=True)
-                           for column, position in zip(types, positions)],
-                         exp.func("COUNT", exp.Star()).as_(_ROWS, quoted=True)).from_(_named(relation))
-    return grouped.group_by(*[_group_key(sb.col(c), t) for c, t in types.items()]), positions
-
-
-def _digest(engine: DuckDBEngine, relation: exp.Expression, types: dict[str, str], *, fingerprinted: bool
-            ) -> tuple[str, tuple[int, int]]:
-    distinct, positions = _distinct_rows(relation, types)
+    distinct = rows_by_text(relation, types, _ROWS, weight, positions)
     query = _row_hashes(distinct, positions).select(sb.col(_ROWS), copy=False)
     if fingerprinted:
-        query = query.select(_row_hash(positions).as_(_ROW, quoted=True), copy=False)
+        query = query.select(_row_hash(dict(zip(positions, types.values()))).as_(_ROW, quoted=True), copy=False)
+    if classes is not None:
+        # Each distinct row's class size, its class compared by value (as GROUP BY would) over the distinct rows.
+        at = dict(zip(types, positions))
+        query = query.select(exp.Window(this=exp.func("SUM", sb.col(_ROWS)), partition_by=[
+            sb.col(at[c]) for c in classes]).as_(_CLASS, quoted=True), copy=False)
     digest = hashlib.sha256(header(list(types)).encode())
     bucket, rows, count, total = None, hashlib.sha256(), 0, 0
+    in_classes_of: collections.Counter[int] = collections.Counter()  # records, by the size of their class
     for batch in engine.batches(query.order_by(sb.col(_HASH))):
         for row in batch:
             row_hash, repeats = row[0], row[1]
             count += repeats
             if fingerprinted:
                 total += row[2] * repeats
+            if classes is not None:
+                in_classes_of[row[-1]] += repeats
             if row_hash[:3] != bucket:
                 if bucket is not None:
                     digest.update(f"{bucket}{rows.hexdigest()}".encode())
@@ -168,7 +199,10 @@ def _digest(engine: DuckDBEngine, relation: exp.Expression, types: dict[str, str
             _update_repeated(rows, row_hash.encode(), repeats)
     if bucket is not None:
         digest.update(f"{bucket}{rows.hexdigest()}".encode())
-    return PREFIX + digest.hexdigest(), (count, total)
+    sizes = np.array(sorted(in_classes_of), dtype=np.int64)
+    class_sizes = None if classes is None else (
+        sizes, np.array([in_classes_of[size] // size for size in sizes], dtype=np.int64))
+    return Digested(PREFIX + digest.hexdigest(), (count, total), tuple(types.values()), class_sizes)
 
 
 def _update_repeated(hashed: hashlib._Hash, text: bytes, repeats: int, chunk: int = 65_536) -> None:

@@ -41,7 +41,7 @@ from .._version import version
 from ..engine import DuckDBEngine, Engine
 from ..errors import AnonymizationError, DigestMismatch, NotARelease, ReleaseCheckFailed
 from ..privacy.people import signature_group_histogram
-from ..risk.counting import class_size_histogram, compatible_histogram
+from ..risk.counting import compatible_histogram
 from ..risk.population import ClassSizes, compatible_prosecutor_risk, prosecutor_risk
 from ..sqlgen import build as sb
 from .digest import Digested, content_digest, digested, fingerprint
@@ -110,6 +110,9 @@ class ReleaseContent:
     # A release of several tables: each source table's released columns, and the column naming each row's table.
     parts: Mapping[str, Sequence[str]] = field(default_factory=dict)
     record_table: str | None = None
+    # A column of the query giving how many records each of its rows stands for (rows equal in their text, grouped:
+    # checking and digesting them costs one row per group); None when each row is one record.
+    weight: str | None = None
 
     def __post_init__(self):
         checked_table_name(self.table)
@@ -125,12 +128,25 @@ class ReleaseContent:
                 raise AnonymizationError(f"the release's table {name!r} would take the name of its table, a view or "
                                          f"{INFO_TABLE}: name the table otherwise")
 
+    def rows(self, engine: Engine) -> exp.Query:
+        """The released rows, one per record."""
+        return self.query if self.weight is None else repeated(engine, self.query, self.weight)
+
     def part(self, name: str, relation: exp.Expression | None = None) -> exp.Select:
         """Table ``name`` of a release of several tables: its rows of ``relation`` (the released table by default),
         its released columns in its own order."""
         rows = sb.table(self.table) if relation is None else relation
         return exp.select(*[sb.col(c) for c in self.parts[name]]).from_(rows).where(
             sb.col(self.record_table).eq(sb.lit(name)))
+
+
+def repeated(engine: Engine, query: exp.Query, weight: str) -> exp.Select:
+    """``query``'s rows but ``weight``, each as many times as its ``weight`` says."""
+    columns = [c for c in engine.columns(query.subquery()) if c != weight]
+    series = exp.Unnest(expressions=[exp.GenerateSeries(start=sb.lit(1), end=sb.col(weight, "weighed"))],
+                        alias=exp.TableAlias(this=sb.ident("copies"), columns=[sb.ident("copy")]))
+    return exp.select(*[sb.col(c, "weighed") for c in columns]).from_(query.subquery("weighed")).join(
+        series, join_type="CROSS")
 
 
 def checked_table_name(table: str) -> str:
@@ -187,11 +203,11 @@ def write_release(engine: Engine, path: str | os.PathLike, content: ReleaseConte
     _remove_stale_partials(target)
     partial = target.with_name(f".{target.name}.partial-{os.getpid()}-{uuid.uuid4().hex}")
     try:
-        unsealed, written = _info_row(engine, content), []
+        written: list[Digested] = []
 
-        def seal(rows: Digested) -> dict:
-            written.append(rows)
-            return _sealed(unsealed, rows.digest, signer)
+        def seal(rows_engine: DuckDBEngine, rows: exp.Expression, weight: str | None = None) -> dict:
+            written.append(digested(rows_engine, rows, _counted_classes(content.info), weight))
+            return _sealed(_info_row(rows_engine, rows, content, written[-1]), written[-1].digest, signer)
 
         row = writer.write(engine, partial, content, seal)
         if announce is not None:
@@ -403,29 +419,30 @@ def _wal(path: Path) -> Path:
 
 
 # ---------------------------------------------------------------------------- the info
-def _info_row(engine: Engine, content: ReleaseContent) -> dict:
-    """release_info's row: the caller's facts, and the released rows' count, classes and prosecutor risk."""
+def _counted_classes(info: ReleaseInfo) -> list[str] | None:
+    """The columns whose classes the digest of the released rows counts for the info: none where the info counts
+    them otherwise (a missing value matching any value) or has none."""
+    return [*info.strata, *info.classes_by] if info.classes_by and not info.missing_matches_any else None
+
+
+def _info_row(engine: DuckDBEngine, released: exp.Expression, content: ReleaseContent, rows: Digested) -> dict:
+    """release_info's row: the caller's facts, and the ``released`` rows' count, classes and prosecutor risk, as
+    ``rows`` (their digest) counted them."""
     info = content.info
-    released = content.query.subquery("released")
-    highest = average = classes = smallest = None
-    keys = [*info.strata, *info.classes_by]
+    released_records, highest, average, classes, smallest = rows.fingerprint[0], None, None, None, None
     if info.classes_by and info.missing_matches_any:
         sizes, records, combinations = compatible_histogram(engine, released, info.classes_by, info.strata)
-        released_records = int(records.sum())
         if combinations:
             prosecutor = compatible_prosecutor_risk(sizes, records, 1.0)
             classes, smallest = combinations, int(sizes[0])
             highest, average = prosecutor.highest, prosecutor.average
     elif info.classes_by:
-        sample = ClassSizes(*class_size_histogram(engine, released, keys))
-        released_records = sample.records
+        sample = ClassSizes(*rows.class_sizes)
         if sample.classes:
             prosecutor = prosecutor_risk(sample if info.person is None else ClassSizes(*signature_group_histogram(
                 engine, released, info.classes_by, info.person, content.record_table)), 1.0)
             classes, smallest = sample.classes, int(sample.sizes[0])
             highest, average = prosecutor.highest, prosecutor.average
-    else:
-        released_records = engine.rows(exp.select(exp.func("COUNT", exp.Star())).from_(released))[0][0]
     return {
         "tool": "duckanon", "tool_version": version(),
         "created": dt.datetime.now(dt.timezone.utc).replace(microsecond=0, tzinfo=None), "kind": info.kind,
@@ -534,9 +551,11 @@ class _Writer(ABC):
     """One file format: how a release is written, read back, and moved into place."""
 
     @abstractmethod
-    def write(self, engine: Engine, partial: Path, content: ReleaseContent, seal: Callable[[str], dict]) -> dict:
-        """Write ``content`` to ``partial``; ``seal(digested)`` gives the info row once the rows are digested
-        (computed in DuckDB, on the rows as they are written).  Returns that row."""
+    def write(self, engine: Engine, partial: Path, content: ReleaseContent,
+              seal: Callable[..., dict]) -> dict:
+        """Write ``content`` to ``partial``; ``seal(duckdb, rows[, weight])`` digests the rows as they are written,
+        read in DuckDB (each standing for ``weight`` records where a column is named), counts their classes, and
+        gives the info row.  Returns that row."""
 
     @abstractmethod
     def reader(self, path: Path, table: str | None) -> DuckDBEngine:
@@ -612,12 +631,13 @@ class _DuckDBFile(_Writer):
     holds only approximately go as text)."""
 
     def write(self, engine, partial, content, seal):
-        types = engine.types(content.query.subquery())
+        released = content.rows(engine)
+        types = engine.types(released.subquery())
         as_text = {c for c, t in types.items() if any(inexact in t for inexact in _INEXACT_IN_PARQUET)}
         rows = self.staged(partial)
         try:
             _copy(engine, exp.select(*[exp.cast(sb.ident(c), exp.DataType.build("VARCHAR")).as_(c, quoted=True)
-                                       if c in as_text else sb.ident(c) for c in types]).from_(content.query.subquery()),
+                                       if c in as_text else sb.ident(c) for c in types]).from_(released.subquery()),
                   rows, ("FORMAT", exp.var("parquet")), ("COMPRESSION", exp.var("uncompressed")))
             # Views name their tables without a catalog, so they resolve in whatever name the file is opened
             # under; bound here, no temporary table or registered frame of the caller's can stand in for them.
@@ -629,7 +649,7 @@ class _DuckDBFile(_Writer):
                     exp.cast(sb.ident(c), exp.DataType.build(t, dialect="duckdb", udt=True)).as_(c, quoted=True)
                     for c, t in types.items()]).from_(staged)))
                 # The digest of the rows as written: the query runs once (a perturbation draws anew on every run).
-                info = seal(digested(own, released))
+                info = seal(own, released)
                 own.run(sb.create_table_as(sb.table(INFO_TABLE), _info_select(info)))
                 for name, view in {**content.views, **{name: content.part(name) for name in content.parts}}.items():
                     own.run(sb.create_view_as(sb.table(name), view))
@@ -663,17 +683,18 @@ class _ParquetFile(_Writer):
 
     def write(self, engine, partial, content, seal):
         types = engine.types(content.query.subquery())
-        exact = {c: _exact_in_parquet(t) for c, t in types.items()}
+        exact = {c: _exact_in_parquet(t) if c != content.weight else None for c, t in types.items()}
         query = content.query if not any(exact.values()) else exp.select(*[
             exp.cast(sb.ident(c), exp.DataType.build(exact[c])).as_(c, quoted=True) if exact[c] else sb.ident(c)
             for c in types]).from_(content.query.subquery())
         try:
             # The metadata is written with the rows: the digest is computed from the query the rows come from.
-            info = seal(digested(engine, query.subquery()))
+            info = seal(engine, query.subquery(), content.weight)
             metadata_struct = exp.Struct(expressions=[
                 exp.PropertyEQ(this=sb.ident(c), expression=sb.lit(_text(v) if v is not None else ""))
                 for c, v in info.items()])
-            _copy(engine, query, partial, ("FORMAT", exp.var("parquet")), ("KV_METADATA", metadata_struct))
+            _copy(engine, query if content.weight is None else repeated(engine, query, content.weight), partial,
+                  ("FORMAT", exp.var("parquet")), ("KV_METADATA", metadata_struct))
         except duckdb.ConversionException:
             _refuse_beyond_decimal(engine, content.query, [c for c, t in exact.items() if t == _WIDEST_DECIMAL])
             raise
@@ -700,11 +721,11 @@ class _ParquetFolder(_Writer):
     ``_release_info.json`` (a name Spark's and Hadoop's readers skip).  Read back, and verified, in DuckDB."""
 
     def write(self, engine, partial, content, seal):
-        engine.write_parquet(content.query, str(partial))
+        engine.write_parquet(content.rows(engine), str(partial))
         # Digested in DuckDB, as every reader will: Spark writes numbers as text otherwise.
         parts = self.reader(partial, content.table, info=False)
         try:
-            info = seal(digested(parts, sb.table(content.table)))
+            info = seal(parts, sb.table(content.table))
         finally:
             parts.close()
         described = {INFO_TABLE: {c: _text(v) for c, v in info.items()}}
@@ -762,11 +783,12 @@ class _ParquetTables(_ParquetFolder):
 
     def write(self, engine, partial, content, seal):
         partial.mkdir()
-        layout = {"columns": engine.columns(content.query.subquery()), "record_table": content.record_table,
+        released = content.rows(engine)
+        layout = {"columns": engine.columns(released.subquery()), "record_table": content.record_table,
                   "files": {name: f"{name}.parquet" for name in content.parts}}
         # The rows are computed once for all the files: a query over several temporary tables, read per table.
         stacked = sb.table(f"__duckanon_stacked_{uuid.uuid4().hex}")
-        engine.run(sb.create_table_as(stacked, content.query, temporary=True))
+        engine.run(sb.create_table_as(stacked, released, temporary=True))
         try:
             types = engine.types(stacked)
             for name, file in layout["files"].items():
@@ -781,7 +803,7 @@ class _ParquetTables(_ParquetFolder):
         # Digested in DuckDB over the files as every reader stacks them.
         files = self.reader(partial, content.table, info=False)
         try:
-            info = seal(digested(files, sb.table(content.table)))
+            info = seal(files, sb.table(content.table))
         finally:
             files.close()
         described = {TABLES: layout, INFO_TABLE: {c: _text(v) for c, v in info.items()}}
@@ -829,10 +851,11 @@ class _CsvFile(_Writer):
     whole, the earlier or the new one."""
 
     def write(self, engine, partial, content, seal):
-        _copy(engine, content.query, partial, ("FORMAT", exp.var("csv")), ("HEADER", exp.true()))
+        released = content.rows(engine)
+        _copy(engine, released, partial, ("FORMAT", exp.var("csv")), ("HEADER", exp.true()))
         # A UNION's text does not say which member it is, so DuckDB cannot read it back as one: its reader gets text.
-        types = {c: "VARCHAR" if _holds_union(t) else t for c, t in engine.types(content.query.subquery()).items()}
-        info = seal(digested(engine, content.query.subquery()))
+        types = {c: "VARCHAR" if _holds_union(t) else t for c, t in engine.types(released.subquery()).items()}
+        info = seal(engine, content.query.subquery(), content.weight)
         described = {"columns": types, "sha256": _sha256(partial),
                      INFO_TABLE: {c: _text(v) for c, v in info.items()}}
         self.companions(partial)[0].write_text(json.dumps(described, indent=1), encoding="utf-8")

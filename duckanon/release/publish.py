@@ -52,11 +52,13 @@ from .files import (
     release_format,
     write_release,
 )
+from .digest import rows_by_text
 from .signing import Signer
 from .verify import MISSING_MATCHES_ANY, VIEW, verification_view
 
 _temporaries = itertools.count()
 PERSON_CARRIED = "__duckanon_person"  # each recoded record's person, as the source has it
+RECORDS = "__duckanon_records"  # how many records a row of the recoded table stands for
 
 
 class Reportable:
@@ -122,7 +124,7 @@ def publish(workspace: Workspace, bound: BoundPolicy, transformation: Transforma
     with _Temporaries(engine) as temporaries:
         ranges = transformation.ranges(engine, bound.source, bound.columns, bound.hierarchies, temporaries.create)
         workspace.announce("recoding the quasi-identifiers")
-        generalized = temporaries.create_protected(bound, transformation)
+        generalized, weight = temporaries.create_protected(bound, transformation)
         population = _generalized_population(bound, transformation, temporaries)
         prices = label_prices(engine, bound, transformation, generalized)
         workspace.announce("checking the policy and suppressing")
@@ -130,8 +132,9 @@ def publish(workspace: Workspace, bound: BoundPolicy, transformation: Transforma
             report, suppressed = _check_compatible(engine, bound, generalized, transformation.kind), 0
             final = exp.select(exp.Star()).from_(generalized)
         else:
-            report, final, suppressed = suppress(engine, bound, generalized, temporaries, population, prices)
-        final = ranges.joined(final, bound.columns)  # numbers' bounds beside their labels, NULL for '*'
+            report, final, suppressed = suppress(engine, bound, generalized, temporaries, population, prices, weight)
+        # The numbers' bounds beside their labels, NULL for '*'.
+        final = ranges.joined(final, [*bound.columns, *([weight] if weight else [])])
         quasi, keys = bound.quasi_identifiers, bound.policy.class_keys
         classes_view = (exp.select(*[sb.col(c) for c in ranges.columns(keys)],
                                    exp.func("COUNT", exp.Star()).as_("records"))
@@ -151,7 +154,7 @@ def publish(workspace: Workspace, bound: BoundPolicy, transformation: Transforma
                                           transformation.missing_matches_any, bound.policy.strata)
         content = ReleaseContent(table, final, {f"{table}_classes": classes_view, VIEW: verification}, info,
                                  sources=[bound.source, *read], parts=released_parts(bound, ranges),
-                                 record_table=bound.policy.record_table)
+                                 record_table=bound.policy.record_table, weight=weight)
         dropped = suppressed if bound.policy.drops else 0
         expected = bound.facts.records - dropped
         workspace.announce(f"writing {path}")
@@ -203,11 +206,11 @@ def released_class_sizes(workspace: Workspace, bound: BoundPolicy, transformatio
     be, suppression included, and its suppressed records; nothing is written."""
     engine = workspace.engine
     with _Temporaries(engine) as temporaries:
-        generalized = temporaries.create_protected(bound, transformation)  # with each record's person, if counted
+        generalized, weight = temporaries.create_protected(bound, transformation)  # with each record's person
         population = _generalized_population(bound, transformation, temporaries)
         prices = label_prices(engine, bound, transformation, generalized)
-        _, final, suppressed = suppress(engine, bound, generalized, temporaries, population, prices)
-        sizes, counts = class_size_histogram(engine, final, bound.policy.class_keys)
+        _, final, suppressed = suppress(engine, bound, generalized, temporaries, population, prices, weight)
+        sizes, counts = class_size_histogram(engine, final, bound.policy.class_keys, weight)
     return sizes, counts, suppressed
 
 
@@ -250,11 +253,12 @@ def described_policy(bound: BoundPolicy, report: CheckReport | None = None, miss
 
 
 def suppress(engine: Engine, bound: BoundPolicy, generalized: exp.Table, temporaries: _Temporaries,
-             generalized_population: exp.Table | None = None, prices: LabelPrices | None = None
-             ) -> tuple[CheckReport, exp.Select, int]:
+             generalized_population: exp.Table | None = None, prices: LabelPrices | None = None,
+             weight: str | None = None) -> tuple[CheckReport, exp.Select, int]:
     """The policy's check of the generalized records (against ``generalized_population``, the population's
     quasi-identifier combinations recoded alike with their counts, when a model compares with it; priced by ``prices``
-    when a model prices classes) and the final query with violating classes suppressed.
+    when a model prices classes) and the final query with violating classes suppressed.  With ``weight``, a row of
+    ``generalized`` stands for that many records, and so does a row of the final query, which keeps the column.
 
     Dropped records leave the table: what is dropped is drop mode's fixed point
     (:func:`~duckanon.privacy.checks.settle_and_cut`), as checks and searches count it.  Replaced records form one class
@@ -266,7 +270,7 @@ def suppress(engine: Engine, bound: BoundPolicy, generalized: exp.Table, tempora
     population = None if generalized_population is None else Classes.of(
         generalized_population, policy.class_keys, COUNT, table_keys=len(policy.strata))
     with contextlib.ExitStack() as registered:
-        classes = priced_classes(engine, registered, generalized, quasi, population, prices, policy.strata)
+        classes = priced_classes(engine, registered, generalized, quasi, population, prices, policy.strata, weight)
         verdicts = temporaries.create(class_verdicts(classes, policy.models))
         report = verdict_report(engine, verdicts, classes, policy.models, key_names=policy.class_keys,
                                 allowed_suppressed=bound.allowed_suppressed, drop=policy.drops,
@@ -278,7 +282,8 @@ def suppress(engine: Engine, bound: BoundPolicy, generalized: exp.Table, tempora
     keys = classes.key_columns
     on = sb.and_all(exp.NullSafeEQ(this=sb.col(q, "g"), expression=sb.col(k, "s"))
                     for q, k in zip(policy.class_keys, keys))
-    final = _suppressed_query(generalized, bound.columns, quasi, suppressed_keys, keys, on, policy.drops)
+    final = _suppressed_query(generalized, [*bound.columns, *([weight] if weight else [])], quasi, suppressed_keys,
+                              keys, on, policy.drops)
     return report, final, report.violating_records
 
 
@@ -365,13 +370,14 @@ def label_prices(engine: Engine, bound: BoundPolicy, transformation: Transformat
 
 
 def priced_classes(engine: Engine, registered: contextlib.ExitStack, relation: exp.Expression, quasi: Sequence[str],
-                   population: Classes | None, prices: LabelPrices | None, strata: Sequence[str] = ()) -> Classes:
+                   population: Classes | None, prices: LabelPrices | None, strata: Sequence[str] = (),
+                   weight: str | None = None) -> Classes:
     """The classes of ``relation`` by ``quasi`` within each table of the ``strata`` (their leading keys), each record
     with its values' log10 domain shares when ``prices`` are given (the price frames registered on ``engine`` while
-    ``registered`` lasts)."""
+    ``registered`` lasts); each row of ``relation`` stands for ``weight`` records where that column is named."""
     keys, tables = [*strata, *quasi], len(strata)
     if prices is None:
-        return Classes.of(relation, keys, population=population, table_keys=tables)
+        return Classes.of(relation, keys, weight, population=population, table_keys=tables)
     priced = exp.select(exp.Column(this=exp.Star(), table=sb.ident("r"))).from_(sb.derived(relation, "r"))
     for i, (attribute, frame) in enumerate(zip(quasi, prices.frames)):
         table = registered.enter_context(engine.registered(frame))
@@ -379,7 +385,8 @@ def priced_classes(engine: Engine, registered: contextlib.ExitStack, relation: e
             this=sb.as_text(sb.col(attribute, "r")), expression=sb.col("label", f"p{i}"))).select(
             sb.col("price", f"p{i}").as_(price_column(i), quoted=True))
     pricing = Pricing(tuple(price_column(i) for i in range(len(quasi))), prices.most)
-    return Classes.of(priced.subquery("priced"), keys, population=population, pricing=pricing, table_keys=tables)
+    return Classes.of(priced.subquery("priced"), keys, weight, population=population, pricing=pricing,
+                      table_keys=tables)
 
 
 def _generalized_population(bound: BoundPolicy, transformation: Transformation, temporaries: _Temporaries
@@ -440,16 +447,26 @@ class _Temporaries(contextlib.AbstractContextManager):
     def __init__(self, engine: Engine):
         self.engine, self.tables = engine, []
 
-    def create_protected(self, bound: BoundPolicy, transformation: Transformation) -> exp.Table:
+    def create_protected(self, bound: BoundPolicy, transformation: Transformation) -> tuple[exp.Table, str | None]:
         """The released columns of ``transformation`` of ``bound``'s source, each column the policy releases
-        transformed by its method (:mod:`duckanon.recode.protect`), as a temporary table."""
+        transformed by its method (:mod:`duckanon.recode.protect`), as a temporary table, and the column that says
+        how many records each row stands for.
+
+        A release repeats each class's values in all its records, so records alike in every released column (in
+        their text: values equal under a collation stay apart) are one row with their count: the check, the
+        suppression and the digest then cost a row per distinct released row, and only the writing repeats them.
+        Records stay one row each (no such column, None) under a policy that counts people, whose checks count a
+        person's records, and when a missing value matches any (cell suppression), whose classes count records."""
         methods, person = bound.policy.methods, bound.policy.person
         read = [c for m in methods.values() for c in m.reads() if c not in bound.columns]
         recoded = transformation.compile(bound.source, [*bound.columns, *dict.fromkeys(read)], bound.hierarchies)
         # Under a policy that counts people, each record's person as the source has it, to find signatures by.
         carried = {PERSON_CARRIED: person} if person is not None else None
         with protected(self.engine, recoded, bound.columns, methods, carried) as query:
-            return self.create(query)
+            if person is not None or transformation.missing_matches_any:
+                return self.create(query), None
+            return self.create(rows_by_text(query, self.engine.types(query.subquery()),
+                                            RECORDS)), RECORDS
 
     def create(self, query: exp.Expression) -> exp.Table:
         table = sb.table(f"__duckanon_tmp_{next(_temporaries)}")

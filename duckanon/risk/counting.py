@@ -38,17 +38,19 @@ def _class_sizes(relation: exp.Expression, quasi: Sequence[str], name: str = SIZ
             .from_(_relation(relation)).group_by(*keys))
 
 
-def class_size_histogram(engine: Engine, relation: exp.Expression, quasi: Sequence[str]
+def class_size_histogram(engine: Engine, relation: exp.Expression, quasi: Sequence[str], weight: str | None = None
                          ) -> tuple[np.ndarray, np.ndarray]:
-    """The class sizes that occur in ``relation`` over ``quasi`` (ascending) and how many classes have each."""
-    return class_size_histograms(engine, relation, quasi).get((), (np.zeros(0, np.int64), np.zeros(0, np.int64)))
+    """The class sizes that occur in ``relation`` over ``quasi`` (ascending) and how many classes have each (each
+    row standing for ``weight`` records where that column is named)."""
+    return class_size_histograms(engine, relation, quasi, weight=weight).get(
+        (), (np.zeros(0, np.int64), np.zeros(0, np.int64)))
 
 
-def class_size_histograms(engine: Engine, relation: exp.Expression, quasi: Sequence[str], strata: Sequence[str] = ()
-                          ) -> dict[tuple, tuple[np.ndarray, np.ndarray]]:
+def class_size_histograms(engine: Engine, relation: exp.Expression, quasi: Sequence[str], strata: Sequence[str] = (),
+                          weight: str | None = None) -> dict[tuple, tuple[np.ndarray, np.ndarray]]:
     """Per stratum of ``strata`` (its values, in their order; ``()`` without strata), :func:`class_size_histogram`
     of its rows, in one query."""
-    sizes = _class_sizes(relation, [*strata, *quasi]).subquery("s")
+    sizes = _class_sizes(relation, [*strata, *quasi], weight=weight).subquery("s")
     tables = [sb.col(_key(i)) for i in range(len(strata))]
     rows = engine.rows(exp.select(*tables, sb.col(SIZE), exp.func("COUNT", exp.Star())).from_(sizes)
                        .group_by(*[t.copy() for t in tables], sb.col(SIZE)).order_by(sb.col(SIZE)))
