@@ -462,7 +462,7 @@ def check_people_release(frame: pd.DataFrame, released: pd.DataFrame, k: int, l:
     assert sorted(released["id"]) == sorted(frame["id"])
     classes = keyed(released, QUASI).agg("|".join, axis=1)
     assert (classes.groupby(released["pid"]).nunique() == 1).all()
-    pairs = pd.DataFrame({"class": classes, "pid": released["pid"], "s": released["s"].fillna(MISSING)})
+    pairs = pd.DataFrame({"class": classes, "pid": released["pid"], "s": released["s"].astype(object).fillna(MISSING)})
     assert pairs.groupby("class")["pid"].nunique().min() >= k
     distinct = pairs.drop_duplicates()
     if l:

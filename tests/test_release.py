@@ -20,6 +20,7 @@ from duckanon import (
     KAnonymity,
     Policy,
     PolicyNotSatisfied,
+    ReleaseCheckFailed,
 )
 from duckanon.datasets import adult_hierarchy_dir, load_adult
 from duckanon.encode.binding import bind
@@ -157,6 +158,17 @@ def temporary_tables(con) -> list[str]:
     return sorted(name for name, in con.execute("SELECT table_name FROM duckdb_tables() WHERE temporary").fetchall())
 
 
+def parquet_keeps_equal_values_apart(folder) -> bool:
+    """Whether this DuckDB writes -0.0 and 0.0, and a month and 30 days, to Parquet as themselves (1.4 and newer)."""
+    path = folder / "equal_values.parquet"
+    with duckdb.connect() as con:
+        con.execute(f"COPY (SELECT * FROM (VALUES (CAST('-0.0' AS DOUBLE), INTERVAL 1 MONTH), (0.0, INTERVAL 30 DAYS)) "
+                    f"AS t(x, y)) TO '{path}' (FORMAT parquet)")
+        texts = con.execute(f"SELECT CAST(x AS VARCHAR), CAST(y AS VARCHAR) FROM '{path}'").fetchall()
+    path.unlink()
+    return sorted(texts) == [("-0.0", "1 month"), ("0.0", "30 days")]
+
+
 @pytest.mark.parametrize("name", ["r.parquet", "r.csv", "r.duckdb"])
 def test_a_release_holds_every_record_as_its_own_text(tmp_path, name):
     """A publish checks and digests the records alike in every released column once (grouped by their text) and
@@ -176,6 +188,12 @@ def test_a_release_holds_every_record_as_its_own_text(tmp_path, name):
         decades = Hierarchy.intervals(range(100), widths=[10])
         policy = Policy(quasi_identifiers={"age": decades}, insensitive=["label", "amount", "span"],
                         models=[KAnonymity(5)], suppression_limit=0.01)
+        if not name.endswith(".csv") and not parquet_keeps_equal_values_apart(tmp_path):
+            # DuckDB 1.3 and older write -0.0 as 0.0 (or back) to Parquet: the publish refuses, leaving nothing.
+            with pytest.raises(ReleaseCheckFailed, match="not the rows"):
+                duckanon.connect(con).publish("src", policy, {"age": 1}, tmp_path / name, table="r")
+            assert not (tmp_path / name).exists()
+            return
         release = duckanon.connect(con).publish("src", policy, {"age": 1}, tmp_path / name, table="r")
     decade = source["age"].astype(str).map({row[0]: row[1] for row in decades.rows})
     expected = source.assign(age=decade.where(source["age"] < 80, "*"))

@@ -648,6 +648,11 @@ class _DuckDBFile(_Writer):
                 own.run(sb.create_table_as(released, exp.select(*[
                     exp.cast(sb.ident(c), exp.DataType.build(t, dialect="duckdb", udt=True)).as_(c, quoted=True)
                     for c, t in types.items()]).from_(staged)))
+                if fingerprint(own, released) != fingerprint(engine, content.query.subquery(), content.weight):
+                    # As DuckDB 1.3 and older do, writing values equal to others but written differently (-0.0
+                    # and 0.0, a month and 30 days) to Parquet as one another.
+                    raise ReleaseCheckFailed(f"release check: the rows loaded into the DuckDB file from Parquet are "
+                                             f"not the rows released (DuckDB {duckdb.__version__})")
                 # The digest of the rows as written: the query runs once (a perturbation draws anew on every run).
                 info = seal(own, released)
                 own.run(sb.create_table_as(sb.table(INFO_TABLE), _info_select(info)))
