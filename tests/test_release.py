@@ -158,13 +158,14 @@ def temporary_tables(con) -> list[str]:
     return sorted(name for name, in con.execute("SELECT table_name FROM duckdb_tables() WHERE temporary").fetchall())
 
 
-def parquet_keeps_equal_values_apart(folder) -> bool:
-    """Whether this DuckDB writes -0.0 and 0.0, and a month and 30 days, to Parquet as themselves (1.4 and newer)."""
-    path = folder / "equal_values.parquet"
-    with duckdb.connect() as con:
-        con.execute(f"COPY (SELECT * FROM (VALUES (CAST('-0.0' AS DOUBLE), INTERVAL 1 MONTH), (0.0, INTERVAL 30 DAYS)) "
-                    f"AS t(x, y)) TO '{path}' (FORMAT parquet)")
-        texts = con.execute(f"SELECT CAST(x AS VARCHAR), CAST(y AS VARCHAR) FROM '{path}'").fetchall()
+def duckdb_file_keeps_equal_values_apart(folder) -> bool:
+    """Whether this DuckDB stores -0.0 and 0.0, and a month and 30 days, in a database file as themselves."""
+    path = folder / "equal_values.duckdb"
+    with duckdb.connect(str(path)) as con:
+        con.execute("CREATE TABLE t AS SELECT * FROM (VALUES (CAST('-0.0' AS DOUBLE), INTERVAL 1 MONTH), "
+                    "(0.0, INTERVAL 30 DAYS)) AS v(x, y)")
+    with duckdb.connect(str(path), read_only=True) as con:
+        texts = con.execute("SELECT CAST(x AS VARCHAR), CAST(y AS VARCHAR) FROM t").fetchall()
     path.unlink()
     return sorted(texts) == [("-0.0", "1 month"), ("0.0", "30 days")]
 
@@ -174,7 +175,8 @@ def test_a_release_holds_every_record_as_its_own_text(tmp_path, name):
     """A publish checks and digests the records alike in every released column once (grouped by their text) and
     writes each as often as it occurs: the file must hold the recoded source row for row, values equal under SQL's
     comparison but written differently ('a' and 'A' under NOCASE, 0.0 and -0.0, a month and 30 days) kept apart, and
-    a record suppressed as the check says.  Compared with the source recoded in pandas."""
+    a record suppressed as the check says (DuckDB 1.3 and older wrote such values to a Parquet dictionary as one
+    another).  Compared with the source recoded in pandas."""
     with duckdb.connect() as con:
         con.execute("CREATE TABLE src (age INTEGER, label VARCHAR COLLATE NOCASE, amount DOUBLE, span INTERVAL)")
         con.execute("""INSERT INTO src SELECT 20 + i % 20, CASE WHEN i % 3 = 0 THEN 'a' ELSE 'A' END,
@@ -188,8 +190,8 @@ def test_a_release_holds_every_record_as_its_own_text(tmp_path, name):
         decades = Hierarchy.intervals(range(100), widths=[10])
         policy = Policy(quasi_identifiers={"age": decades}, insensitive=["label", "amount", "span"],
                         models=[KAnonymity(5)], suppression_limit=0.01)
-        if not name.endswith(".csv") and not parquet_keeps_equal_values_apart(tmp_path):
-            # DuckDB 1.3 and older write -0.0 as 0.0 (or back) to Parquet: the publish refuses, leaving nothing.
+        if name.endswith(".duckdb") and not duckdb_file_keeps_equal_values_apart(tmp_path):
+            # DuckDB 1.2's own storage writes -0.0 as 0.0 (or back): the publish refuses, leaving nothing.
             with pytest.raises(ReleaseCheckFailed, match="not the rows"):
                 duckanon.connect(con).publish("src", policy, {"age": 1}, tmp_path / name, table="r")
             assert not (tmp_path / name).exists()
@@ -209,6 +211,28 @@ def test_a_release_holds_every_record_as_its_own_text(tmp_path, name):
     assert released.value_counts(key, dropna=False).sort_index().equals(
         expected.value_counts(key, dropna=False).sort_index())
     assert set(released["label"]) == {"a", "A", "b", "c"} and set(released["amount"]) == {"0.0", "-0.0", "1.5", "2.5"}
+
+
+def test_a_duckdb_file_whose_loaded_rows_differ_is_refused(tmp_path, monkeypatch):
+    """A DuckDB release is staged through Parquet and loaded by the file's own connection: rows that load otherwise
+    than they were released (as DuckDB 1.3's Parquet dictionary wrote -0.0 as 0.0) fail the publish, which leaves
+    no file."""
+    import duckanon.release.files as files
+
+    real, calls = files.fingerprint, []
+
+    def loaded_otherwise(engine, relation, weight=None):
+        rows, total = real(engine, relation, weight)
+        calls.append(1)
+        return (rows, total + 1) if len(calls) == 1 else (rows, total)  # the loaded table's, taken first
+
+    monkeypatch.setattr(files, "fingerprint", loaded_otherwise)
+    with duckdb.connect() as con:
+        con.execute("CREATE TABLE src AS SELECT i % 50 AS age FROM range(500) AS t(i)")
+        policy = Policy(quasi_identifiers={"age": Hierarchy.intervals(range(100), widths=[10])}, models=[KAnonymity(5)])
+        with pytest.raises(ReleaseCheckFailed, match="loaded into the DuckDB file"):
+            duckanon.connect(con).publish("src", policy, {"age": 1}, tmp_path / "r.duckdb", table="r")
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_failed_publish_keeps_the_earlier_release_and_leaves_nothing(adult_con, adult_policy, tmp_path):

@@ -91,7 +91,8 @@ class DuckDBEngine(Engine):
 
     def write_parquet(self, query: exp.Expression, path: str) -> None:
         self.run(exp.Copy(this=query.subquery(), kind=False, files=[exp.Literal.string(path)], params=[
-            exp.CopyParameter(this=exp.var("FORMAT"), expression=exp.var("parquet"))]))
+            exp.CopyParameter(this=exp.var(name), expression=value)
+            for name, value in (("FORMAT", exp.var("parquet")), *parquet_options())]))
 
     def run_many(self, statement: exp.Expression, rows: Sequence[Sequence[object]]) -> None:
         self.connection.executemany(self.prepare(statement), [list(r) for r in rows])
@@ -114,6 +115,14 @@ class DuckDBEngine(Engine):
             self.run(exp.Rollback())
             raise
         self.run(exp.Commit())
+
+
+def parquet_options() -> list[tuple[str, exp.Expression]]:
+    """The COPY options of every Parquet file written from DuckDB, beyond its format: on DuckDB 1.3 and older, no
+    dictionary, whose entries those versions share between values equal but written differently (-0.0 and 0.0, a
+    month and 30 days), writing one as the other."""
+    major, minor = (int(part) for part in duckdb.__version__.split(".")[:2])
+    return [("DICTIONARY_SIZE_LIMIT", exp.Literal.number(0))] if (major, minor) < (1, 4) else []
 
 
 def as_engine(database: Engine | duckdb.DuckDBPyConnection) -> Engine:

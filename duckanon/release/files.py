@@ -39,6 +39,7 @@ from sqlglot import exp
 
 from .._version import version
 from ..engine import DuckDBEngine, Engine
+from ..engine.duckdb_engine import parquet_options
 from ..errors import AnonymizationError, DigestMismatch, NotARelease, ReleaseCheckFailed
 from ..privacy.people import signature_group_histogram
 from ..risk.counting import compatible_histogram
@@ -638,7 +639,7 @@ class _DuckDBFile(_Writer):
         try:
             _copy(engine, exp.select(*[exp.cast(sb.ident(c), exp.DataType.build("VARCHAR")).as_(c, quoted=True)
                                        if c in as_text else sb.ident(c) for c in types]).from_(released.subquery()),
-                  rows, ("FORMAT", exp.var("parquet")), ("COMPRESSION", exp.var("uncompressed")))
+                  rows, ("FORMAT", exp.var("parquet")), ("COMPRESSION", exp.var("uncompressed")), *parquet_options())
             # Views name their tables without a catalog, so they resolve in whatever name the file is opened
             # under; bound here, no temporary table or registered frame of the caller's can stand in for them.
             own = _fresh_reader(partial, writable=True)
@@ -699,7 +700,7 @@ class _ParquetFile(_Writer):
                 exp.PropertyEQ(this=sb.ident(c), expression=sb.lit(_text(v) if v is not None else ""))
                 for c, v in info.items()])
             _copy(engine, query if content.weight is None else repeated(engine, query, content.weight), partial,
-                  ("FORMAT", exp.var("parquet")), ("KV_METADATA", metadata_struct))
+                  ("FORMAT", exp.var("parquet")), ("KV_METADATA", metadata_struct), *parquet_options())
         except duckdb.ConversionException:
             _refuse_beyond_decimal(engine, content.query, [c for c, t in exact.items() if t == _WIDEST_DECIMAL])
             raise
