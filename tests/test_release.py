@@ -217,7 +217,7 @@ def test_a_duckdb_file_whose_loaded_rows_differ_is_refused(tmp_path, monkeypatch
     """A DuckDB release is staged through Parquet and loaded by the file's own connection: rows that load otherwise
     than they were released (as DuckDB 1.3's Parquet dictionary wrote -0.0 as 0.0) fail the publish, which leaves
     no file."""
-    import duckanon.release.files as files
+    from duckanon.release import files
 
     real, calls = files.fingerprint, []
 
