@@ -463,10 +463,14 @@ class _Temporaries(contextlib.AbstractContextManager):
         # Under a policy that counts people, each record's person as the source has it, to find signatures by.
         carried = {PERSON_CARRIED: person} if person is not None else None
         with protected(self.engine, recoded, bound.columns, methods, carried) as query:
-            if person is not None or transformation.missing_matches_any:
-                return self.create(query), None
-            return self.create(rows_by_text(query, self.engine.types(query.subquery()),
-                                            RECORDS)), RECORDS
+            records = self.create(query)
+        if person is not None or transformation.missing_matches_any:
+            return records, None
+        # Grouped from the recoded table, not within the recoding: DuckDB plans a partition map's recoding (windows
+        # over common table expressions) 2.5 times slower under a GROUP BY.
+        grouped = self.create(rows_by_text(records, self.engine.types(records), RECORDS))
+        self.drop(records)
+        return grouped, RECORDS
 
     def create(self, query: exp.Expression) -> exp.Table:
         table = sb.table(f"__duckanon_tmp_{next(_temporaries)}")
@@ -474,10 +478,14 @@ class _Temporaries(contextlib.AbstractContextManager):
         self.tables.append(table)
         return table
 
+    def drop(self, table: exp.Table) -> None:
+        """Drop ``table`` now, before the operation ends."""
+        self.engine.run(sb.drop("TABLE", table))
+        self.tables.remove(table)
+
     def __exit__(self, *exc) -> None:
-        for table in self.tables:
-            self.engine.run(sb.drop("TABLE", table))
-        self.tables.clear()
+        for table in list(self.tables):
+            self.drop(table)
 
 
 def verify_release(reader: Engine, table: str, bound: BoundPolicy, transformation: Transformation,
