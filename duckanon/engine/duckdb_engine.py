@@ -118,11 +118,11 @@ class DuckDBEngine(Engine):
 
 
 def parquet_options() -> list[tuple[str, exp.Expression]]:
-    """The COPY options of every Parquet file written from DuckDB, beyond its format: on DuckDB 1.3 and older, no
+    """The COPY options of every Parquet file written from DuckDB, beyond its format: before DuckDB 2.0, no
     dictionary, whose entries those versions share between values equal but written differently (-0.0 and 0.0, a
     month and 30 days), writing one as the other."""
     major, minor = (int(part) for part in duckdb.__version__.split(".")[:2])
-    return [("DICTIONARY_SIZE_LIMIT", exp.Literal.number(0))] if (major, minor) < (1, 4) else []
+    return [("DICTIONARY_SIZE_LIMIT", exp.Literal.number(0))] if (major, minor) < (2, 0) else []
 
 
 def as_engine(database: Engine | duckdb.DuckDBPyConnection) -> Engine:
