@@ -57,6 +57,10 @@ class Transformation(ABC):
     kind: str
     #: Whether a missing value in the release matches any value when its classes are counted (cell suppression).
     missing_matches_any = False
+    #: Whether a release groups its alike records within the recoding (one pass over the source) rather than from
+    #: the recoded table (two): DuckDB plans a recoding with windows over common table expressions, as a partition
+    #: map's, 2.5 times slower under a GROUP BY, and groups a recoding by joins alone within it in 0.6 of the time.
+    groups_within_recoding = False
 
     @abstractmethod
     def compile(self, source: exp.Expression, columns: Sequence[str],
@@ -90,6 +94,7 @@ class FullDomainGeneralization(Transformation):
     """Every value of an attribute generalized to the same level of its hierarchy."""
 
     kind = "full-domain generalization"
+    groups_within_recoding = True  # joins with the hierarchies' tables and CASE expressions, no windows
 
     def __init__(self, levels: Mapping[str, int]):
         self.levels = dict(levels)
