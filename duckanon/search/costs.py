@@ -110,18 +110,25 @@ def _tuple_weights(encoding: Encoding) -> tuple[float, float]:
 def _read(encoding: Encoding, hierarchies: Sequence[Hierarchy], kinds: Sequence[str]
           ) -> tuple[int, list[AttributeCosts]]:
     """The records of an encoding and each attribute's costs of ``kinds``."""
+    records, values = encoding.memo("attribute values", lambda: _values(encoding, len(hierarchies)))
+    return records, [AttributeCosts(levels, counts, cost_table(levels, counts, hierarchy, i, kinds, records))
+                     for i, (hierarchy, (levels, counts)) in enumerate(zip(hierarchies, values))]
+
+
+def _values(encoding: Encoding, attributes: int) -> tuple[int, list[tuple[pd.DataFrame, pd.Series]]]:
+    """The records of an encoding and, per attribute, its values' codes on every level and records per value: read
+    once for every evaluator of the encoding, whatever costs it needs."""
     engine = encoding.engine
     records = int(engine.value(exp.select(exp.func("SUM", sb.col(COUNT))).from_(encoding.table)))
-    attributes = []
-    for i, hierarchy in enumerate(hierarchies):
+    values = []
+    for i in range(attributes):
         code = sb.col(code_column(i, 0))
         counts = pd.Series(dict(engine.rows(exp.select(code, exp.func("SUM", sb.col(COUNT)))
                                             .from_(encoding.table).group_by(code.copy()))))
         levels = encoding.level_frame(i)
         # Values only a population table holds cost the data nothing (and have no frequency to cost by).
-        levels = levels[levels["code_0"].isin(counts.index)].reset_index(drop=True)
-        attributes.append(AttributeCosts(levels, counts, cost_table(levels, counts, hierarchy, i, kinds, records)))
-    return records, attributes
+        values.append((levels[levels["code_0"].isin(counts.index)].reset_index(drop=True), counts))
+    return records, values
 
 
 # The metrics a release that recodes records on levels of their own records beside the search's: those summed over

@@ -900,7 +900,8 @@ def cost_table(codes: pd.DataFrame, counts: pd.Series, hierarchy: Hierarchy, ind
 
     ``codes`` has the attribute's level codes ``code_<j>`` and generalized values ``label_<j>``; ``counts`` the number
     of records per level-0 code."""
-    out = pd.DataFrame({"code": codes["code_0"].to_numpy()})
+    # Columns gathered, then framed once: inserting them into a frame one by one took half of this function's time.
+    out = {"code": codes["code_0"].to_numpy()}
     n_orig = codes["code_0"].map(counts).to_numpy(dtype=float)
     for level in range(hierarchy.levels):
         labels = codes[f"label_{level}"].tolist()
@@ -928,7 +929,7 @@ def cost_table(codes: pd.DataFrame, counts: pd.Series, hierarchy: Hierarchy, ind
     for kind in kinds:
         out[cost_column(kind, index, None)] = (
             [math.log2(records / o) for o in n_orig] if kind == "entropy" else SUPPRESSED_COST[kind])
-    return out
+    return pd.DataFrame(out)
 
 
 def cost_column(kind: str, index: int, level: int | None) -> str:
