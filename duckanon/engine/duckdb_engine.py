@@ -117,12 +117,16 @@ class DuckDBEngine(Engine):
         self.run(exp.Commit())
 
 
+# DuckDB before 2.0 writes values equal but written differently (-0.0 and 0.0, a month and 30 days) as one another
+# wherever its compression finds them equal: a Parquet dictionary's entries, a run or a constant segment of a
+# database file.
+MERGES_EQUAL_VALUES = tuple(int(part) for part in duckdb.__version__.split(".")[:2]) < (2, 0)
+
+
 def parquet_options() -> list[tuple[str, exp.Expression]]:
-    """The COPY options of every Parquet file written from DuckDB, beyond its format: before DuckDB 2.0, no
-    dictionary, whose entries those versions share between values equal but written differently (-0.0 and 0.0, a
-    month and 30 days), writing one as the other."""
-    major, minor = (int(part) for part in duckdb.__version__.split(".")[:2])
-    return [("DICTIONARY_SIZE_LIMIT", exp.Literal.number(0))] if (major, minor) < (2, 0) else []
+    """The COPY options of every Parquet file written from DuckDB, beyond its format: no dictionary where DuckDB
+    merges equal values (:data:`MERGES_EQUAL_VALUES`)."""
+    return [("DICTIONARY_SIZE_LIMIT", exp.Literal.number(0))] if MERGES_EQUAL_VALUES else []
 
 
 def as_engine(database: Engine | duckdb.DuckDBPyConnection) -> Engine:

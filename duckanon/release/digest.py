@@ -125,11 +125,11 @@ def fingerprint(engine: DuckDBEngine, relation: exp.Expression, weight: str | No
 
 
 def _row_hash(types: Mapping[str, str]) -> exp.Expression:
-    """DuckDB's ``hash`` of a row's columns (of ``types``), what a fingerprint sums: a VARCHAR's of its bytes, for
-    DuckDB hashes a value under a collation as the collation folds it ('A' as 'a' under NOCASE), and a file read back
-    no longer carries the collation its rows were digested under.  Other values hash alike when equal (-0.0 and 0.0),
-    which only a digest tells apart."""
-    return _call("hash", *[_utf8(sb.col(c)) if _base_type(t) == "VARCHAR" else sb.col(c) for c, t in types.items()])
+    """DuckDB's ``hash`` of a row's columns (of ``types``), what a fingerprint sums: of what tells their texts apart
+    (:func:`_group_key`).  DuckDB hashes equal values alike (-0.0 and 0.0; 'A' and 'a' under NOCASE), and a file may
+    hold one in place of the other: a file read back carries no collation, and DuckDB before 2.0 stores equal values
+    as one another."""
+    return _call("hash", *[_group_key(sb.col(c), t) for c, t in types.items()])
 
 
 def _base_type(type_name: str) -> str:
@@ -148,6 +148,11 @@ _EXACT_TYPES = frozenset({
     "BOOLEAN", "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER",
     "UBIGINT", "UHUGEINT", "DECIMAL", "DATE", "TIME", "TIMESTAMP", "TIMESTAMP_S", "TIMESTAMP_MS", "TIMESTAMP_NS",
     "TIMESTAMP WITH TIME ZONE", "UUID", "BLOB", "ENUM"})
+
+
+def equal_values_written_alike(type_name: str) -> bool:
+    """Whether equal values of ``type_name`` always have the same text, a VARCHAR's where no collation applies."""
+    return _base_type(type_name) in _EXACT_TYPES or _base_type(type_name) == "VARCHAR"
 
 
 def _group_key(column: exp.Expression, type_name: str) -> exp.Expression:
