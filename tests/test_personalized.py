@@ -124,13 +124,13 @@ def test_tables_6_and_7_with_record_7_in_its_groups_age_range(con, anon, tmp_pat
 
 def test_tables_6_and_7_as_printed(con, anon):
     """With Table 6's age 36 record 7 is nearer records 1 and 2 in age, and whether it joins them or records 5 and 6
-    depends on the random first record: seed 2 splits as Table 7 does, seed 0 the other way; both satisfy the model."""
+    depends on the random first record: seed 0 splits as Table 7 does, seed 2 the other way; both satisfy the model."""
     frame = table_6()
     load(con, frame, "t6")
     personalization = Personalization("Ppl", GHT)
-    table_7 = anon.cluster("t6", example_policy(frame), TopDownPartitioning(2, personalization))
+    table_7 = anon.cluster("t6", example_policy(frame), TopDownPartitioning(0, personalization))
     assert groups_by_number(table_7, frame) == TABLE_7_GROUPS
-    other = anon.cluster("t6", example_policy(frame), TopDownPartitioning(0, personalization))
+    other = anon.cluster("t6", example_policy(frame), TopDownPartitioning(2, personalization))
     assert groups_by_number(other, frame) == {frozenset({1, 2, 7}), frozenset({3, 4}), frozenset({5, 6})}
     assert table_7.check().satisfied and other.check().satisfied
 

@@ -216,33 +216,73 @@ def top_down_partition(space: RecordSpace, records: np.ndarray, k: int, rng: np.
 
     The recursion runs level by level: every group still to be split is split at once, each record compared with its
     own group's two records in one vectorized pass, so the work per level is linear in the records however many
-    groups there are."""
+    groups there are.  The records start in a random order and a split keeps each side's records in their order, so
+    a group's records are always in random order: records that lean to neither side (records alike, often identical)
+    go to the first side by that order until the sides are even, dealt out afresh each time groups are merged and
+    partitioned again, and only the groups whose cut is moved to keep k records on a side are sorted."""
     done_members, done_sizes = [], []
-    # The groups still to split, as consecutive runs of ``order``.
-    order, sizes = records.copy(), np.array([len(records)])
+    # The groups still to split, as consecutive runs of ``order``; ``local`` holds their records' attributes in that
+    # order, moved along with it, so that distances read memory in sequence rather than at random.
+    order, sizes = rng.permutation(records), np.array([len(records)])
+    local = space.part(order)
     while len(sizes):
         small = sizes < 2 * k
         finished = np.repeat(small, sizes)
         done_members.append(order[finished])
         done_sizes.append(sizes[small])
-        order, sizes = order[~finished], sizes[~small]
+        if small.any():
+            kept = np.flatnonzero(~finished)
+            order, local = order[kept], local.part(kept)
+        sizes = sizes[~small]
         if not len(sizes):
             break
         starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
         run = np.repeat(np.arange(len(sizes)), sizes)
-        first = order[starts + (rng.random(len(sizes)) * sizes).astype(np.int64)]
-        from_first = space.paired_distances(order, first[run])
-        farthest = order[_first_maximum(from_first, starts, run)]
-        lean = from_first - space.paired_distances(order, farthest[run])  # < 0: nearer the group's first record
-        # Within each group, nearest the first record first; ties in random order, so that records alike (often
-        # identical) are dealt out afresh each time groups are merged and partitioned again.
-        arranged = np.lexsort((rng.random(len(order)), lean, run))
-        order, lean = order[arranged], lean[arranged]
-        nearer = np.add.reduceat(lean < 0, starts)
-        ties = np.add.reduceat(lean == 0, starts)
-        cut = np.minimum(np.maximum(nearer + ties // 2, k), sizes - k)
+        positions = np.arange(len(order))
+        first = starts + (rng.random(len(sizes)) * sizes).astype(np.int64)
+        from_first = local.paired_distances(positions, first[run])
+        farthest = _first_maximum(from_first, starts, run)
+        lean = from_first - local.paired_distances(positions, farthest[run])  # < 0: nearer the group's first record
+        sides, cut = _split_sides(lean, starts, sizes, run, k)
+        moved = _stable_partition(sides, starts, cut, run)
+        order, local = order[moved], local.part(moved)
         sizes = np.column_stack([cut, sizes - cut]).ravel()
     return np.concatenate(done_members), np.concatenate(done_sizes)
+
+
+def _split_sides(lean: np.ndarray, starts: np.ndarray, sizes: np.ndarray, run: np.ndarray, k: int
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """Which records go to their group's first side, and each group's number of them: the records leaning to the
+    first record and half of those leaning to neither (the first by position), the cut then moved to keep k records
+    on each side -- in those groups, the side holds the records that lean most towards it, ties by position."""
+    tied = lean == 0
+    nearer = np.add.reduceat(lean < 0, starts)
+    ties = np.add.reduceat(tied, starts)
+    even = nearer + ties // 2
+    cut = np.minimum(np.maximum(even, k), sizes - k)
+    ties_before = np.cumsum(tied) - tied
+    tie_rank = ties_before - ties_before[starts][run]
+    sides = (lean < 0) | (tied & (tie_rank < (ties // 2)[run]))
+    moved = cut != even
+    if moved.any():
+        records = np.flatnonzero(moved[run])
+        by_lean = records[np.lexsort((lean[records], run[records]))]  # stable: ties stay in position order
+        rank = np.arange(len(by_lean)) - np.repeat(np.cumsum(sizes[moved]) - sizes[moved], sizes[moved])
+        sides[by_lean] = rank < cut[run[by_lean]]
+    return sides, cut
+
+
+def _stable_partition(sides: np.ndarray, starts: np.ndarray, cut: np.ndarray, run: np.ndarray) -> np.ndarray:
+    """Where each position's record comes from once each group's first-side records are moved ahead of the others,
+    both in their order."""
+    firsts_before = np.cumsum(sides) - sides
+    within_first = firsts_before - firsts_before[starts][run]
+    positions = np.arange(len(sides))
+    group_start = starts[run]
+    destination = group_start + np.where(sides, within_first, cut[run] + (positions - group_start - within_first))
+    source = np.empty_like(destination)
+    source[destination] = positions
+    return source
 
 
 def _first_maximum(values: np.ndarray, starts: np.ndarray, run: np.ndarray) -> np.ndarray:
