@@ -29,8 +29,8 @@ from duckanon import (
     TopDownPartitioning,
 )
 from duckanon.cluster import semisupervised
-from duckanon.cluster.distance import RecordSpace
-from duckanon.cluster.grouping import read_query
+from duckanon.cluster.distance import CodedTexts, RecordSpace
+from duckanon.cluster.grouping import VALUE, read_query, text_values
 from duckanon.sqlgen import build as sb
 
 # A three-level hierarchy of six leaves, with a row for NULL (which generalizes like "e").
@@ -443,6 +443,31 @@ def test_the_sql_it_runs_transpiles_to_spark(con):
     assert "ROW_NUMBER() OVER (ORDER BY `x`, `s`) AS `__record`" in spark  # NULLS FIRST is Spark's default
     assert con.sql(sb.to_sql(query)).fetchall()[0] == (1, 0.0, "A")
 
+
+
+def test_texts_read_as_numbers_are_the_texts_read_as_texts(con):
+    """A categorical column is read as numbers into its distinct texts: decoded, each record has its own text, NULL
+    stays NULL, in record order, on DuckDB and transpiled for Spark."""
+    frame = pd.DataFrame({"x": [3, 1, 2, 1, 5, 4], "c": ["b", None, "a", "b", "c", None]})
+    table(con, frame, "coded")
+    source = sb.table("coded")
+    coded = {"c": text_values(source, "c")}
+    values = np.array([r[0] for r in con.sql(sb.to_sql(coded["c"].order_by(sb.col(VALUE)))).fetchall()], dtype=object)
+    query = read_query(source, ["x", "c"], ["x", "c"], ["x"], None, [], coded)
+    read = con.sql(sb.to_sql(query)).fetchnumpy()
+    texts = CodedTexts(np.ma.filled(np.ma.asarray(read["c"]), -1).astype(np.int64), values).texts()
+    as_texts = con.sql(sb.to_sql(read_query(source, ["x", "c"], ["x", "c"], ["x"], None, []))).df()
+    assert texts.tolist() == [None if pd.isna(v) else v for v in as_texts["c"]]
+    given = [None if pd.isna(v) else v for v in frame["c"]]
+    assert sorted(zip(read["x"].tolist(), texts.tolist()), key=str) == sorted(zip(frame["x"].astype(float), given),
+                                                                              key=str)
+    assert "ROW_NUMBER() OVER (ORDER BY `__value`)" in sb.to_sql(query, "spark")
+
+
+def test_coded_texts_decode_to_the_texts_with_null_as_none():
+    column = CodedTexts.of(np.array(["b", None, "a", "b", np.nan], dtype=object))
+    assert column.texts().tolist() == ["b", None, "a", "b", None]
+    assert sorted(column.values) == ["a", "b"] and (column.codes < 0).sum() == 2
 
 # ------------------------------------------------------------------------------------------------- over people
 COLORS = Hierarchy.from_lists([["red", "warm", "*"], ["orange", "warm", "*"], ["blue", "cold", "*"],

@@ -38,6 +38,25 @@ BLOCK_CELLS = 1 << 22
 COMMON_TABLE_LEAVES = 2048
 
 
+@dataclass(frozen=True)
+class CodedTexts:
+    """A text column as each record's number among the column's distinct values (-1 for NULL), ``values`` in that
+    numbering: how a categorical attribute is read, since DuckDB hands over numbers many times faster than texts and a
+    hierarchy then maps each distinct value once."""
+
+    codes: np.ndarray
+    values: np.ndarray
+
+    @classmethod
+    def of(cls, texts: np.ndarray) -> CodedTexts:
+        codes, values = pd.factorize(pd.Series(texts, dtype=object))  # NULL (None, NaN): -1
+        return cls(codes, np.asarray(values, dtype=object))
+
+    def texts(self) -> np.ndarray:
+        """The column's texts, None for NULL."""
+        return np.append(self.values, None)[self.codes]  # -1 picks the None appended last
+
+
 class NumericAttribute:
     """A numeric quasi-identifier, normalized to [0, 1] over the data's range; NaN stands for NULL."""
 
@@ -136,7 +155,7 @@ class CategoricalAttribute:
 
     kind = "categorical"
 
-    def __init__(self, name: str, texts: np.ndarray, missing: np.ndarray, hierarchy: Hierarchy):
+    def __init__(self, name: str, column: CodedTexts, hierarchy: Hierarchy):
         self.name = name
         rows = hierarchy.rows
         self.levels = hierarchy.levels
@@ -148,15 +167,13 @@ class CategoricalAttribute:
             ancestors.append(codes.astype(np.int64))
             penalties.append(np.where(counts > 1, counts / len(rows), 0.0)[codes])
         leaf_of_value = {row[0]: i for i, row in enumerate(rows)}
-        texts = np.asarray(texts, dtype=object)
-        leaf = pd.Series(texts[~missing], dtype=object).map(leaf_of_value)
-        unknown = leaf.isna().to_numpy()
-        if unknown.any():
-            examples = sorted(set(texts[~missing][unknown]), key=str)
+        leaf_of_code = np.array([leaf_of_value.get(v, -1) for v in column.values], dtype=np.int32)
+        if (leaf_of_code < 0).any():
+            examples = sorted(column.values[leaf_of_code < 0], key=str)
             raise HierarchyError(f"the hierarchy of {name!r} does not cover {len(examples)} of its values: "
                                  f"{_preview(examples)}")
-        self.leaf = np.empty(len(texts), dtype=np.int32)
-        self.leaf[~missing] = leaf.to_numpy(dtype=np.int32)
+        missing = column.codes < 0
+        self.leaf = np.append(leaf_of_code, np.int32(-1))[column.codes]  # NULL's leaf is set below
         if None in leaf_of_value:
             self.leaf[missing] = leaf_of_value[None]
         elif missing.any():
@@ -172,7 +189,7 @@ class CategoricalAttribute:
         # is then one lookup per attribute, what top-down partitioning does for every record at every split.
         self.pair_penalty = (None if self.common is None else
                              self.penalty[self.common, np.arange(self.common.shape[0])[:, None]])
-        self.size = len(texts)
+        self.size = len(column.codes)
 
     def _common_table(self) -> np.ndarray:
         leaves = self.ancestors.shape[1]
@@ -211,7 +228,8 @@ class CategoricalAttribute:
     def paired_penalties(self, left: np.ndarray, right: np.ndarray) -> np.ndarray:
         if self.pair_penalty is not None:
             leaves = self.pair_penalty.shape[1]
-            return self.pair_penalty.ravel()[self.leaf[left].astype(np.int64) * leaves + self.leaf[right]]
+            # int32 holds every index: the table exists for up to COMMON_TABLE_LEAVES (+ NULL's) leaves
+            return self.pair_penalty.ravel()[self.leaf[left] * leaves + self.leaf[right]]
         return self._penalty_at(self._common_level(left, right), left)
 
     def penalty_sums(self) -> np.ndarray:
@@ -308,20 +326,19 @@ class RecordSpace:
     def from_columns(cls, columns: Mapping[str, np.ndarray], hierarchies: Mapping[str, Hierarchy],
                      numeric: Sequence[str]) -> RecordSpace:
         """``columns``: each quasi-identifier's values (numeric ones as floats with NaN for NULL, the others as
-        text with None for NULL); ``hierarchies`` those of the categorical ones.  A categorical attribute without one
+        text with None for NULL, or as :class:`CodedTexts`); ``hierarchies`` those of the categorical ones.  A categorical attribute without one
         is flat: its values under a single root, so values are equal or not (penalty 0 or 1)."""
         attributes: list[Attribute] = []
         for name, values in columns.items():
             if name in numeric:
                 attributes.append(NumericAttribute(name, np.asarray(values, dtype=float)))
                 continue
-            values = np.asarray(values, dtype=object)
-            missing = pd.isna(values)
+            column = values if isinstance(values, CodedTexts) else CodedTexts.of(values)
             hierarchy = hierarchies.get(name)
             if hierarchy is None:
-                distinct = sorted(pd.unique(pd.Series(values[~missing], dtype=object)), key=str)
+                distinct = sorted(column.values, key=str)
                 hierarchy = Hierarchy([[v, "*"] for v in distinct] or [[None, "*"]], name=name)
-            attributes.append(CategoricalAttribute(name, values, missing, hierarchy))
+            attributes.append(CategoricalAttribute(name, column, hierarchy))
         return cls(attributes)
 
     @property

@@ -31,7 +31,7 @@ import dataclasses
 import itertools
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -63,12 +63,13 @@ from ..recode.recoding import (
 )
 from ..release.publish import Release, measured_models, publish_source, signing
 from ..sqlgen import build as sb
-from .distance import RecordSpace, row_blocks
+from .distance import CodedTexts, RecordSpace, row_blocks
 
 # A share exactly at α passes, as in the SQL models.
 TOLERANCE = 1e-9
 GROUP = "group_id"
 PERSON_TEXT = "__person"  # a person's key as text, as read and as written back in the key's own type
+VALUE, CODE = "__value", "__code"  # a distinct text, and its number, when texts are read as numbers
 _serial = itertools.count()
 
 
@@ -460,10 +461,17 @@ def _grouped(workspace: Workspace, bound: BoundPolicy, method: ClusteringMethod,
                               f"({policy.person!r}) groups people: drop person= or the method's per-record columns")
         return _grouped_people(workspace, bound, method, numeric, sensitive, started)
     workspace.announce(f"{method.name}: reading the records")
-    query = read_query(bound.source, numbering, quasi, numeric, sensitive, extra)
-    fetched = engine.arrays(query)
-    columns = {name: _unmasked(values, float if name in numeric else object) for name, values in fetched.items()}
-    space = RecordSpace.from_columns({q: columns[q] for q in quasi},
+    # The distinct texts come from the bound combinations, so the source is still read once.
+    coded = [c for c in dict.fromkeys([*quasi, *([sensitive] if sensitive in policy.sensitive else [])])
+             if c not in numeric]
+    distinct = {c: text_values(bound.counted, c) for c in coded}
+    values = {c: np.array([row[0] for row in engine.rows(query.order_by(sb.col(VALUE)))], dtype=object)
+              for c, query in distinct.items()}
+    fetched = engine.arrays(read_query(bound.source, numbering, quasi, numeric, sensitive, extra, distinct))
+    texts = {c: CodedTexts(np.ma.filled(np.ma.asarray(fetched[c]), -1).astype(np.int64), values[c]) for c in coded}
+    columns = {name: texts[name].texts() if name in texts else _unmasked(column, float if name in numeric else object)
+               for name, column in fetched.items()}
+    space = RecordSpace.from_columns({q: texts.get(q, columns[q]) for q in quasi},
                                      {q: b.hierarchy for q, b in bound.hierarchies.items()}, numeric)
     composition = Composition.of(policy.models, columns[sensitive] if sensitive is not None else None,
                                  space.size, method.name)
@@ -510,16 +518,37 @@ def _grouped_people(workspace: Workspace, bound: BoundPolicy, method: Clustering
 
 
 def read_query(source: exp.Expression, numbering: Sequence[str], quasi: Sequence[str], numeric: Sequence[str],
-               sensitive: str | None, extra: Sequence[str]) -> exp.Select:
+               sensitive: str | None, extra: Sequence[str], coded: Mapping[str, exp.Select] | None = None
+               ) -> exp.Select:
     """The records as the algorithms read them, in the order of their number (:func:`~duckanon.recode.recoding.numbered`):
     numeric quasi-identifiers as DOUBLE, the other quasi-identifiers and the sensitive attribute as text, and the
-    ``extra`` columns as they are."""
-    read = [sb.col(RECORD)] + [
-        (sb.as_double(sb.col(q)) if q in numeric else sb.as_text(sb.col(q))).as_(q, quoted=True) for q in quasi]
-    if sensitive is not None and sensitive not in quasi:
-        read.append(sb.as_text(sb.col(sensitive)).as_(sensitive, quoted=True))
-    read += [sb.col(c) for c in extra if c not in quasi and c != sensitive]
-    return exp.select(*read).from_(numbered(source, numbering).subquery("records")).order_by(sb.col(RECORD))
+    ``extra`` columns as they are.  A column ``coded`` names (with the query of its distinct texts,
+    :func:`text_values`) is read as each text's number in that query's order by :data:`VALUE`, NULL for NULL."""
+    coded = coded or {}
+    read, joins = [sb.col(RECORD, "records")], []
+    for column in [*quasi, *([sensitive] if sensitive is not None and sensitive not in quasi else [])]:
+        if column in coded:
+            alias = f"codes_{len(joins)}"
+            number = exp.Window(this=exp.func("ROW_NUMBER"), order=exp.Order(expressions=[sb.col(VALUE)])) - sb.lit(1)
+            joins.append((exp.select(sb.col(VALUE), number.as_(CODE, quoted=True)).from_(coded[column].subquery("texts"))
+                          .subquery(alias), exp.EQ(this=sb.as_text(sb.col(column, "records")),
+                                                   expression=sb.col(VALUE, alias))))
+            read.append(sb.col(CODE, alias).as_(column, quoted=True))
+        elif column in numeric:
+            read.append(sb.as_double(sb.col(column, "records")).as_(column, quoted=True))
+        else:
+            read.append(sb.as_text(sb.col(column, "records")).as_(column, quoted=True))
+    read += [sb.col(c, "records") for c in extra if c not in quasi and c != sensitive]
+    query = exp.select(*read).from_(numbered(source, numbering).subquery("records"))
+    for relation, on in joins:
+        query = query.join(relation, on=on, join_type="LEFT")
+    return query.order_by(sb.col(RECORD, "records"))
+
+
+def text_values(relation: exp.Expression, column: str) -> exp.Select:
+    """The distinct texts of ``column`` in ``relation`` (NULL left out), as :data:`VALUE`."""
+    return (exp.select(sb.as_text(sb.col(column)).as_(VALUE, quoted=True)).distinct().from_(relation)
+            .where(exp.Not(this=exp.Is(this=sb.col(column), expression=exp.Null()))))
 
 
 def _unmasked(values: np.ndarray, kind: type) -> np.ndarray:
