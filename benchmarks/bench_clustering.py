@@ -1,6 +1,7 @@
 """How long the clustering algorithms take, and how much memory, on Adult (30,162 records) and on 100,000 records.
 
     python benchmarks/bench_clustering.py [--rows 30162 100000] [--methods semi top-down mdav lattice-ak lattice-al]
+    python benchmarks/bench_clustering.py --data census --rows 10000000 --methods top-down
 
 Every (row count, method) runs in its own process, so each peak-memory figure is that method's alone.  30,162 rows
 are Adult's complete records (``load_adult``); other counts are Adult resampled with noise (``resample_adult``).  A
@@ -15,6 +16,11 @@ All at k = 25:
   hours-per-week), k-anonymity;
 - ``lattice-ak`` / ``lattice-al``: the peer figure, generalization: the optimal full-domain search (least NCP, no
   suppression) under the ``semi`` and ``top-down`` policies, over ARX's hierarchies.
+
+With ``--data census`` the records are ``duckanon.datasets.census`` (seed 0, the data of ``bench_scale.py``, written
+once under ``--data-dir``), whose distinct combinations grow with the rows where resampled Adult repeats its 30,162
+records: ``top-down`` then partitions by its nine columns and their hierarchies at k = 25, k-anonymity alone (the
+census has no sensitive column).
 
 Figures: ``cluster s`` is ``anon.cluster`` (reading the records and grouping them), ``publish s`` is
 ``clusters.publish`` (recoding in SQL, checking, writing and verifying the release file); for the lattice rows the
@@ -36,6 +42,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # the checkout's duckanon, not an installed one
 sys.path.insert(0, str(HERE))
 
+import bench_scale  # noqa: E402
 import common  # noqa: E402
 import duckdb  # noqa: E402
 
@@ -43,6 +50,7 @@ import duckanon  # noqa: E402
 from duckanon import (MDAV, AlphaKAnonymity, AlphaLDiversityKAnonymity, Hierarchy, KAnonymity,  # noqa: E402
                       Personalization, Policy, SemiSupervisedClustering, TopDownPartitioning)
 from duckanon import datasets  # noqa: E402
+from duckanon.datasets import census  # noqa: E402
 from experiments.seed003_personalized import DISEASE_TREE, LEVELS, QUASI_IDENTIFIERS as SEED003_QI  # noqa: E402
 from experiments.seed003_personalized import add_disease  # noqa: E402
 
@@ -56,6 +64,7 @@ TITLES = {"semi": "semi-supervised (α,k) clustering (seed 001)",
           "mdav": "MDAV microaggregation",
           "lattice-ak": "peer: lattice search, (α,k) policy of seed 001",
           "lattice-al": "peer: lattice search, (α,l) policy of seed 003"}
+CENSUS_TITLE = "top-down partitioning, k-anonymity (seed 003), census"
 TARGET_ROWS, TARGET_SECONDS, TARGET_MB = 30162, 30.0, 2048
 RESULTS = HERE / "results" / "clustering.md"
 
@@ -77,21 +86,26 @@ def policy(method: str) -> Policy:
 
 
 # ------------------------------------------------------------------- child
-def child(rows: int, method: str) -> dict:
+def child(rows: int, method: str, data: str, data_dir: Path) -> dict:
     workdir = tempfile.mkdtemp(prefix="duckanon-bench-clustering-")
     try:
         con = duckdb.connect()
         common.progress(f"{rows:,} rows, {method}: loading")
-        if rows == datasets.ADULT_COMPLETE_RECORDS:
-            datasets.load_adult(con, "source")
+        if data == "census":
+            bench_scale.prepare(data_dir, rows, arx=False)
+            con.read_parquet(bench_scale.census_glob(data_dir, rows)).create("records")
+            chosen = Policy(quasi_identifiers=census.census_hierarchies(), models=[KAnonymity(K)], others="drop")
         else:
-            datasets.resample_adult(con, rows, "source", seed=0)
-        add_disease(con, "source", "records", seed=0)
+            if rows == datasets.ADULT_COMPLETE_RECORDS:
+                datasets.load_adult(con, "source")
+            else:
+                datasets.resample_adult(con, rows, "source", seed=0)
+            add_disease(con, "source", "records", seed=0)
+            chosen = policy(method)
         anon = duckanon.connect(con, progress=common.progress)
-        chosen = policy(method)
         common.reset_peak_rss()
         path = os.path.join(workdir, "release.duckdb")
-        result = {"rows": rows, "method": method, "facts": common.machine_facts(con)}
+        result = {"rows": rows, "method": method, "data": data, "facts": common.machine_facts(con)}
         if method.startswith("lattice"):
             wall, cpu, found = common.timed(lambda: anon.search("records", chosen, metric="ncp"))
             result.update(cluster_s=wall, cluster_cpu_s=cpu, ncp=found.best.values["ncp"] if found.found else None,
@@ -100,7 +114,7 @@ def child(rows: int, method: str) -> dict:
                 wall, cpu, release = common.timed(lambda: anon.publish("records", chosen, found.levels, path))
                 result.update(publish_s=wall, publish_cpu_s=cpu, groups=release.check.classes)
         else:
-            personalization = Personalization("ppl", DISEASE_TREE)
+            personalization = Personalization("ppl", DISEASE_TREE) if data == "adult" else None
             algorithm = {"semi": SemiSupervisedClustering(), "mdav": MDAV(),
                          "top-down": TopDownPartitioning(0, personalization)}[method]
             wall, cpu, clusters = common.timed(lambda: anon.cluster("records", chosen, algorithm))
@@ -134,8 +148,9 @@ def table_rows(results: list[dict]) -> list[list]:
     rows = []
     for r in results:
         total = r["cluster_s"] + r.get("publish_s", 0.0)
-        ncp = r["ncp"] / r["rows"] if r["ncp"] is not None else float("nan")
-        rows.append([f"{r['rows']:,}", TITLES[r["method"]], r["groups"] if r["groups"] is not None else "–", ncp,
+        ncp = f"{r['ncp'] / r['rows']:.4g}" if r["ncp"] is not None else "–"  # near 0 where records repeat
+        title = CENSUS_TITLE if r.get("data") == "census" else TITLES[r["method"]]
+        rows.append([f"{r['rows']:,}", title, r["groups"] if r["groups"] is not None else "–", ncp,
                      r["cluster_s"], r["cluster_cpu_s"], r.get("publish_s", float("nan")), total,
                      f"{r['peak_rss_mb']:.0f}", verdict(r)])
     return rows
@@ -160,23 +175,29 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, nargs="+", default=[TARGET_ROWS, 100_000])
     parser.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS))
+    parser.add_argument("--data", choices=["adult", "census"], default="adult",
+                        help="resampled Adult with seed 003's Disease and Ppl, or the census of bench_scale.py")
+    parser.add_argument("--data-dir", type=Path, default=bench_scale.DATA_DIR, help="where the census is written")
     parser.add_argument("--output", type=Path, default=RESULTS, help="markdown results file")
     parser.add_argument("--json", type=Path, default=None, help="also write every raw measurement as JSON")
     parser.add_argument("--child-output", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.data == "census" and set(args.methods) != {"top-down"}:
+        parser.error("--data census runs top-down alone: the other methods' policies name Adult's columns")
 
     if args.child_output is not None:  # one row count, one method, in this process
         (rows,), (method,) = args.rows, args.methods
-        args.child_output.write_text(json.dumps(child(rows, method)))
+        args.child_output.write_text(json.dumps(child(rows, method, args.data, args.data_dir)))
         return 0
 
     load = common.load_at_start()
-    results = [common.run_child(__file__, ["--rows", str(rows), "--methods", method])
+    data = ["--data", args.data, "--data-dir", str(args.data_dir)]
+    results = [common.run_child(__file__, ["--rows", str(rows), "--methods", method, *data])
                for rows in args.rows for method in args.methods]
     table = common.markdown_table(HEADERS, table_rows(results))
     note_text = notes(results)
-    command = (f"python benchmarks/bench_clustering.py --rows {' '.join(map(str, args.rows))} "
-               f"--methods {' '.join(args.methods)}")
+    command = (f"python benchmarks/bench_clustering.py {'--data census ' if args.data == 'census' else ''}"
+               f"--rows {' '.join(map(str, args.rows))} --methods {' '.join(args.methods)}")
     common.report("Clustering benchmark", command, table, note_text, results, load, args.output, args.json)
     return 0 if all(verdict(r) != "MISSED" for r in results) else 1
 

@@ -48,6 +48,7 @@ from bench_arx import ARX_METRICS, LOAD_LINE, RUN_LINE, arx_available  # noqa: E
 from compare import LoadSampler  # noqa: E402
 
 DEFAULT_ROWS = [1_000_000, 10_000_000, 100_000_000]
+DATA_DIR = HERE / ".data"  # the generated data, written once and reused
 
 
 def census_folder(data_dir: Path, rows: int) -> Path:
@@ -213,7 +214,7 @@ def figure(value, form: str = ".1f") -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, nargs="+", default=DEFAULT_ROWS)
-    parser.add_argument("--data-dir", type=Path, default=HERE / ".data")
+    parser.add_argument("--data-dir", type=Path, default=DATA_DIR)
     parser.add_argument("--arx", type=Path, default=HERE.parent.parent / "shared" / "peers" / "arx")
     parser.add_argument("--arx-max-rows", type=int, default=10_000_000,
                         help="the largest size ARX is run on (its CSV is written for it)")
