@@ -326,8 +326,9 @@ class RecordSpace:
     def from_columns(cls, columns: Mapping[str, np.ndarray], hierarchies: Mapping[str, Hierarchy],
                      numeric: Sequence[str]) -> RecordSpace:
         """``columns``: each quasi-identifier's values (numeric ones as floats with NaN for NULL, the others as
-        text with None for NULL, or as :class:`CodedTexts`); ``hierarchies`` those of the categorical ones.  A categorical attribute without one
-        is flat: its values under a single root, so values are equal or not (penalty 0 or 1)."""
+        text with None for NULL, or as :class:`CodedTexts`); ``hierarchies`` those of the categorical ones.  A
+        categorical attribute without one is flat: its values under a single root, so values are equal or not
+        (penalty 0 or 1)."""
         attributes: list[Attribute] = []
         for name, values in columns.items():
             if name in numeric:

@@ -465,7 +465,7 @@ def _grouped(workspace: Workspace, bound: BoundPolicy, method: ClusteringMethod,
     coded = [c for c in dict.fromkeys([*quasi, *([sensitive] if sensitive in policy.sensitive else [])])
              if c not in numeric]
     distinct = {c: text_values(bound.counted, c) for c in coded}
-    values = {c: np.array([row[0] for row in engine.rows(query.order_by(sb.col(VALUE)))], dtype=object)
+    values = {c: np.asarray(engine.arrays(query.order_by(sb.col(VALUE)))[VALUE], dtype=object)
               for c, query in distinct.items()}
     fetched = engine.arrays(read_query(bound.source, numbering, quasi, numeric, sensitive, extra, distinct))
     texts = {c: CodedTexts(np.ma.filled(np.ma.asarray(fetched[c]), -1).astype(np.int64), values[c]) for c in coded}
@@ -530,9 +530,10 @@ def read_query(source: exp.Expression, numbering: Sequence[str], quasi: Sequence
         if column in coded:
             alias = f"codes_{len(joins)}"
             number = exp.Window(this=exp.func("ROW_NUMBER"), order=exp.Order(expressions=[sb.col(VALUE)])) - sb.lit(1)
-            joins.append((exp.select(sb.col(VALUE), number.as_(CODE, quoted=True)).from_(coded[column].subquery("texts"))
-                          .subquery(alias), exp.EQ(this=sb.as_text(sb.col(column, "records")),
-                                                   expression=sb.col(VALUE, alias))))
+            numbered_texts = exp.select(sb.col(VALUE), number.as_(CODE, quoted=True)).from_(
+                coded[column].subquery("texts"))
+            joins.append((numbered_texts.subquery(alias), exp.EQ(this=sb.as_text(sb.col(column, "records")),
+                                                                 expression=sb.col(VALUE, alias))))
             read.append(sb.col(CODE, alias).as_(column, quoted=True))
         elif column in numeric:
             read.append(sb.as_double(sb.col(column, "records")).as_(column, quoted=True))
