@@ -190,7 +190,7 @@ def test_rows_equal_but_written_apart_are_digested_apart():
         table = exp.to_table("tricky")
         expected = documented_digest(con, "tricky")
         assert content_digest(engine, table) == expected
-        assert con.execute(digest_query(table, engine.columns(table)).sql("duckdb")).fetchone()[0] == expected
+        assert con.execute(digest_query(table, engine.types(table)).sql("duckdb")).fetchone()[0] == expected
         written = digested(engine, table)
         assert written.digest == expected
         assert written.fingerprint == fingerprint(engine, table) and written.fingerprint[0] == 70004

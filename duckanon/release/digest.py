@@ -17,7 +17,7 @@ recompute (``sql/duckanon.sql``'s ``anon_verify`` does):
 Identical rows are hashed once each, so the digest counts them: deleting or adding a row changes it.
 
 :func:`digest_query` is that definition as one SQL query (the view a DuckDB release carries runs it); its aggregate
-holds every row's hash at once, about half a kilobyte a row.  :func:`content_digest`, which publishing and
+holds every row's hash at once, 64 bytes a row.  :func:`content_digest`, which publishing and
 verification use, has DuckDB hash the rows and sort the hashes (a sort that spills to disk when it must) and folds
 the sorted stream bucket by bucket with :mod:`hashlib`, in memory bounded by a batch: the same digest.
 
@@ -44,8 +44,8 @@ from ..engine import DuckDBEngine
 from ..sqlgen import build as sb
 
 PREFIX = "sha256:"
-_HASH, _BUCKET, _BUCKET_HASH, _ROW, _ROWS, _CLASS = (
-    "__row_hash", "__bucket", "__bucket_hash", "__row", "__rows", "__class_size")
+_HASH, _BUCKET, _BUCKET_HASH, _ROW, _ROWS, _CLASS, _REPEATED = (
+    "__row_hash", "__bucket", "__bucket_hash", "__row", "__rows", "__class_size", "__repeated")
 
 
 def _call(name: str, *arguments: exp.Expression) -> exp.Anonymous:
@@ -68,18 +68,34 @@ def _row_hashes(relation: exp.Expression, columns: Sequence[str]) -> exp.Select:
                       .as_(_HASH, quoted=True)).from_(_named(relation))
 
 
-def digest_query(relation: exp.Expression, columns: Sequence[str]) -> exp.Select:
-    """One row, one column: the digest (``sha256:<hex>``) of ``relation``'s ``columns`` in that order."""
-    rows = _row_hashes(relation, columns)
+def _distinct_row_hashes(relation: exp.Expression, types: Mapping[str, str], weight: str | None = None) -> exp.Select:
+    """Each distinct row's hash and how many records it stands for (``__row_hash``, ``__rows``), over its columns
+    renamed by position (``__column_<i>``, apart from the names used here)."""
+    positions = _positions(types)
+    return _row_hashes(rows_by_text(relation, types, _ROWS, weight, positions), positions).select(
+        sb.col(_ROWS), copy=False)
+
+
+def _positions(types: Mapping[str, str]) -> list[str]:
+    return [f"__column_{i}" for i in range(len(types))]
+
+
+def digest_query(relation: exp.Expression, types: Mapping[str, str]) -> exp.Select:
+    """One row, one column: the digest (``sha256:<hex>``) of ``relation``'s columns of ``types`` (name -> DuckDB type),
+    in that order.  Each distinct row is hashed once (:func:`rows_by_text`), and its hash repeated as often as the row
+    occurs: sorting those repeats as strings orders them as their hashes (all of one length), so a bucket's sorted
+    concatenation is the definition's."""
+    rows = _distinct_row_hashes(relation, types).select(
+        _call("repeat", sb.col(_HASH), sb.col(_ROWS)).as_(_REPEATED, quoted=True), copy=False)
     bucket = _call("substr", sb.col(_HASH), sb.lit(1), sb.lit(3))
     sorted_text = lambda column: _call("array_to_string", _call("list_sort", _call("list", column)), sb.lit(""))  # noqa: E731
     buckets = (exp.select(bucket.as_(_BUCKET, quoted=True),
-                          _call("sha256", sorted_text(sb.col(_HASH))).as_(_BUCKET_HASH, quoted=True))
+                          _call("sha256", sorted_text(sb.col(_REPEATED))).as_(_BUCKET_HASH, quoted=True))
                .from_(rows.subquery("row_hashes")).group_by(bucket.copy()))
     chained = exp.func("COALESCE", sorted_text(exp.Concat(expressions=[sb.col(_BUCKET), sb.col(_BUCKET_HASH)],
                                                           safe=False)), sb.lit(""))
     return exp.select(exp.Concat(expressions=[
-        sb.lit(PREFIX), _call("sha256", exp.Concat(expressions=[sb.lit(header(columns)), chained], safe=False))],
+        sb.lit(PREFIX), _call("sha256", exp.Concat(expressions=[sb.lit(header(list(types))), chained], safe=False))],
         safe=False).as_("content_digest", quoted=True)).from_(buckets.subquery("buckets"))
 
 
@@ -178,11 +194,9 @@ def rows_by_text(relation: exp.Expression, types: Mapping[str, str], count: str,
 
 def _digest(engine: DuckDBEngine, relation: exp.Expression, types: dict[str, str], *, fingerprinted: bool,
             classes: Sequence[str] | None = None, weight: str | None = None) -> Digested:
-    # A release repeats each class's values in every record of the class: its rows' text is built once per distinct
-    # row, its columns renamed by position (apart from the names below).
-    positions = [f"__column_{i}" for i in range(len(types))]
-    distinct = rows_by_text(relation, types, _ROWS, weight, positions)
-    query = _row_hashes(distinct, positions).select(sb.col(_ROWS), copy=False)
+    # A release repeats each class's values in every record of the class: its rows' text is built once per distinct row.
+    positions = _positions(types)
+    query = _distinct_row_hashes(relation, types, weight)
     if fingerprinted:
         query = query.select(_row_hash(dict(zip(positions, types.values()))).as_(_ROW, quoted=True), copy=False)
     if classes is not None:

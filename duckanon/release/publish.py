@@ -148,9 +148,10 @@ def publish(workspace: Workspace, bound: BoundPolicy, transformation: Transforma
             transformation=transformation.describe(), metrics=metrics or {}, classes_by=quasi,
             strata=bound.policy.strata,
             person=bound.policy.person, missing_matches_any=transformation.missing_matches_any)
-        verification = verification_view(table, ranges.columns(bound.columns), quasi, bound.policy.models,
-                                          bound.allowed_suppressed, bound.policy.suppression, bound.policy.person,
-                                          bound.policy.record_table, bound.lacking,
+        types = engine.types(final)
+        verification = verification_view(table, {c: types[c] for c in ranges.columns(bound.columns)}, quasi,
+                                          bound.policy.models, bound.allowed_suppressed, bound.policy.suppression,
+                                          bound.policy.person, bound.policy.record_table, bound.lacking,
                                           transformation.missing_matches_any, bound.policy.strata)
         content = ReleaseContent(table, final, {f"{table}_classes": classes_view, VIEW: verification}, info,
                                  sources=[bound.source, *read], parts=released_parts(bound, ranges),

@@ -466,7 +466,7 @@ MISSING_MATCHES_ANY = "missing_matches_any"
 OVER_PEOPLE = " over people"
 
 
-def verification_view(table: str, columns: Sequence[str], quasi: Sequence[str], models: Sequence[PrivacyModel],
+def verification_view(table: str, types: Mapping[str, str], quasi: Sequence[str], models: Sequence[PrivacyModel],
                       allowed_suppressed: int, suppression: str, person: str | None = None,
                       record_table: str | None = None, lacking: Mapping[str, Sequence[str]] | None = None,
                       missing_matches_any: bool = False, strata: Sequence[str] = ()) -> exp.Select:
@@ -478,7 +478,8 @@ def verification_view(table: str, columns: Sequence[str], quasi: Sequence[str], 
     tables, where a suppressed record shows '*' in the quasi-identifiers its table holds, ``lacking`` the others) and
     the people suppressed, against ``allowed_suppressed`` people.  With ``missing_matches_any`` (cell suppression),
     a record's class is every record compatible with it, a missing value matching any.  With ``strata``, the classes,
-    the table a model compares with and each risk threshold are those of each stratum."""
+    the table a model compares with and each risk threshold are those of each stratum.  ``types``: the released
+    columns and their DuckDB types, in order (the digest hashes each distinct row once, told apart by type)."""
     released = sb.table(table)
     exempt = exempt_class(suppression)
     checkable = [m for m in models if not_recomputed(m) is None and not m.risk_threshold]
@@ -499,7 +500,7 @@ def verification_view(table: str, columns: Sequence[str], quasi: Sequence[str], 
                           exp.func("COALESCE", holds, exp.false()).as_("holds", quoted=True))
 
     counted = value(exp.select(exp.func("COUNT", exp.Star())).from_(released))
-    digest = value(digest_query(released, columns))
+    digest = value(digest_query(released, types))
     rows = [row("content digest of the rows", claimed("content_digest"), digest,
                 exp.EQ(this=claimed("content_digest"), expression=digest.copy())),
             row("released records", claimed("released_records"), counted,
