@@ -177,6 +177,45 @@ def test_frequency_level_metrics_equal_record_level_ones(anon, con):
     assert as_rows(generalized[0], columns) == as_rows(generalized[1], columns)
 
 
+def test_summaries_made_once_give_what_each_step_computes_alone(anon, con, tmp_path):
+    """A publish summarizes the groups into one table (``PartitionMap.summarized``), which its metrics, the bounds and
+    the recoding read instead of each summarizing every record: the metrics are the hand-computed ones above, the
+    recoded rows, bounds and metrics those each step computes on its own, by records and by weighted rows (with a
+    model over sensitive values, whose metrics read the records), and the release records the same metrics."""
+    engine, bound, columns = as_engine(con), stored_color(anon), ["age", "color", "size", "disease"]
+    keys = ["age", "color", "size", "disease"]
+    counted = FRAME.assign(group_id=FRAME["id"].map(GROUPS)).groupby(keys + ["group_id"], dropna=False).size()
+    con.register("c", counted.rename("n").reset_index())
+    con.execute("CREATE TABLE by_values AS SELECT * FROM c")
+    made = []
+
+    def materialize(query):
+        made.append(sb.table(f"summarized_{len(made)}"))
+        engine.run(sb.create_table_as(made[-1], query, temporary=True))
+        return made[-1]
+
+    styles = {"age": "range", "color": "lca", "size": "set"}
+    for assignment in (Assignment(sb.table("a"), ("id",)), Assignment(sb.table("by_values"), tuple(keys), count="n")):
+        alone = PartitionMap(assignment, styles)
+        summarized = alone.summarized(engine, sb.table("t"), columns, bound, materialize)
+        assert summarized.summaries_table is not None and alone.summaries_table is None
+        assert (summarized.assigned_table is None) == alone.summarizes_assignment
+        for models in ([KAnonymity(3)], [KAnonymity(4)], [KAnonymity(3), DistinctLDiversity("disease", 2)]):
+            assert summarized.metrics(engine, sb.table("t"), columns, bound, models) == pytest.approx(
+                alone.metrics(engine, sb.table("t"), columns, bound, models))
+        generalized = [engine.frame(m.compile(sb.table("t"), columns, bound)) for m in (summarized, alone)]
+        assert as_rows(generalized[0], columns) == as_rows(generalized[1], columns)
+        ranges = [m.ranges(engine, sb.table("t"), columns, bound, materialize).relations["age"]
+                  for m in (summarized, alone)]
+        assert sorted(engine.rows(exp.select("*").from_(ranges[0]))) == sorted(
+            engine.rows(exp.select("*").from_(ranges[1])))
+    metrics = summarized.metrics(engine, sb.table("t"), columns, bound, [KAnonymity(3)])
+    assert metrics["ncp"] == pytest.approx(sum([10 / 41] * 3 + [1.0] * 6) + 6 * 0.5 + 6 * 0.5 + 3 * 1.0)
+    anon.publish("t", POLICY, PartitionMap(Assignment(sb.table("a"), ("id",)), styles), tmp_path / "r.duckdb")
+    recorded = duckanon.read_release_info(tmp_path / "r.duckdb")["metrics"]
+    assert {k: recorded[k] for k in metrics} == pytest.approx(metrics)
+
+
 def test_groups_that_violate_the_policy_are_suppressed_by_publish(anon, con, tmp_path):
     con.execute("UPDATE a SET group_id = 40 WHERE id = 8")
     pol = Policy(quasi_identifiers={"age": None, "color": COLOR, "size": None}, models=[KAnonymity(2)],

@@ -28,6 +28,10 @@ When the keys include every recoded quasi-identifier and the rows carry counts (
 groups' generalized values and the metrics are computed from the assignment table itself, weighted by the counts,
 instead of from every record: on millions of records that is the difference between seconds and a minute.
 
+A publish reads the groups' summaries three times (the metrics, the numbers' bounds, the recoding), and each would
+be a pass over every record: :meth:`PartitionMap.summarized` makes them one table first (and the records with their
+groups another, where the summaries come from the records), which all three read.
+
 **Lowest common ancestors by numbers.**  :class:`HierarchyCoding` numbers a hierarchy's leaves so that every node is
 the leaves whose codes share a prefix; a group's lowest common ancestor then follows from two integer aggregates, the
 smallest and largest code, and one join with the hierarchy's nodes (:class:`CodedHierarchies` keeps the codes and
@@ -55,9 +59,11 @@ distinct values); ``*`` costs 1.
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import itertools
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from sqlglot import exp
@@ -393,6 +399,10 @@ class PartitionMap(Transformation):
         self.description = dict(description or {})
         self.coded = coded
         self.recoding = recoding
+        # Tables :meth:`summarized` made, which the metrics, bounds and recoding then read: every group's summary,
+        # and the assigned records of the columns named.
+        self.summaries_table: exp.Table | None = None
+        self.assigned_table: tuple[exp.Table, tuple[str, ...]] | None = None
 
     # ------------------------------------------------------------ validation
     def require_styles(self, quasi_identifiers: Sequence[str]) -> None:
@@ -495,27 +505,69 @@ class PartitionMap(Transformation):
             summaries = summaries.join(join, copy=False)
         return summaries
 
-    def _rows(self, source: exp.Expression, columns: Sequence[str]) -> tuple[exp.Table, exp.Select, bool]:
-        """The rows groups are summarized over: a CTE's name, its query, and whether its rows are weighted (the
-        assignment's own rows, see :attr:`summarizes_assignment`) rather than the assigned records."""
+    def _assigned(self, source: exp.Expression, columns: Sequence[str]) -> tuple[exp.Table, exp.Select | None]:
+        """The records of ``source`` with their groups (:meth:`Assignment.assigned`): the table :meth:`summarized`
+        made of them where it holds ``columns``, else a CTE's name and its query."""
+        if self.assigned_table is not None and set(columns) <= set(self.assigned_table[1]):
+            return self.assigned_table[0], None
+        return exp.Table(this=sb.ident(_ASSIGNED)), self.assignment.assigned(source, columns)
+
+    def _rows(self, source: exp.Expression, columns: Sequence[str]) -> tuple[exp.Table, exp.Select | None, bool]:
+        """The rows groups are summarized over (a table, or a CTE's name and its query), and whether they are weighted
+        (the assignment's own rows, see :attr:`summarizes_assignment`) rather than the assigned records."""
         if self.summarizes_assignment:
             return exp.Table(this=sb.ident(_WEIGHTED)), self.assignment.weighted(list(self.styles)), True
-        return exp.Table(this=sb.ident(_ASSIGNED)), self.assignment.assigned(source, columns), False
+        return *self._assigned(source, columns), False
 
     def _recoded(self, source: exp.Expression, columns: Sequence[str], hierarchies: Mapping[str, BoundHierarchy]
                  ) -> exp.Select:
         """The released columns with quasi-identifiers replaced by their group's summary."""
-        assigned, summaries = sb.table(_ASSIGNED), sb.table(_SUMMARIES)
-        rows, definition, weighted = self._rows(source, columns)
-        summarized = self._summaries(rows, hierarchies, weighted, False, self.coded)
+        assigned, definition = self._assigned(source, columns)
+        summaries = self.summaries_table if self.summaries_table is not None else sb.table(_SUMMARIES)
         projection = [sb.col(c, "g") if c in self.styles else sb.col(c, "r") for c in columns]
-        query = (exp.select(*projection).from_(exp.alias_(assigned, "r", quoted=True))
-                 .join(exp.alias_(summaries, "g", quoted=True), join_type="INNER",
-                       on=exp.EQ(this=sb.col(_GROUP, "r"), expression=sb.col(_GROUP, "g"))))
-        query = query.with_(sb.ident(_ASSIGNED), as_=self.assignment.assigned(source, columns), copy=False)
+        query = _with(exp.select(*projection).from_(exp.alias_(assigned, "r", quoted=True))
+                      .join(exp.alias_(summaries, "g", quoted=True), join_type="INNER",
+                            on=exp.EQ(this=sb.col(_GROUP, "r"), expression=sb.col(_GROUP, "g"))), assigned, definition)
+        if self.summaries_table is not None:
+            return query
+        rows, definition, weighted = self._rows(source, columns)
         if weighted:
-            query = query.with_(rows.this, as_=definition, copy=False)
-        return query.with_(sb.ident(_SUMMARIES), as_=summarized, copy=False)
+            query = _with(query, rows, definition)
+        return query.with_(sb.ident(_SUMMARIES), as_=self._summaries(rows, hierarchies, weighted, False, self.coded),
+                           copy=False)
+
+    def summarized(self, engine: Engine, source: exp.Expression, columns: Sequence[str],
+                   hierarchies: Mapping[str, BoundHierarchy], materialize: Callable[[exp.Expression], exp.Table]
+                   ) -> PartitionMap:
+        """This map with every group's summary (label, costs and bounds of each attribute) made a table by
+        ``materialize``, which its metrics, bounds and recoding then read: one publish summarizes the records once
+        rather than three times (each is a pass over every record).  Where the summaries come from the records, the
+        records with their groups are made a table too: numbered and joined to their groups once, not twice."""
+        columns = self._read(columns)
+        self._validate(columns, hierarchies)
+        summarized = copy.copy(self)
+        if not self.summarizes_assignment:
+            summarized.assigned_table = (materialize(self.assignment.assigned(source, columns)), tuple(columns))
+        rows, definition, weighted = summarized._rows(source, columns)
+        with self._coding(engine, hierarchies) as coded:
+            summarized.summaries_table = materialize(_with(
+                self._summaries(rows, hierarchies, weighted, True, coded, bounds=True), rows, definition))
+        return summarized
+
+    @contextlib.contextmanager
+    def _coding(self, engine: Engine, hierarchies: Mapping[str, BoundHierarchy]
+                ) -> Iterator[CodedHierarchies | None]:
+        """The hierarchies' codes as tables for the ``lca`` attributes: the map's own, or made for the summaries and
+        dropped after (the summarizing queries read them rather than each numbering the leaves)."""
+        lca = {a: hierarchies[a] for a, style in self.styles.items() if style == "lca"}
+        if not lca or (self.coded is not None and all(a in self.coded.codings for a in lca)):
+            yield self.coded
+            return
+        coded = CodedHierarchies.of(engine, lca)
+        try:
+            yield coded
+        finally:
+            coded.close()
 
     def ranges(self, engine, source, columns, hierarchies, materialize):
         """The ``range`` attributes' bounds: each group's smallest and largest value (over the groups showing a
@@ -526,9 +578,11 @@ class PartitionMap(Transformation):
         columns = self._read(columns)
         require_free(ranged, columns)
         self._validate(columns, hierarchies)
-        rows, definition, weighted = self._rows(source, columns)
-        summarized = materialize(self._summaries(rows, hierarchies, weighted, False, self.coded, bounds=True)
-                                 .with_(rows.this, as_=definition, copy=False))
+        summarized = self.summaries_table
+        if summarized is None:
+            rows, definition, weighted = self._rows(source, columns)
+            summarized = materialize(_with(self._summaries(rows, hierarchies, weighted, False, self.coded, bounds=True),
+                                           rows, definition))
         return Ranges({a: materialize(range_relation(summarized, a, _cost_column("lower", i), _cost_column("upper", i)))
                        for a, i in ranged.items()})
 
@@ -673,15 +727,10 @@ class PartitionMap(Transformation):
         the release's: records with equal generalized quasi-identifiers; classes that violate ``models`` count as
         suppressed, as the publish suppresses them."""
         self._validate(columns, hierarchies)
-        lca = {a: hierarchies[a] for a, style in self.styles.items() if style == "lca"}
-        if not lca or (self.coded is not None and all(a in self.coded.codings for a in lca)):
-            return self._metrics(engine, source, columns, hierarchies, models, self.coded)
-        # The measuring queries read the hierarchies' codes from tables rather than each numbering the leaves.
-        coded = CodedHierarchies.of(engine, lca)
-        try:
+        if self.summaries_table is not None:
+            return self._metrics(engine, source, columns, hierarchies, models, None)
+        with self._coding(engine, hierarchies) as coded:
             return self._metrics(engine, source, columns, hierarchies, models, coded)
-        finally:
-            coded.close()
 
     def _metrics(self, engine: Engine, source: exp.Expression, columns: Sequence[str],
                  hierarchies: Mapping[str, BoundHierarchy], models: Sequence[PrivacyModel],
@@ -690,22 +739,22 @@ class PartitionMap(Transformation):
         sensitive = sensitive_attributes(models)
         costs = [_cost_column(kind, i) for i in range(len(quasi)) for kind in ("lm", "ncp")]
         g = lambda name: sb.col(name, "g")  # noqa: E731
-        if self.summarizes_assignment and all(c in self.assignment.keys for c in sensitive):
+        weighted = self.summarizes_assignment and all(c in self.assignment.keys for c in sensitive)
+        if weighted:
             # The assignment's rows stand for their records: measure them, weighted, instead of every record.
             rows, weight = exp.Table(this=sb.ident(_WEIGHTED)), _WEIGHT
-            definitions = {_WEIGHTED: self.assignment.weighted([*quasi, *sensitive])}
-            summaries = self._summaries(rows, hierarchies, True, True, coded)
+            definition = self.assignment.weighted([*quasi, *sensitive])
             extra = [sb.col(c, "r") for c in sensitive] + [sb.col(_WEIGHT, "r")]
         else:
-            rows, weight = exp.Table(this=sb.ident(_ASSIGNED)), None
-            definitions = {_ASSIGNED: self.assignment.assigned(source, columns)}
-            summaries = self._summaries(rows, hierarchies, False, True, coded)
+            (rows, definition), weight = self._assigned(source, columns), None
             extra = [sb.col(c, "r") for c in sensitive]
-        for name, definition in definitions.items():
-            summaries = summaries.with_(sb.ident(name), as_=definition.copy(), copy=False)
-        # Materialized once: the classes' queries then read small tables rather than repeat these queries.
-        summarized = sb.table(f"__duckanon_partition_summaries_{next(_serial)}")
-        engine.run(sb.create_table_as(summarized, summaries, temporary=True))
+        summarized, made = self.summaries_table, None
+        if summarized is None:
+            summaries = _with(self._summaries(rows, hierarchies, weighted, True, coded), rows,
+                              None if definition is None else definition.copy())
+            # Materialized once: the classes' queries then read small tables rather than repeat these queries.
+            summarized = made = sb.table(f"__duckanon_partition_summaries_{next(_serial)}")
+            engine.run(sb.create_table_as(summarized, summaries, temporary=True))
         measured = None
         try:
             if sensitive:
@@ -713,8 +762,7 @@ class PartitionMap(Transformation):
                            .from_(exp.alias_(rows, "r", quoted=True))
                            .join(exp.alias_(summarized, "g", quoted=True), join_type="INNER",
                                  on=exp.EQ(this=sb.col(_GROUP, "r"), expression=g(_GROUP))))
-                for name, definition in definitions.items():
-                    records = records.with_(sb.ident(name), as_=definition, copy=False)
+                records = _with(records, rows, definition)
                 measured = sb.table(f"__duckanon_partition_records_{next(_serial)}")
                 engine.run(sb.create_table_as(measured, records, temporary=True))
                 classes = Classes.of(measured, quasi, weight=weight, carry=costs)
@@ -738,7 +786,7 @@ class PartitionMap(Transformation):
                 total(sb.col("__sum_ncp")), total(sb.col("__sum_ncp"), kept.copy()),
             ).from_(class_verdicts(classes, models, sums).subquery("verdicts")))[0]
         finally:
-            for table in (measured, summarized):
+            for table in (measured, made):
                 if table is not None:
                     engine.run(sb.drop("TABLE", table))
         records_n, suppressed, n_classes, kept_classes, squares, kept_squares, lm_all, lm_kept, ncp_all, ncp_kept = row
@@ -751,6 +799,11 @@ class PartitionMap(Transformation):
         values = {m.name: float(m.value(totals)) for m in metrics}
         values.update(records=totals.records, classes=totals.classes, suppressed=totals.suppressed)
         return values
+
+
+def _with(query: exp.Select, rows: exp.Table, definition: exp.Select | None) -> exp.Select:
+    """``query`` with ``rows`` defined as a CTE by ``definition``; as it is where ``rows`` is a table (no definition)."""
+    return query if definition is None else query.with_(rows.this, as_=definition, copy=False)
 
 
 def _share(numerator: exp.Expression, denominator: exp.Expression) -> exp.Expression:

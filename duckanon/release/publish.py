@@ -117,11 +117,14 @@ def publish(workspace: Workspace, bound: BoundPolicy, transformation: Transforma
     source), whose files the release may not replace either.  Under a differentially private policy the info leaves
     out the source's records and the suppressed ones: the mechanism releases neither."""
     engine = workspace.engine
-    if isinstance(transformation, PartitionMap):
-        transformation.require_styles(bound.quasi_identifiers)
-        if metrics is None:
-            metrics = partition_metrics(workspace, bound, transformation)
     with _Temporaries(engine) as temporaries:
+        if isinstance(transformation, PartitionMap):
+            transformation.require_styles(bound.quasi_identifiers)
+            workspace.announce("summarizing the groups")
+            transformation = transformation.summarized(engine, bound.source, bound.columns, bound.hierarchies,
+                                                       temporaries.create)
+            if metrics is None:
+                metrics = partition_metrics(workspace, bound, transformation)
         ranges = transformation.ranges(engine, bound.source, bound.columns, bound.hierarchies, temporaries.create)
         workspace.announce("recoding the quasi-identifiers")
         generalized, weight = temporaries.create_protected(bound, transformation)
