@@ -132,8 +132,10 @@ def fingerprint(engine: DuckDBEngine, relation: exp.Expression, weight: str | No
     the same fingerprint in one DuckDB, at a hundredth of a digest's cost (no row's text is built).  DuckDB's hash may
     change between its versions, so a fingerprint is never recorded, only compared within the process that took it."""
     types = {c: t for c, t in engine.types(relation).items() if c != weight}
-    copies = sb.lit(1) if weight is None else exp.cast(sb.col(weight), exp.DataType.build("HUGEINT"))
-    hashed = exp.cast(_row_hash(types), exp.DataType.build("HUGEINT"))
+    # Summed as 38-digit integers: DuckDB's 64-bit hashes overflow BIGINT, and Spark has no HUGEINT.
+    whole = exp.DataType.build("DECIMAL(38, 0)")
+    copies = sb.lit(1) if weight is None else exp.cast(sb.col(weight), whole)
+    hashed = exp.cast(_row_hash(types), whole.copy())
     query = exp.select(*[exp.func("COALESCE", exp.func("SUM", term), sb.lit(0)) for term in (
         copies, exp.Mul(this=hashed, expression=copies.copy()))]).from_(_named(relation))
     (rows, total), = engine.rows(query)
