@@ -19,7 +19,9 @@ from hypothesis import strategies as st
 
 import duckanon
 from duckanon import (
+    MDAV,
     AlphaKAnonymity,
+    AnonymizationError,
     EntropyLDiversity,
     Hierarchy,
     KAnonymity,
@@ -434,6 +436,34 @@ def test_a_failed_clustering_publishes_nothing(con, anon, tmp_path):
     with pytest.raises(PolicyError):
         anon.cluster("line", policy, SemiSupervisedClustering()).publish(tmp_path / "never.duckdb")
     assert not list(tmp_path.iterdir())
+
+
+def test_clusters_publish_without_reading_the_source_again_and_refuse_a_changed_one(con, tmp_path):
+    """The publish reuses the binding of the clustering (one message of reading the source in all) and releases every
+    record in its group; once the rows grouped change (a value, a record more), the check and the publish are
+    refused by name and no file is left, where the records' numbers would otherwise give other records the groups."""
+    heard = []
+    anon = duckanon.connect(con, progress=heard.append)
+    table(con, LINE, "line")
+    policy = Policy(quasi_identifiers={"x": None}, models=[KAnonymity(4)], sensitive=["s"])
+    clusters = anon.cluster("line", policy, MDAV())
+    release = clusters.publish(tmp_path / "line.duckdb")
+    assert [m for m in heard if m.startswith("reading the source")] == [
+        "reading the source and checking the policy's parameters"]
+    assert release.records_out == 8 and release.suppressed == 0
+    with duckdb.connect(str(tmp_path / "line.duckdb"), read_only=True) as reader:
+        released = reader.execute("SELECT x, s FROM release").fetchall()
+    assert sorted(released) == sorted(("1.5" if x < 5 else "11.5", s) for x, s in zip(LINE["x"], LINE["s"]))
+    for change in ("UPDATE line SET x = 4 WHERE x = 3", "INSERT INTO line VALUES (14, 'A')"):
+        con.execute(change)
+        for attempt in (clusters.check, lambda: clusters.publish(tmp_path / "changed.duckdb")):
+            with pytest.raises(AnonymizationError, match="changed since its records were grouped"):
+                attempt()
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["line.duckdb"]
+        con.execute("DELETE FROM line")
+        con.execute("INSERT INTO line SELECT * FROM (VALUES (0, 'A'), (1, 'A'), (2, 'B'), (3, 'C'), (10, 'B'), "
+                    "(11, 'C'), (12, 'B'), (13, 'C')) AS t(x, s)")
+    assert clusters.check().satisfied  # the rows grouped again: the same fingerprint
 
 
 def test_the_sql_it_runs_transpiles_to_spark(con):

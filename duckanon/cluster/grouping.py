@@ -40,7 +40,7 @@ from sqlglot import exp
 
 from ..declare.policy import Policy
 from ..encode.binding import BoundPolicy, Workspace, bind
-from ..errors import PolicyError, PolicyNotSatisfied
+from ..errors import AnonymizationError, PolicyError, PolicyNotSatisfied
 from ..hierarchy.bound import BoundHierarchy
 from ..privacy.checks import CheckReport, check
 from ..privacy.classes import Classes
@@ -61,7 +61,14 @@ from ..recode.recoding import (
     numbered,
     numeric_kind,
 )
-from ..release.publish import Release, measured_models, publish_source, signing
+from ..release.digest import fingerprint
+from ..release.publish import (
+    Release,
+    measured_models,
+    publish,
+    refuse_unwritable,
+    signing,
+)
 from ..sqlgen import build as sb
 from .distance import CodedTexts, RecordSpace, row_blocks
 
@@ -429,7 +436,11 @@ def run(workspace: Workspace, source, policy: Policy | str, method: ClusteringMe
     """Read ``source``, let ``method`` group its records so that every group satisfies ``policy``, and return the
     groups (see :class:`Clusters`)."""
     with bind(workspace, source, policy, partitioning=True) as bound:
-        return _grouped(workspace, bound, method, numeric)
+        clusters = _grouped(workspace, bound, method, numeric)
+        # The publish reuses this binding (its combinations table is dropped here), once it finds the rows unchanged.
+        clusters.bound = dataclasses.replace(bound, counted=None)
+        clusters.read = clusters.fingerprint()
+        return clusters
 
 
 def _grouped(workspace: Workspace, bound: BoundPolicy, method: ClusteringMethod, numeric: Sequence[str] | None
@@ -580,6 +591,10 @@ class Clusters:
     seconds: float
     # Under a policy that counts people, the members grouped are people: their keys as text, in member order.
     people: np.ndarray | None = None
+    # The policy as bound to the source when it was grouped, and the fingerprint of the rows grouped (the numbering
+    # columns), which the check and the publish require unchanged.
+    bound: BoundPolicy | None = None
+    read: tuple[int, int] | None = None
     _styles: dict[str, str] = field(init=False)
 
     def __post_init__(self):
@@ -601,6 +616,18 @@ class Clusters:
                 f"{sizes.max()} {members}; NCP {self.information_loss:.1f}; {self.seconds:.2f} s")
 
     # -------------------------------------------------------------- in SQL
+    def fingerprint(self) -> tuple[int, int]:
+        """The records' count and the sum of their rows' hashes over the columns they are numbered by."""
+        return fingerprint(self.workspace.engine, exp.select(*[sb.col(c) for c in self.numbering]).from_(
+            sb.derived(self.source, "records")))
+
+    def _require_unchanged(self) -> None:
+        """The groups name records by their number among the source's rows: refuse a source whose rows changed since
+        they were grouped, where other records would take the groups."""
+        if self.fingerprint() != self.read:
+            raise AnonymizationError(f"the source {sb.to_sql(self.source)} changed since its records were grouped "
+                                     f"({self.read[0]:,} records then): cluster it again")
+
     def _assignment(self) -> exp.Table:
         """A temporary table of (record number, group), or under a policy that counts people of (person, group)."""
         engine = self.workspace.engine
@@ -633,6 +660,7 @@ class Clusters:
         """The policy's models, evaluated by the core's SQL over the records recoded by their groups (before any
         further recoding of the sensitive values by the method)."""
         quasi, person, models = self.policy.quasi_identifier_names, self.policy.person, self.policy.models
+        self._require_unchanged()
         with self._materialized(self._partition, self.numbering) as recoded:
             if person is not None:
                 return people_check(self.workspace.engine, Classes.of(recoded, quasi), person, people_k(models),
@@ -642,6 +670,7 @@ class Clusters:
     def metrics(self) -> dict[str, float]:
         """The core's LM (``loss``), DM, NCP and average class size of the groups' release, computed in SQL by
         :meth:`PartitionMap.metrics <duckanon.recode.recoding.PartitionMap.metrics>`."""
+        self._require_unchanged()
         assignment = self._assignment()
         try:
             return self._partition(assignment).metrics(self.workspace.engine, self.source, self.numbering,
@@ -672,11 +701,16 @@ class Clusters:
                 sign_with: object | None = None) -> Release:
         """Write the release: quasi-identifiers recoded by group (:class:`~duckanon.recode.recoding.PartitionMap`), checked,
         and verified by :func:`~duckanon.release.publish.publish` (``format`` and ``sign_with`` as
-        :meth:`Anonymizer.publish`)."""
+        :meth:`Anonymizer.publish`).  The policy stays bound as it was for the grouping: the source is read only to
+        find its rows unchanged."""
+        refuse_unwritable(self.source, path, table, format)
+        self._require_unchanged()
+        policy = self.method.release_policy(self.policy)
+        for model in policy.models:
+            model.check_data(self.bound.facts)
+        bound = dataclasses.replace(self.bound, policy=policy.for_data(self.bound.facts))
         assignment = self._assignment()
         try:
-            transformation = self._released(assignment)
-            return publish_source(signing(self.workspace, sign_with), self.source,
-                                  self.method.release_policy(self.policy), transformation, path, table, format)
+            return publish(signing(self.workspace, sign_with), bound, self._released(assignment), path, table, format)
         finally:
             self.workspace.engine.run(sb.drop("TABLE", assignment))

@@ -100,8 +100,7 @@ def publish_source(workspace: Workspace, source, policy: Policy | str, transform
                    measure: Callable[[BoundPolicy], Mapping[str, float]] | None = None) -> Release:
     """Bind ``policy`` to ``source`` and :func:`publish` ``transformation`` of it; ``measure`` gives the metrics the
     release records (a partition map measures itself without it)."""
-    release_format(path, format)  # an unknown extension or a bad table name fails before any work
-    checked_table_names(source, table)
+    refuse_unwritable(source, path, table, format)
     with bind(workspace, source, policy, partitioning=isinstance(transformation, PartitionMap)) as bound:
         return publish(workspace, bound, transformation, path, table, format,
                        measure(bound) if measure is not None else None)
@@ -172,6 +171,12 @@ def publish(workspace: Workspace, bound: BoundPolicy, transformation: Transforma
                              format=format, signer=workspace.signer, announce=workspace.announce)
         return Release(path, table, bound.facts.records, expected, suppressed, report,
                        origin=(workspace, bound.source, bound.policy))
+
+
+def refuse_unwritable(source, path: str | os.PathLike, table: str, format: str | None) -> None:
+    """Refuse, before any work, a release path of an unknown extension or a table name the release cannot have."""
+    release_format(path, format)
+    checked_table_names(source, table)
 
 
 def checked_table_names(source, table: str) -> None:
