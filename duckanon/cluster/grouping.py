@@ -40,6 +40,7 @@ from sqlglot import exp
 
 from ..declare.policy import Policy
 from ..encode.binding import BoundPolicy, Workspace, bind
+from ..engine import Engine
 from ..errors import AnonymizationError, PolicyError, PolicyNotSatisfied
 from ..hierarchy.bound import BoundHierarchy
 from ..privacy.checks import CheckReport, check
@@ -436,11 +437,7 @@ def run(workspace: Workspace, source, policy: Policy | str, method: ClusteringMe
     """Read ``source``, let ``method`` group its records so that every group satisfies ``policy``, and return the
     groups (see :class:`Clusters`)."""
     with bind(workspace, source, policy, partitioning=True) as bound:
-        clusters = _grouped(workspace, bound, method, numeric)
-        # The publish reuses this binding (its combinations table is dropped here), once it finds the rows unchanged.
-        clusters.bound = dataclasses.replace(bound, counted=None)
-        clusters.read = clusters.fingerprint()
-        return clusters
+        return _grouped(workspace, bound, method, numeric)
 
 
 def _grouped(workspace: Workspace, bound: BoundPolicy, method: ClusteringMethod, numeric: Sequence[str] | None
@@ -490,8 +487,8 @@ def _grouped(workspace: Workspace, bound: BoundPolicy, method: ClusteringMethod,
     records = Records(policy, space, composition, columns, numeric)
     groups, count = method.assign(records)
     seconds = time.perf_counter() - started
-    return Clusters(workspace, bound.source, policy, bound.hierarchies, method, records, groups, count, bound.columns,
-                    numbering, seconds)
+    return Clusters(workspace, bound, method, records, groups, count, numbering, seconds,
+                    rows_fingerprint(engine, bound.source, numbering))
 
 
 def _grouped_people(workspace: Workspace, bound: BoundPolicy, method: ClusteringMethod, numeric: Sequence[str],
@@ -524,8 +521,14 @@ def _grouped_people(workspace: Workspace, bound: BoundPolicy, method: Clustering
         composition = PeopleComposition.of_pairs(policy.models, _unmasked(pairs[sensitive], object), holders, k,
                                                  method.name)
         groups, count = _repair(space, composition, groups, count)
-    return Clusters(workspace, bound.source, policy, bound.hierarchies, method, records, groups, count, bound.columns,
-                    bound.columns, time.perf_counter() - started, people=people)
+    return Clusters(workspace, bound, method, records, groups, count, bound.columns, time.perf_counter() - started,
+                    rows_fingerprint(engine, bound.source, bound.columns), people=people)
+
+
+def rows_fingerprint(engine: Engine, source: exp.Expression, columns: Sequence[str]) -> tuple[int, int]:
+    """The records' count and the sum of their rows' hashes over ``columns`` (see
+    :func:`~duckanon.release.digest.fingerprint`)."""
+    return fingerprint(engine, exp.select(*[sb.col(c) for c in columns]).from_(sb.derived(source, "records")))
 
 
 def read_query(source: exp.Expression, numbering: Sequence[str], quasi: Sequence[str], numeric: Sequence[str],
@@ -579,26 +582,42 @@ class Clusters:
     """The groups a clustering method gave the records of a source; :meth:`publish` writes them as a release."""
 
     workspace: Workspace
-    source: exp.Expression
-    policy: Policy
-    hierarchies: dict[str, BoundHierarchy]
+    # The policy as bound to the source when it was grouped: the check and the publish bind it no more.
+    bound: BoundPolicy
     method: ClusteringMethod
     records: Records
     groups: np.ndarray
     count: int
-    columns: list[str]  # the released columns
     numbering: list[str]  # the columns records are numbered by: the released ones and those the method reads
     seconds: float
+    # The rows grouped (:func:`rows_fingerprint` of the numbering columns), which the check and the publish require
+    # unchanged.
+    read: tuple[int, int]
     # Under a policy that counts people, the members grouped are people: their keys as text, in member order.
     people: np.ndarray | None = None
-    # The policy as bound to the source when it was grouped, and the fingerprint of the rows grouped (the numbering
-    # columns), which the check and the publish require unchanged.
-    bound: BoundPolicy | None = None
-    read: tuple[int, int] | None = None
     _styles: dict[str, str] = field(init=False)
 
     def __post_init__(self):
+        # The combinations table is the binding's, dropped when it closes: nothing after the grouping reads it.
+        self.bound = dataclasses.replace(self.bound, counted=None)
         self._styles = self.method.styles(self.policy, self.records.numeric)
+
+    @property
+    def source(self) -> exp.Expression:
+        return self.bound.source
+
+    @property
+    def policy(self) -> Policy:
+        return self.bound.policy
+
+    @property
+    def hierarchies(self) -> dict[str, BoundHierarchy]:
+        return self.bound.hierarchies
+
+    @property
+    def columns(self) -> list[str]:
+        """The released columns."""
+        return self.bound.columns
 
     @property
     def sizes(self) -> np.ndarray:
@@ -616,15 +635,10 @@ class Clusters:
                 f"{sizes.max()} {members}; NCP {self.information_loss:.1f}; {self.seconds:.2f} s")
 
     # -------------------------------------------------------------- in SQL
-    def fingerprint(self) -> tuple[int, int]:
-        """The records' count and the sum of their rows' hashes over the columns they are numbered by."""
-        return fingerprint(self.workspace.engine, exp.select(*[sb.col(c) for c in self.numbering]).from_(
-            sb.derived(self.source, "records")))
-
     def _require_unchanged(self) -> None:
         """The groups name records by their number among the source's rows: refuse a source whose rows changed since
         they were grouped, where other records would take the groups."""
-        if self.fingerprint() != self.read:
+        if rows_fingerprint(self.workspace.engine, self.source, self.numbering) != self.read:
             raise AnonymizationError(f"the source {sb.to_sql(self.source)} changed since its records were grouped "
                                      f"({self.read[0]:,} records then): cluster it again")
 

@@ -802,7 +802,8 @@ class PartitionMap(Transformation):
 
 
 def _with(query: exp.Select, rows: exp.Table, definition: exp.Select | None) -> exp.Select:
-    """``query`` with ``rows`` defined as a CTE by ``definition``; as it is where ``rows`` is a table (no definition)."""
+    """``query`` with ``rows`` defined as a CTE by ``definition``; as it is where ``rows`` is a table (no
+    definition)."""
     return query if definition is None else query.with_(rows.this, as_=definition, copy=False)
 
 
