@@ -198,16 +198,16 @@ def test_rows_equal_but_written_apart_are_digested_apart():
 
 def test_class_sizes_counted_with_the_digest_are_those_of_a_group_by():
     """The info's class sizes come from the digest's pass over the distinct rows: they must be the sizes a plain
-    GROUP BY of the rows gives, classes compared by value ('a' and 'A' under NOCASE are one class, NULLs one class)
-    while the rows are told apart by their text."""
+    GROUP BY of the rows gives as a recipient reads them, the rows told apart by their text: a file carries no
+    collation, so 'a' and 'A' under NOCASE are two classes, while equal values are one (NULLs one class)."""
     with duckdb.connect() as con:
         con.execute("CREATE TABLE released (label VARCHAR COLLATE NOCASE, day DATE, amount DOUBLE)")
         con.execute("""INSERT INTO released VALUES ('a', DATE '2020-01-01', 0.0), ('A', DATE '2020-01-01', -0.0),
                        ('a', DATE '2020-01-01', 1.0), (NULL, NULL, 2.0), (NULL, NULL, 2.0), ('b', NULL, 0.0)""")
         con.execute("INSERT INTO released SELECT 'c', DATE '2021-05-05', i % 3 FROM range(70000) AS t(i)")
-        expected = con.execute("SELECT size, COUNT(*) FROM (SELECT COUNT(*) AS size FROM released GROUP BY label, day) "
-                               "GROUP BY size ORDER BY size").fetchall()
-        assert expected == [(1, 1), (2, 1), (3, 1), (70000, 1)]
+        expected = con.execute("SELECT size, COUNT(*) FROM (SELECT COUNT(*) AS size FROM released "
+                               "GROUP BY encode(label), day) GROUP BY size ORDER BY size").fetchall()
+        assert expected == [(1, 2), (2, 2), (70000, 1)]
         sizes, classes = digested(DuckDBEngine(con), exp.to_table("released"), ["label", "day"]).class_sizes
         assert list(zip(sizes.tolist(), classes.tolist())) == expected
         assert digested(DuckDBEngine(con), exp.to_table("released")).class_sizes is None
