@@ -21,6 +21,8 @@ import numpy as np
 import pandas as pd
 from sqlglot import exp
 
+from ..sqlgen import build as sb
+
 
 class Prepared(str):
     """SQL text an engine generated from a tree with :meth:`Engine.prepare`; only such text is ever run as text."""
@@ -122,6 +124,16 @@ class Engine(ABC):
             yield exp.Table(this=exp.to_identifier(name, quoted=True))
         finally:
             self.unregister(name)
+
+    @contextlib.contextmanager
+    def temporary(self, query: exp.Expression) -> Iterator[exp.Table]:
+        """``query``'s rows as a temporary table while the block runs."""
+        table = exp.Table(this=exp.to_identifier(f"__duckanon_temporary_{next(_serial)}", quoted=True))
+        self.run(sb.create_table_as(table, query, temporary=True))
+        try:
+            yield table
+        finally:
+            self.run(sb.drop("TABLE", table))
 
     @abstractmethod
     @contextlib.contextmanager

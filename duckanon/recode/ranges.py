@@ -90,34 +90,54 @@ class Ranges:
     def verify(self, reader: Engine, table: str, transformation, hierarchies: Mapping) -> None:
         """Check a written release's bound columns (:func:`bound_rows`), and as the transformation defines a label's
         bounds (:meth:`~duckanon.recode.generalization.Transformation.range_problems`)."""
-        for attribute in self.relations:
-            rows, problems = bound_rows(reader, sb.table(table), attribute)
+        for attribute, (rows, problems) in bound_rows(reader, sb.table(table), list(self.relations)).items():
             problems += transformation.range_problems(attribute, hierarchies.get(attribute), rows)
             if problems:
                 raise ReleaseCheckFailed(f"release check: the bounds of {attribute!r} do not match their labels: "
                                          f"{'; '.join(problems[:5])}")
 
 
-def bound_rows(reader: Engine, released: exp.Table, attribute: str
-               ) -> tuple[list[tuple[str, object, object]], list[str]]:
-    """The distinct (label, low, high) of ``attribute``'s bound columns in ``released``, and what is wrong with them
-    whatever made them: bounds that are not numbers, differ between records of one label or are NULL for some, shown
-    for ``*`` or NULL, or a lower bound above the upper one."""
+def bound_rows(reader: Engine, released: exp.Table, attributes: Sequence[str]
+               ) -> dict[str, tuple[list[tuple[str, object, object]], list[str]]]:
+    """Per attribute of ``attributes``: the distinct (label, low, high) of its bound columns in ``released``, and what
+    is wrong with them whatever made them: bounds that are not numbers, differ between records of one label or are
+    NULL for some, shown for ``*`` or NULL, or a lower bound above the upper one.  The release is read once: its
+    distinct labels and bounds, with their records, are what each attribute's bounds are judged from."""
     types = reader.types(released)
-    low, high = low_column(attribute), high_column(attribute)
-    odd = [c for c in (low, high) if not sb.is_numeric_type(types.get(c, ""))]
-    if odd:
-        return [], [f"bound columns {odd} are not numbers"]
+    found: dict[str, tuple[list[tuple[str, object, object]], list[str]]] = {}
+    numeric = []
+    for attribute in attributes:
+        odd = [c for c in (low_column(attribute), high_column(attribute)) if not sb.is_numeric_type(types.get(c, ""))]
+        if odd:
+            found[attribute] = [], [f"bound columns {odd} are not numbers"]
+        else:
+            numeric.append(attribute)
+    if not numeric:
+        return found
+    shown = [sb.col(c) for a in numeric for c in (a, low_column(a), high_column(a))]
+    records = "__records"
+    with reader.temporary(exp.select(*shown, exp.func("COUNT", exp.Star()).as_(records, quoted=True))
+                          .from_(released).group_by(*[c.copy() for c in shown])) as labelled:
+        for attribute in numeric:
+            found[attribute] = _judged_bounds(reader, labelled, attribute, sb.col(records))
+    return {a: found[a] for a in attributes}
+
+
+def _judged_bounds(reader: Engine, labelled: exp.Table, attribute: str, records: exp.Column
+                   ) -> tuple[list[tuple[str, object, object]], list[str]]:
+    """:func:`bound_rows` of one attribute, from ``labelled``: the distinct labels and bounds, ``records`` each."""
     label = sb.col(attribute)
-    bounds = [sb.col(low), sb.col(high)]
+    bounds = [sb.col(low_column(attribute)), sb.col(high_column(attribute))]
     distinct = lambda c: exp.func("COUNT", exp.Distinct(expressions=[c.copy()]))  # noqa: E731
-    query = (exp.select(label, *[distinct(c) for c in bounds], *[exp.func("COUNT", c.copy()) for c in bounds],
-                        exp.func("COUNT", exp.Star()), exp.func("MIN", bounds[0].copy()),
+    given = lambda c: exp.func("SUM", exp.Case().when(c.copy().is_(exp.Null()).not_(), records.copy())  # noqa: E731
+                               .else_(sb.lit(0)))
+    query = (exp.select(label, *[distinct(c) for c in bounds], *[given(c) for c in bounds],
+                        exp.func("SUM", records.copy()), exp.func("MIN", bounds[0].copy()),
                         exp.func("MAX", bounds[1].copy()))
-             .from_(released).group_by(label.copy()))
+             .from_(labelled).group_by(label.copy()))
     rows, problems = [], []
-    for text, lows, highs, with_low, with_high, records, lowest, highest in reader.rows(query):
-        if (lows, highs) not in ((0, 0), (1, 1)) or {with_low, with_high} - {0, records}:
+    for text, lows, highs, with_low, with_high, count, lowest, highest in reader.rows(query):
+        if (lows, highs) not in ((0, 0), (1, 1)) or {with_low, with_high} - {0, count}:
             problems.append(f"{text!r} shows several bounds, or some NULL")
         elif text in (None, TOP) and with_low:
             problems.append(f"{text!r} shows bounds")

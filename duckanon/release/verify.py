@@ -442,8 +442,8 @@ def _counted_classes(released: exp.Expression, quasi: Sequence[str], exempt: str
 
 def _bounds(reader, released, quasi: Sequence[str]) -> list[Check]:
     checks = []
-    for attribute in bounded_attributes(reader.columns(released), quasi):
-        rows, problems = bound_rows(reader, released, attribute)
+    for attribute, (rows, problems) in bound_rows(reader, released,
+                                                  bounded_attributes(reader.columns(released), quasi)).items():
         problems += [p for label, low, high in rows if low is not None
                      and (p := label_problem(label, float(low), float(high))) is not None]
         judged = sum(in_notation(label) for label, low, _ in rows if low is not None)
