@@ -257,11 +257,11 @@ def test_bound_names_taken_by_a_released_column_are_refused(con, people, tmp_pat
 def test_verification_refuses_bounds_narrower_than_the_node(con, people, tmp_path, monkeypatch):
     """Bounds taken from the records' own values instead of the node's leaves would tell more than the label: the
     release check refuses them and no file is left."""
-    def own_values(bound, level, type_name, source):
+    def own_values(bound, level, type_name, values):
         (label,), join = level_expressions(bound, [level], SOURCE, "h")
         return (exp.select(label.as_(LEAF_LABEL, quoted=True),
                            sb.col(bound.column, SOURCE).as_(LEAF_VALUE, quoted=True))
-                .from_(exp.alias_(source, SOURCE, quoted=True)).join(join))
+                .from_(exp.alias_(exp.to_table("people"), SOURCE, quoted=True)).join(join))
 
     monkeypatch.setattr(generalization, "_leaves", own_values)
     policy = Policy(quasi_identifiers={"age": decades_hierarchy(range(5, 95))}, models=[KAnonymity(2)],

@@ -141,9 +141,12 @@ def leveled_ranges(engine: Engine, source: exp.Expression, columns: Sequence[str
     types = engine.types(source)
     ranged = [a for a in hierarchies if sb.is_numeric_type(types[a])]
     require_free(ranged, columns)
+    placing = [a for a in ranged if any(_placed_without_table(hierarchies[a], level) for level in levels[a])]
+    values = materialize(_distinct_values(source, placing)) if placing else None
     relations = {}
     for attribute in ranged:
-        leaves = [_leaves(hierarchies[attribute], level, types[attribute], source) for level in levels[attribute]]
+        own = None if values is None else _values_of(values, attribute)
+        leaves = [_leaves(hierarchies[attribute], level, types[attribute], own) for level in levels[attribute]]
         union = leaves[0]
         for more in leaves[1:]:
             union = exp.union(union, more, distinct=False)
@@ -152,20 +155,44 @@ def leveled_ranges(engine: Engine, source: exp.Expression, columns: Sequence[str
     return Ranges(relations)
 
 
-def _leaves(bound: BoundHierarchy, level: int, type_name: str, source: exp.Expression) -> exp.Select:
-    """Each leaf of the attribute's hierarchy (and each value of the source the level places without the table) with
-    its label on ``level``."""
+def _placed_without_table(bound: BoundHierarchy, level: int) -> bool:
+    """Whether ``level`` labels a value without the hierarchy's table (an interval hierarchy's levels, level 0): the
+    source's values are then leaves too."""
+    return level_expressions(bound, [level], SOURCE, "h")[1] is None
+
+
+def _grouped_in(attribute: str) -> str:
+    return f"__grouped_{attribute}"
+
+
+def _distinct_values(source: exp.Expression, attributes: Sequence[str]) -> exp.Select:
+    """Each of ``attributes``' distinct values in ``source``, in one reading of it: a row per value of one attribute
+    (grouping sets), which ``__grouped_<attribute>`` = 0 marks as that attribute's."""
+    sets = exp.GroupingSets(expressions=[exp.Tuple(expressions=[sb.col(a)]) for a in attributes])
+    return exp.select(*[sb.col(a) for a in attributes], *[
+        exp.Anonymous(this="GROUPING", expressions=[sb.col(a)]).as_(_grouped_in(a), quoted=True) for a in attributes
+    ]).from_(_from_source(source)).group_by(sets)
+
+
+def _values_of(values: exp.Table, attribute: str) -> exp.Select:
+    """``attribute``'s distinct values from :func:`_distinct_values`' table."""
+    return exp.select(sb.col(attribute)).from_(values).where(sb.col(_grouped_in(attribute)).eq(sb.lit(0)))
+
+
+def _leaves(bound: BoundHierarchy, level: int, type_name: str, values: exp.Select | None) -> exp.Select:
+    """Each leaf of the attribute's hierarchy (and each of the source's ``values`` the level places without the
+    table) with its label on ``level``."""
     leaf = sb.col(level_column(0))
     typed = exp.TryCast(this=leaf, to=exp.DataType.build(type_name, dialect=sb.DIALECT))
     # A text such as '47.5' casts to the INTEGER 48: only leaves that are numbers of the type count.
     exact = sb.as_double(typed.copy()).eq(exp.TryCast(this=leaf.copy(), to=exp.DataType.build("DOUBLE")))
     leaves = (exp.select(sb.col(level_column(level)).as_(LEAF_LABEL, quoted=True),
                          typed.as_(LEAF_VALUE, quoted=True)).from_(bound.table).where(exact))
-    (label,), join = level_expressions(bound, [level], SOURCE, "h")
-    if join is not None:
+    if not _placed_without_table(bound, level):
         return leaves
+    (label,), _ = level_expressions(bound, [level], SOURCE, "h")
     placed = exp.select(label.as_(LEAF_LABEL, quoted=True),
-                        sb.col(bound.column, SOURCE).as_(LEAF_VALUE, quoted=True)).from_(_from_source(source))
+                        sb.col(bound.column, SOURCE).as_(LEAF_VALUE, quoted=True)).from_(_from_source(values))
     return exp.union(leaves, placed, distinct=False)
 
 

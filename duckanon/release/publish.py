@@ -124,8 +124,8 @@ def publish(workspace: Workspace, bound: BoundPolicy, transformation: Transforma
                                                        temporaries.create)
             if metrics is None:
                 metrics = partition_metrics(workspace, bound, transformation)
-        ranges = transformation.ranges(engine, bound.source, bound.columns, bound.hierarchies, temporaries.create)
         workspace.announce("recoding the quasi-identifiers")
+        ranges = transformation.ranges(engine, bound.source, bound.columns, bound.hierarchies, temporaries.create)
         generalized, weight = temporaries.create_protected(bound, transformation)
         population = _generalized_population(bound, transformation, temporaries)
         prices = label_prices(engine, bound, transformation, generalized)
