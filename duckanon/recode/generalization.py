@@ -188,9 +188,9 @@ def _leaves(bound: BoundHierarchy, level: int, type_name: str, values: exp.Selec
     exact = sb.as_double(typed.copy()).eq(exp.TryCast(this=leaf.copy(), to=exp.DataType.build("DOUBLE")))
     leaves = (exp.select(sb.col(level_column(level)).as_(LEAF_LABEL, quoted=True),
                          typed.as_(LEAF_VALUE, quoted=True)).from_(bound.table).where(exact))
-    if not _placed_without_table(bound, level):
+    (label,), join = level_expressions(bound, [level], SOURCE, "h")
+    if join is not None:
         return leaves
-    (label,), _ = level_expressions(bound, [level], SOURCE, "h")
     placed = exp.select(label.as_(LEAF_LABEL, quoted=True),
                         sb.col(bound.column, SOURCE).as_(LEAF_VALUE, quoted=True)).from_(_from_source(values))
     return exp.union(leaves, placed, distinct=False)
