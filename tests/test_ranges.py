@@ -132,6 +132,40 @@ def test_interval_bounds_count_values_the_table_does_not_list(con, tmp_path):
                    (4, "[35, 40)", 36, 38), (5, "[35, 40)", 36, 38), (6, "[40, 45)", 40, 44), (7, "[40, 45)", 40, 44)]
 
 
+def test_several_numbers_bounds_from_one_reading_each_judged_on_its_own(con, tmp_path):
+    """Three numbers whose labels place values without their tables (two interval hierarchies listing two values
+    each, one number on level 0): the publish reads their values once for all three, and each gets the bounds
+    computed by hand; verification judges all three from one grouping of the release, and a record whose bound of
+    one number was changed fails that number's bounds only."""
+    ages, hours, children = [18, 19, 23, 24, 36, 38, 41, 44], [1, 9, 12, 19, 21, 30, 33, 39], [0, 0, 1, 1, 2, 2, 3, 3]
+    con.execute("CREATE TABLE t (id INTEGER, age INTEGER, hours INTEGER, children INTEGER)")
+    con.executemany("INSERT INTO t VALUES (?, ?, ?, ?)", list(zip(range(8), ages, hours, children)))
+    policy = Policy({"age": Hierarchy.intervals([10, 40], widths=[10, 20]),  # lists 10 and 40 only
+                     "hours": Hierarchy.intervals([0, 40], widths=[20, 40]),
+                     "children": Hierarchy.intervals(range(4), widths=[2])},
+                    [KAnonymity(2)], insensitive=["id"])
+    path = tmp_path / "r.duckdb"
+    duckanon.connect(con).publish("t", policy, {"age": 1, "hours": 1, "children": 0}, path)
+    with duckdb.connect(str(path), read_only=True) as reader:
+        got = reader.execute("SELECT age, age_low, age_high, hours, hours_low, hours_high, children, children_low, "
+                             "children_high FROM release ORDER BY id").fetchall()
+    # age: [10, 20) holds 18, 19 (and the listed 10); [20, 30) 23, 24; [30, 40) 36, 38; [40, 50) the listed 40 and
+    # 41, 44.  hours: [0, 20) the listed 0 and 1 to 19; [20, 40) 21 to 39 and the listed 40 lies in [40, 60).
+    expected_age = {"[10, 20)": (10, 19), "[20, 30)": (23, 24), "[30, 40)": (36, 38), "[40, 50)": (40, 44)}
+    expected_hours = {"[00, 20)": (0, 19), "[20, 40)": (21, 39)}
+    assert [(a, lo, hi) for a, lo, hi, *_ in got] == [(a, *expected_age[a]) for a, *_ in got]
+    assert [(h, lo, hi) for _, _, _, h, lo, hi, *_ in got] == [(h, *expected_hours[h]) for _, _, _, h, *_ in got]
+    assert [(c, lo, hi) for *_, c, lo, hi in got] == [(str(n), n, n) for n in children]
+    checks = duckanon.verify(path).frame().set_index("guarantee")
+    assert all(checks.loc[f"typed bounds of {a}", "holds"] for a in ("age", "hours", "children"))
+    with duckdb.connect(str(path)) as writer:
+        writer.execute("UPDATE release SET hours_high = hours_high + 1 WHERE id = 0")
+    checks = duckanon.verify(path).frame().set_index("guarantee")
+    assert not checks.loc["typed bounds of hours", "holds"]
+    assert "shows several bounds" in checks.loc["typed bounds of hours", "recomputed"]
+    assert checks.loc["typed bounds of age", "holds"] and checks.loc["typed bounds of children", "holds"]
+
+
 def test_level_zero_bounds_are_the_value_and_top_has_none(con, people, tmp_path):
     hierarchy = decades_hierarchy(range(5, 95))
     policy = Policy(quasi_identifiers={"age": hierarchy, "zip": Hierarchy.redaction(people["zip"])},
