@@ -134,8 +134,9 @@ def test_the_command_line_prints_a_noisy_histogram_and_keeps_the_ledger(tmp_path
 
 
 def test_the_report_shows_the_source_s_class_sizes_with_noise(adult, tmp_path):
-    """The report's noisy class-size counts: per bucket within 6 scales of the true count of the source's classes
-    (pandas), the scale 2/ε (one record moves one class between buckets); the spend is in the ledger."""
+    """The report's noisy class-size counts: per bucket within 14 scales of the true count of the source's classes
+    (pandas), the scale 2/ε (one record moves one class between buckets); the spend is in the ledger.  Laplace noise
+    strays beyond t scales with chance e^-t: on one of 8 buckets, 2 % for 6 scales, 7 in a million for 14."""
     con, anon, hierarchies = adult
     _, release = anon.anonymize("adult", Policy(hierarchies, [KAnonymity(5)], suppression_limit=0.05, others="drop"),
                                 tmp_path / "k.duckdb")
@@ -147,6 +148,6 @@ def test_the_report_shows_the_source_s_class_sizes_with_noise(adult, tmp_path):
     buckets = [(1, 1), (2, 2), (3, 4), (5, 9), (10, 19), (20, 49), (50, 99), (100, 10**9)]
     truth = [int(((sizes >= low) & (sizes <= high)).sum()) for low, high in buckets]
     assert noisy["scale"].eq(4.0).all()
-    assert np.all(np.abs(noisy["classes"].to_numpy() - truth) <= 6 * 4.0)
+    assert np.all(np.abs(noisy["classes"].to_numpy() - truth) <= 14 * 4.0)
     assert len(anon.privacy_spent("adult")) == before + 1
     assert "The source's classes by size, with differential privacy" in (tmp_path / "k.html").read_text()
