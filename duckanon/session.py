@@ -21,7 +21,6 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import duckdb
-import pandas as pd
 
 from . import report
 from .aggregate import private
@@ -29,6 +28,7 @@ from .cluster import grouping
 from .declare.budget import PrivacyBudget, ledger_at, source_key
 from .declare.catalog import Catalog
 from .declare.policy import Policy
+from .deferred import pandas as pd
 from .encode.binding import EncodedSource, Workspace, encode, encoded_source
 from .encode.sources import source_relation
 from .encode.tables import exposure

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1] / PACKAGE
 ABOVE_THE_FACADE = ("duckanon", "duckanon.__main__", "duckanon.session", "duckanon.cli")
 # The rooms from the bottom up: a room may import its own modules and those of the rooms before it.
 LAYERS = (
-    ("_version", "errors"),
+    ("_version", "errors", "deferred"),
     ("parameters",),
     ("sqlgen",),
     ("engine",),

@@ -40,6 +40,27 @@ def test_readme_main_command_through_the_installed_script(tmp_path):
     assert released.groupby(quasi).size().min() >= 5
 
 
+def test_the_main_job_loads_no_pandas_and_finds_what_a_process_with_pandas_finds(tmp_path):
+    """pandas takes a quarter of the main job's time to load and unload, and the job builds no DataFrame: a process
+    that imports duckanon and runs it never loads pandas.  It groups keys by sorting where a process with pandas
+    loaded hashes them: the same node, metric, suppression and per-model table either way."""
+    script = ("import sys; import duckanon; from duckanon.cli import main; "
+              "loaded = 'pandas' in sys.modules; code = main(['-o', 'alone.duckdb', '--quiet']); "
+              "print(loaded, 'pandas' in sys.modules, code)")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert done.returncode == 0, done.stderr
+    *job, verdict = done.stdout.splitlines()
+    assert verdict == "False False 0"
+    out = io.StringIO()
+    assert run(["-o", str(tmp_path / "beside.duckdb"), "--quiet"], out=out, err=io.StringIO()) == 0
+    assert "pandas" in sys.modules
+    beside = out.getvalue().splitlines()
+    assert job[3:6] == beside[3:6]  # the check's summary and per-model table
+    assert job[1].split(" (")[0] == beside[1].split(" (")[0] and job[2] == beside[2]  # the node, metric, suppression
+    assert job[4:6] == pd.DataFrame({"model": ["k-anonymity(k=5)"], "violating_classes": [716],
+                                     "violating_records": [1248]}).to_string(index=False).splitlines()
+
+
 def test_quiet_and_an_explicit_search_command(tmp_path):
     levels = "sex=0,age=4,race=1,marital-status=2,education=3,native-country=2,workclass=2,occupation=2"
     done = subprocess.run([str(SCRIPT), "search", "--quiet", "--levels", levels, "--check-only"],

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from duckanon.cli import main, run
+from duckanon.deferred import Rows
 
 
 @pytest.fixture
@@ -124,3 +125,17 @@ def test_output_onto_the_source_csv_is_refused(people, tmp_path, capsys):
     assert main([str(source), *_policy(tmp_path), "-o", str(source)]) == 2
     assert len(capsys.readouterr().err.splitlines()) == 1
     assert hashlib.sha256(source.read_bytes()).hexdigest() == before
+
+
+@pytest.mark.parametrize("columns, rows", [
+    (("model", "violating_classes", "violating_records"), [("k-anonymity(k=5)", 716, 1248)]),
+    (("model", "violating_classes", "violating_records"),
+     [("k-anonymity(k=5)", 0, 0), ("distinct-l-diversity(l=2, sensitive=salary-class)", 12345678, 3)]),
+    (("model", "violating_signatures", "violating_people", "violating_records"), [("k over people (k=2)", 3, 4, 5)]),
+])
+def test_the_per_model_table_reads_as_pandas_prints_it(columns, rows):
+    """The CLI prints a check's per-model table (a model's description, then counts) without loading pandas, in the
+    layout pandas gives it."""
+    shown = Rows(columns, tuple(rows))
+    assert shown.text() == pd.DataFrame.from_records(rows, columns=list(columns)).to_string(index=False)
+    assert shown.frame().equals(pd.DataFrame.from_records(rows, columns=list(columns)))

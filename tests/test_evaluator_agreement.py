@@ -430,3 +430,16 @@ def test_every_group_knows_the_values_of_its_rows(cards):
     assert (groups.radices is None) == (cards[0] > 10)
     for column, codes in zip(columns, groups.codes):
         assert len(codes) == groups.count and (codes[groups.ids] == column).all()
+
+
+@settings(max_examples=EXAMPLES or 200, deadline=None)
+@given(key=st.lists(st.integers(-2**62, 2**62), max_size=60).map(lambda values: np.array(values, dtype=np.int64)),
+       repeats=st.integers(1, 4), seed=st.integers(0, 2**32 - 1))
+def test_grouping_by_sorting_numbers_groups_as_pandas_hashing_does(key, repeats, seed):
+    """A process that never loads pandas (the CLI's main job) groups keys by sorting them: the same group ids and
+    keys as ``pandas.factorize``, numbered in order of first appearance, whatever the keys and their repeats."""
+    shuffled = np.random.default_rng(seed).permutation(np.tile(key, repeats))
+    ids, keys = memory_evaluator.sorted_factorize(shuffled)
+    expected_ids, expected_keys = pd.factorize(shuffled)
+    assert ids.tolist() == expected_ids.tolist() and keys.tolist() == expected_keys.tolist()
+    assert keys.dtype == shuffled.dtype

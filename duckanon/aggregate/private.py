@@ -29,10 +29,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 from sqlglot import exp
 
 from ..declare.budget import ledger_at, source_key
+from ..deferred import pandas as pd
 from ..encode.binding import Workspace
 from ..encode.sources import source_relation
 from ..errors import MissingExtra, PolicyError

@@ -9,7 +9,6 @@ import os
 from pathlib import Path
 
 import duckdb
-import pandas as pd
 from sqlglot import exp
 
 from .. import datasets
@@ -19,6 +18,7 @@ from ..cluster.semisupervised import SemiSupervisedClustering
 from ..datasets import examples
 from ..declare.budget import ledger_at
 from ..declare.policy import Policy
+from ..deferred import pandas as pd
 from ..encode.tables import Tables
 from ..engine import DuckDBEngine
 from ..errors import AnonymizationError
@@ -122,7 +122,7 @@ def _generalize(args: argparse.Namespace, console: Console, anon: Anonymizer, so
         console.say(f"levels: {', '.join(f'{c}={v}' for c, v in levels.items())}")
         report = anon.check(encoded, None, levels)
         console.say(report.summary())
-        console.say(report.per_model.to_string(index=False))
+        console.say(report.model_rows.text())
         if args.check_only:
             return OK if report.within_limit else NOT_MET
         release = anon.publish(encoded, None, levels, args.output, table=table, format=args.format,

@@ -27,8 +27,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
+from ..deferred import pandas as pd
 from ..errors import HierarchyError
 from ..hierarchy.hierarchy import Hierarchy, _preview
 

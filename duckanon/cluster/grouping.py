@@ -35,10 +35,10 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-import pandas as pd
 from sqlglot import exp
 
 from ..declare.policy import Policy
+from ..deferred import pandas as pd
 from ..encode.binding import BoundPolicy, Workspace, bind
 from ..engine import Engine
 from ..errors import AnonymizationError, PolicyError, PolicyNotSatisfied

@@ -31,11 +31,11 @@ from collections.abc import Mapping, Sequence
 
 import duckdb
 import numpy as np
-import pandas as pd
 from sqlglot import exp
 
 from ..declare.catalog import hierarchy_table
 from ..declare.policy import Policy
+from ..deferred import pandas as pd
 from ..engine import Engine, as_engine
 from ..errors import HierarchyError, PolicyError
 from ..hierarchy.hierarchy import Hierarchy, _preview, level_column

@@ -34,9 +34,9 @@ from collections.abc import Sequence
 
 import duckdb
 import numpy as np
-import pandas as pd
 from sqlglot import exp
 
+from ..deferred import pandas as pd
 from ..engine import as_engine
 from ..errors import AnonymizationError, PolicyError
 from ..sqlgen import build as sb

@@ -30,9 +30,9 @@ from pathlib import Path
 
 import duckdb
 import numpy as np
-import pandas as pd
 from sqlglot import exp
 
+from ..deferred import pandas as pd
 from ..engine import as_engine
 from ..errors import AnonymizationError
 from ..hierarchy.hierarchy import Hierarchy

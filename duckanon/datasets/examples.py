@@ -15,11 +15,11 @@ from pathlib import Path
 
 import duckdb
 import numpy as np
-import pandas as pd
 from sqlglot import exp
 
 from ..declare.catalog import Catalog
 from ..declare.policy import Policy
+from ..deferred import pandas as pd
 from ..engine import DuckDBEngine
 from ..errors import AnonymizationError
 from ..hierarchy.hierarchy import Hierarchy

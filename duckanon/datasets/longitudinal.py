@@ -21,9 +21,9 @@ import datetime as dt
 
 import duckdb
 import numpy as np
-import pandas as pd
 from sqlglot import exp
 
+from ..deferred import pandas as pd
 from ..engine import as_engine
 from ..parameters import checked_number
 from ..sqlgen import build as sb

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import duckdb
 import numpy as np
-import pandas as pd
 from sqlglot import exp
 
+from ..deferred import pandas as pd
 from ..engine import as_engine
 from ..errors import AnonymizationError
 from ..hierarchy.hierarchy import Hierarchy

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
-import pandas as pd
 from sqlglot import exp
 
+from ..deferred import pandas as pd
 from ..engine import DuckDBEngine, Engine
 from ..errors import PolicyError
 from ..hierarchy.hierarchy import SCHEMA

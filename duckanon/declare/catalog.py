@@ -19,9 +19,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import duckdb
-import pandas as pd
 from sqlglot import exp
 
+from ..deferred import pandas as pd
 from ..engine import Engine
 from ..errors import AnonymizationError, PolicyError
 from ..hierarchy.hierarchy import SCHEMA, Hierarchy, level_column

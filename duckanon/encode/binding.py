@@ -344,11 +344,11 @@ class EncodedSource:
                        allowed_suppressed=self.bound.allowed_suppressed, drop=self.bound.policy.drops,
                        replaced_checked=self.bound.policy.checks_replaced)
         # The listing holds level codes; show the generalized values they stand for.
-        if len(report.violations):
+        if len(report.violation_rows):
             quasi = self.bound.quasi_identifiers
             labels = self.encoding.labels_at({i: levels[a] for i, a in enumerate(quasi)})
             for i, attribute in enumerate(quasi):
-                report.violations[attribute] = report.violations[attribute].map(labels[i])
+                report.violation_rows = report.violation_rows.mapped(attribute, labels[i])
         return report
 
     def _check_people(self, levels: Mapping[str, int]) -> PeopleCheckReport:

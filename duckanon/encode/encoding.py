@@ -12,9 +12,10 @@ import copy
 import functools
 import itertools
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TypeVar
 
-import pandas as pd
+import numpy as np
 from sqlglot import exp
 
 from ..engine import Engine
@@ -50,6 +51,23 @@ def count_combinations(engine: Engine, source: exp.Expression, attributes: Seque
     query = exp.select(*raw, exp.func("COUNT", exp.Star()).as_(COUNT, quoted=True)).from_(source).group_by(*raw)
     engine.run(sb.create_table_as(table, query, temporary=True))
     return table
+
+
+@dataclass(frozen=True)
+class LevelValues:
+    """One attribute's distinct values, row by row: per level, their codes and their generalized values (labels)."""
+
+    codes: list[np.ndarray]
+    labels: list[list[str | None]]
+
+    def __len__(self) -> int:
+        return len(self.codes[0])
+
+    def kept(self, mask: np.ndarray) -> LevelValues:
+        """The values where ``mask`` is true."""
+        positions = np.flatnonzero(mask)
+        return LevelValues([codes[positions] for codes in self.codes],
+                           [[labels[p] for p in positions] for labels in self.labels])
 
 
 class Encoding:
@@ -169,12 +187,17 @@ class Encoding:
             query = query.select(sb.col(attribute, f"c{i}").as_(attribute, quoted=True))
         return query
 
-    def level_frame(self, index: int) -> pd.DataFrame:
-        """One attribute's distinct values: ``code_<j>`` and ``label_<j>`` (generalized value) for every level."""
-        levels = range(self.bound[self.attributes[index]].hierarchy.levels)
-        query = exp.select(*[sb.col(code_column(index, j)).as_(f"code_{j}") for j in levels],
-                           *[sb.col(f"__g{j}").as_(f"label_{j}") for j in levels]).from_(self.code_tables[index])
-        return self.engine.frame(query)
+    def level_values(self, index: int) -> LevelValues:
+        """One attribute's distinct values, read once: their code and generalized value on every level."""
+        def read() -> LevelValues:
+            levels = range(self.bound[self.attributes[index]].hierarchy.levels)
+            query = exp.select(*[sb.col(code_column(index, j)).as_(f"code_{j}") for j in levels],
+                               *[sb.col(f"__g{j}").as_(f"label_{j}") for j in levels]).from_(self.code_tables[index])
+            columns = self.engine.arrays(query)
+            # A missing value's label is NULL on every level: masked in the array, None in the list.
+            return LevelValues([np.asarray(columns[f"code_{j}"], dtype=np.int64) for j in levels],
+                               [columns[f"label_{j}"].tolist() for j in levels])
+        return self.memo(f"level values {index}", read)
 
     def labels(self, index: int, level: int) -> dict[int, str | None]:
         """Code → generalized value of one attribute on one level."""
@@ -214,16 +237,15 @@ class Encoding:
         return Classes.of(relation.subquery("priced"), keys, weight=COUNT, population=population, pricing=pricing,
                           table_keys=tables)
 
-    def prices(self, index: int) -> pd.DataFrame:
+    def prices(self, index: int) -> dict[str, np.ndarray]:
         """One attribute's original values (``code_0``, the code column's name) with the log10 domain share of their
-        generalized value on every level (:func:`level_price_column`)."""
-        def compute() -> pd.DataFrame:
+        generalized value on every level (:func:`level_price_column`), as columns."""
+        def compute() -> dict[str, np.ndarray]:
             hierarchy = self.bound[self.attributes[index]].hierarchy
-            levels = self.level_frame(index)
-            frame = pd.DataFrame({code_column(index, 0): levels["code_0"].to_numpy()})
-            for j in range(hierarchy.levels):
-                frame[level_price_column(j)] = log_domain_shares(hierarchy, j, levels[f"label_{j}"].tolist())
-            return frame
+            values = self.level_values(index)
+            return {code_column(index, 0): values.codes[0],
+                    **{level_price_column(j): np.asarray(log_domain_shares(hierarchy, j, values.labels[j]),
+                                                         dtype=np.float64) for j in range(hierarchy.levels)}}
         return self.memo(f"prices {index}", compute)
 
     def price_tables(self) -> list[exp.Table]:

@@ -15,12 +15,13 @@ import contextlib
 import itertools
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TypeAlias
 
 import numpy as np
-import pandas as pd
 from sqlglot import exp
 
+from ..deferred import pandas as pd
 from ..sqlgen import build as sb
 
 
@@ -29,6 +30,8 @@ class Prepared(str):
 
 
 Statement = exp.Expression | Prepared
+# What can be registered as a table: named columns as NumPy arrays need no pandas, which the CLI's main job never loads.
+Frame: TypeAlias = "pd.DataFrame | Mapping[str, np.ndarray]"
 _serial = itertools.count()
 
 
@@ -108,16 +111,16 @@ class Engine(ABC):
         """Run a statement with placeholders once per row of values (inserts of many rows)."""
 
     @abstractmethod
-    def register(self, name: str, frame: pd.DataFrame) -> None:
-        """Make a DataFrame readable as table ``name`` for this session."""
+    def register(self, name: str, frame: Frame) -> None:
+        """Make a DataFrame, or columns as NumPy arrays by name, readable as table ``name`` for this session."""
 
     @abstractmethod
     def unregister(self, name: str) -> None:
         """Forget a registered DataFrame."""
 
     @contextlib.contextmanager
-    def registered(self, frame: pd.DataFrame, name: str | None = None) -> Iterator[exp.Table]:
-        """A DataFrame readable as a table while the block runs."""
+    def registered(self, frame: Frame, name: str | None = None) -> Iterator[exp.Table]:
+        """A DataFrame, or columns as NumPy arrays by name, readable as a table while the block runs."""
         name = name or f"__duckanon_frame_{next(_serial)}"
         self.register(name, frame)
         try:

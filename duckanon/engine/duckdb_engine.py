@@ -9,11 +9,11 @@ from collections.abc import Iterator, Sequence
 
 import duckdb
 import numpy as np
-import pandas as pd
 from sqlglot import exp
 
+from ..deferred import pandas as pd
 from ..errors import AnonymizationError, GeneratedSqlError
-from .base import Engine, Prepared, Statement
+from .base import Engine, Frame, Prepared, Statement
 
 _LOG = logging.getLogger("duckanon.sql")
 
@@ -97,7 +97,7 @@ class DuckDBEngine(Engine):
     def run_many(self, statement: exp.Expression, rows: Sequence[Sequence[object]]) -> None:
         self.connection.executemany(self.prepare(statement), [list(r) for r in rows])
 
-    def register(self, name: str, frame: pd.DataFrame) -> None:
+    def register(self, name: str, frame: Frame) -> None:
         self.connection.register(name, frame)
 
     def unregister(self, name: str) -> None:

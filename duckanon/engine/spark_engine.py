@@ -22,12 +22,12 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
-import pandas as pd
 from sqlglot import exp
 
+from ..deferred import pandas as pd
 from ..errors import AnonymizationError
 from ..sqlgen import build as sb
-from .base import Engine, Prepared, Statement
+from .base import Engine, Frame, Prepared, Statement
 
 INSTALL_HINT = 'install the extra "spark" (from a checkout: pip install ".[spark]")'
 _serial = itertools.count()
@@ -203,7 +203,8 @@ class SparkEngine(Engine):
         with self.registered(frame) as values:
             self.run(exp.insert(exp.select(exp.Star()).from_(values), insert.this.copy()))
 
-    def register(self, name: str, frame: pd.DataFrame) -> None:
+    def register(self, name: str, frame: Frame) -> None:
+        frame = pd.DataFrame(frame, copy=False) if isinstance(frame, Mapping) else frame
         types = _pyspark().types
         schema = types.StructType([types.StructField(str(c), _spark_type(frame[c], types)) for c in frame.columns])
         # As Python objects (pandas boxes NumPy scalars) with None for missing values, which Spark's schema takes.

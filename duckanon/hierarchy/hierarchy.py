@@ -22,9 +22,11 @@ import os
 from collections.abc import Iterable, Sequence
 
 import duckdb
-import pandas as pd
+import numpy as np
 from sqlglot import exp
 
+from ..deferred import is_missing
+from ..deferred import pandas as pd
 from ..engine import Engine, as_engine
 from ..errors import HierarchyError
 from ..sqlgen import build as sb
@@ -40,7 +42,7 @@ def level_column(level: int) -> str:
 
 
 def _text(value: object) -> str | None:
-    if value is None or value is pd.NA or value is pd.NaT or (isinstance(value, float) and math.isnan(value)):
+    if is_missing(value):
         return None
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
@@ -193,8 +195,9 @@ class Hierarchy:
         columns = [exp.ColumnDef(this=sb.ident(level_column(i)), kind=exp.DataType.build("VARCHAR"))
                    for i in range(self.levels)]
         engine.run(exp.Create(this=exp.Schema(this=target, expressions=columns), kind="TABLE", replace=True))
-        # One INSERT … SELECT from the rows as a frame: one statement, so one commit on a database file.
-        with engine.registered(self.to_frame()) as rows:
+        # One INSERT … SELECT from the rows as columns: one statement, so one commit on a database file.
+        columns = {level_column(i): np.array([row[i] for row in self.rows], dtype=object) for i in range(self.levels)}
+        with engine.registered(columns) as rows:
             engine.run(exp.insert(exp.select(exp.Star()).from_(rows), target))
         return target
 

@@ -7,8 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 
-import pandas as pd
-
+from ..deferred import is_missing
 from .hierarchy import Hierarchy, IntervalHierarchy
 
 
@@ -20,7 +19,7 @@ def domain_share(hierarchy: Hierarchy, level: int, label: str | None, leaves: Ma
         low, high = hierarchy.cuts[0][0], hierarchy.cuts[0][-1]
         if level == hierarchy.height:
             return 1.0
-        if level == 0 or pd.isna(label):
+        if level == 0 or is_missing(label):
             return 1.0 / (high - low)
         lo, hi = hierarchy.interval(level, label)
         return (hi - lo) / (high - low)
@@ -30,7 +29,7 @@ def domain_share(hierarchy: Hierarchy, level: int, label: str | None, leaves: Ma
 def row_share(hierarchy: Hierarchy, level: int, label: str | None, leaves: Mapping[str | None, int]) -> float:
     """ARX's ``DomainShareMaterialized`` of a generalized value: the hierarchy rows it covers over all rows; an
     original value (or NULL, which stays NULL) counts as one row."""
-    if level == 0 or pd.isna(label):
+    if level == 0 or is_missing(label):
         return 1.0 / len(hierarchy.rows)
     return leaves.get(label, 1) / len(hierarchy.rows)
 

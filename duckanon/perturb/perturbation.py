@@ -54,10 +54,10 @@ from pathlib import Path
 
 import duckdb
 import numpy as np
-import pandas as pd
 from sqlglot import exp
 
 from ..declare.roles import assign_roles, check_others, released_columns
+from ..deferred import pandas as pd
 from ..engine import Engine
 from ..errors import AnonymizationError, PolicyError, ReleaseCheckFailed
 from ..parameters import checked_number

@@ -11,14 +11,16 @@ neither marks more.  Checks, searches and publishing all suppress what it says.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-import pandas as pd
 from sqlglot import exp
 
+from ..deferred import Rows
+from ..deferred import pandas as pd
 from ..engine import Engine
 from ..errors import PolicyError
 from ..sqlgen import build as sb
@@ -331,8 +333,10 @@ class CheckReport:
     violating_classes: int
     violating_records: int
     allowed_suppressed: int
-    per_model: pd.DataFrame
-    violations: pd.DataFrame
+    # Per model, its description and the classes and records violating it (``per_model``); the violating classes
+    # listed, with their keys, size and each model's verdict (``violations``): rows, framed only when asked.
+    model_rows: Rows
+    violation_rows: Rows
     # Drop mode: of the violating records, those in classes that violate only against the records kept once the
     # others are dropped (models that compare with the whole table; see settle_and_cut).
     cascaded_records: int = 0
@@ -340,6 +344,14 @@ class CheckReport:
     replaced_class_violates: bool = False
     # The models violated in a way no suppression mends (δ-presence's population classes without a record of the data).
     unmendable: list[str] = field(default_factory=list)
+
+    @functools.cached_property
+    def per_model(self) -> pd.DataFrame:
+        return self.model_rows.frame()
+
+    @functools.cached_property
+    def violations(self) -> pd.DataFrame:
+        return self.violation_rows.frame()
 
     @property
     def satisfied(self) -> bool:
@@ -449,11 +461,8 @@ def verdict_report(engine: Engine, verdicts: exp.Table, classes: Classes,
     row = engine.rows(totals)[0]
     records, n_classes, smallest, bad_classes, bad_records = (int(v) for v in row[:5])
     m = len(models)
-    per_model = pd.DataFrame({
-        "model": [model.describe() for model in models],
-        "violating_classes": [int(v) for v in row[5 + m:5 + 2 * m]],
-        "violating_records": [int(v) for v in row[5:5 + m]],
-    })
+    per_model = Rows(("model", "violating_classes", "violating_records"), tuple(
+        (model.describe(), int(row[5 + m + i]), int(row[5 + i])) for i, model in enumerate(models)))
     keys = [sb.col(k).as_(name, quoted=True) for k, name in zip(classes.key_columns, key_names)]
     listing = (exp.select(*keys, size.as_("size"),
                           *[sb.col(verdict_column(i)).as_(model.describe(), quoted=True) for i, model in enumerate(models)])
@@ -463,8 +472,9 @@ def verdict_report(engine: Engine, verdicts: exp.Table, classes: Classes,
                                and (risk_cut.any_starred_fails(engine, verdicts, cuts)
                                     or suppressed_class_violates(engine, classes, models, verdicts)))
     return CheckReport(records=records, classes=n_classes, smallest_class=smallest, violating_classes=bad_classes,
-                       violating_records=bad_records, allowed_suppressed=allowed_suppressed, per_model=per_model,
-                       violations=engine.frame(listing), cascaded_records=cascaded,
+                       violating_records=bad_records, allowed_suppressed=allowed_suppressed, model_rows=per_model,
+                       violation_rows=Rows(tuple(listing.named_selects), tuple(engine.rows(listing))),
+                       cascaded_records=cascaded,
                        replaced_class_violates=replaced_class_violates,
                        unmendable=[*(unmendable(engine, classes, models) if unmendable_checked else []),
                                    *unmet_thresholds(risk_cut, cuts)])

@@ -57,8 +57,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
+from ..deferred import pandas as pd
 from ..errors import AnonymizationError, PolicyError
 
 MAX_BINS = 100

@@ -34,9 +34,10 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 from sqlglot import exp
 
+from ..deferred import Rows
+from ..deferred import pandas as pd
 from ..engine import Engine
 from ..errors import PolicyError
 from ..hierarchy.hierarchy import TOP
@@ -630,14 +631,13 @@ def people_check(engine: Engine, classes: Classes, person: str, k: int, *, model
         count.copy(), exp.func("COALESCE", exp.func("MIN", sb.col("__size")), sb.lit(0))).from_(sizes))[0]
     model = "; ".join([f"k-anonymity over people (k={k})",
                        *(f"{m.describe()} over people" for m in [*models, *thresholds, *counted, *priced])])
-    per_model = pd.DataFrame({"model": [model], "violating_signatures": [int(violating_groups)],
-                              "violating_people": [int(violating_people)],
-                              "violating_records": [int(violating_records)]})
+    per_model = Rows(("model", "violating_signatures", "violating_people", "violating_records"),
+                     ((model, int(violating_groups), int(violating_people), int(violating_records)),))
     return PeopleCheckReport(
         records=int(records), classes=int(class_count), smallest_class=int(smallest_class),
         violating_classes=int(violating_groups), violating_records=int(violating_records),
-        allowed_suppressed=allowed_suppressed, per_model=per_model,
-        violations=pd.DataFrame({"violating_people": [], "violating_records": []}),
+        allowed_suppressed=allowed_suppressed, model_rows=per_model,
+        violation_rows=Rows(("violating_people", "violating_records"), ()),
         replaced_class_violates=replaced_violates, unmendable=failing, k=k, people=int(people),
         signatures=int(sigs), smallest_signature_group=int(smallest), violating_people=int(violating_people))
 

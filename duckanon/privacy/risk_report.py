@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 from sqlglot import exp
 
+from ..deferred import pandas as pd
 from ..engine import Engine
 from ..risk.population import ClassSizes, prosecutor_risk
 from ..sqlgen import build as sb

@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 from sqlglot import exp
 
 from ..declare.policy import SUPPRESSED, Policy
+from ..deferred import pandas as pd
 from ..encode.binding import BoundPolicy, EncodedSource, Workspace, bind
 from ..encode.encoding import COUNT, price_column
 from ..encode.tables import Tables

@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 from sqlglot import exp
 
 from ..declare.policy import PERSON_ROLE, RECORD_TABLE_ROLE, STRATUM_ROLE, exempt_class
+from ..deferred import pandas as pd
 from ..errors import (
     DigestMismatch,
     GuaranteeFails,
@@ -371,24 +371,23 @@ def _models(reader, released, quasi: Sequence[str], policy: dict, info: dict) ->
             ([m], person_values(released, quasi, person, m.sensitive, record_table, _lacking(policy, quasi)))
             for m in by_people]:
         report = check(reader, classes, group, key_names=list(classes.keys), most_violations=100, exempt=exempt)
-        judged += [(m, bad, report) for m, bad in zip(group, report.per_model.itertuples(index=False))]
+        judged += [(m, bad, report) for m, bad in zip(group, report.model_rows.records())]
     for model, bad, report in judged:
         if model.risk_threshold:  # over classes of records, or under a policy that counts people its groups
             checks.append(_threshold(reader, released, quasi, strata, exempt, person, record_table, model))
             continue
-        if bad.violating_classes == 0:
+        if bad["violating_classes"] == 0:
             how = f"all {report.classes:,} classes hold (smallest {report.smallest_class:,} records)"
         else:
-            failing = report.violations[report.violations[model.describe()].fillna(False).astype(bool)]
-            first = failing.iloc[0] if len(failing) else None
+            first = next((row for row in report.violation_rows.records() if row[model.describe()]), None)
             named = ("" if first is None else "; first: the class " + ", ".join(
                 f"{q} = {first[q]!r}" for q in [*strata, *quasi])
                 + f" ({_counted(int(first['size']), 'record', 'records')})")
-            how = (f"{_counted(bad.violating_classes, 'class', 'classes')} "
-                   f"({_counted(bad.violating_records, 'record', 'records')}) "
-                   f"{'violates' if bad.violating_classes == 1 else 'violate'} it{named}")
+            how = (f"{_counted(bad['violating_classes'], 'class', 'classes')} "
+                   f"({_counted(bad['violating_records'], 'record', 'records')}) "
+                   f"{'violates' if bad['violating_classes'] == 1 else 'violate'} it{named}")
         named_model = plain_model(model.name, model.params()) + (OVER_PEOPLE if model in by_people else "")
-        checks.append(Check(named_model, "holds", how, bad.violating_classes == 0))
+        checks.append(Check(named_model, "holds", how, bad["violating_classes"] == 0))
     return checks
 
 

@@ -14,11 +14,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 from sqlglot import exp
 
 from ..aggregate.private import class_size_counts
 from ..declare.policy import SUPPRESSED, Policy
+from ..deferred import pandas as pd
 from ..encode.binding import Workspace, bind
 from ..errors import AnonymizationError
 from ..hierarchy.hierarchy import Hierarchy

@@ -8,8 +8,8 @@ import re
 from collections.abc import Sequence
 
 import numpy as np
-import pandas as pd
 
+from ..deferred import pandas as pd
 from ..errors import MissingExtra
 
 EXTRA = "from a checkout: pip install '.[report]'"

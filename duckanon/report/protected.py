@@ -25,10 +25,10 @@ import re
 from collections.abc import Mapping, Sequence
 
 import numpy as np
-import pandas as pd
 from sqlglot import exp
 
 from ..declare.policy import SUPPRESSED, Policy
+from ..deferred import pandas as pd
 from ..encode.binding import Workspace, bind
 from ..engine import Engine
 from ..hierarchy.hierarchy import Hierarchy

@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import html
 import json
-import math
 import re
 
 import numpy as np
-import pandas as pd
 
-from . import plots
+from ..deferred import is_missing
+from ..deferred import pandas as pd
 from ..recode.protect import method_text
 from ..release.verify import MISSING_MATCHES_ANY, person_of, plain_model, strata_of
+from . import plots
 from .figures import ReportFigures
 
 _STYLE = """
@@ -345,7 +345,7 @@ def _table(frame: pd.DataFrame, section: str) -> str:
             if is_number:
                 cells.append(f'<td class="n" {_tag(f"{section}.{key}.{column}", value)}>{_number(value)}</td>')
             else:
-                shown = "" if _missing(value) else {True: "yes", False: "no"}.get(value, value) if isinstance(
+                shown = "" if is_missing(value) else {True: "yes", False: "no"}.get(value, value) if isinstance(
                     value, (bool, np.bool_)) else value
                 cells.append(f"<td>{_text(shown)}</td>")
         rows.append("<tr>" + "".join(cells) + "</tr>")
@@ -360,26 +360,22 @@ def _figure(svg: str, caption: str) -> str:
     return f"<figure>{svg}<figcaption>{_text(caption)}</figcaption></figure>"
 
 
-def _missing(value: object) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA
-
-
 def _tag(key: str, value: object) -> str:
     """The attributes that let a test or a reader's tool find a figure and its exact value."""
     value = value.item() if hasattr(value, "item") else value
     if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
         value = int(value)  # a count held in a float column
-    exact = "" if _missing(value) else repr(value)
+    exact = "" if is_missing(value) else repr(value)
     return f'data-figure="{_text(key)}" data-value="{_text(exact)}"'
 
 
 def _count(value: object) -> str:
-    return "–" if _missing(value) else f"{int(value):,}"
+    return "–" if is_missing(value) else f"{int(value):,}"
 
 
 def _percent(value: object) -> str:
     """A share as a percentage with three significant digits (0 and 100 as they are)."""
-    if _missing(value):
+    if is_missing(value):
         return "–"
     percent = 100 * float(value)
     return f"{percent:.0f} %" if percent in (0, 100) or percent >= 99.95 else f"{percent:.3g} %"
@@ -387,7 +383,7 @@ def _percent(value: object) -> str:
 
 def _number(value: object) -> str:
     """Whole numbers with thousands separators, shares (0 to 1) in percent, others with four significant digits."""
-    if _missing(value):
+    if is_missing(value):
         return "–"
     if hasattr(value, "item"):
         value = value.item()

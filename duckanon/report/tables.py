@@ -10,9 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import duckdb
-import pandas as pd
 from sqlglot import exp
 
+from ..deferred import pandas as pd
 from ..engine import DuckDBEngine
 from ..errors import AnonymizationError
 from ..sqlgen import build as sb

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
+from ..deferred import pandas as pd
 from . import population as estimators
 
 Histogram = tuple[np.ndarray, np.ndarray]  # class sizes (ascending) and how many classes have each

@@ -31,10 +31,10 @@ import time
 from collections.abc import Callable, Sequence
 
 import numpy as np
-import pandas as pd
 from sqlglot import exp
 
 from ..declare.policy import Policy
+from ..deferred import pandas as pd
 from ..encode.binding import BoundPolicy, Workspace
 from ..encode.encoding import COUNT, Encoding, code_column
 from ..errors import PolicyError, PolicyNotSatisfied

@@ -10,10 +10,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 from sqlglot import exp
 
-from ..encode.encoding import COUNT, Encoding, code_column
+from ..encode.encoding import COUNT, Encoding, LevelValues, code_column
 from ..hierarchy.hierarchy import Hierarchy
 from ..sqlgen import build as sb
 from ..utility.metrics import (
@@ -30,13 +29,13 @@ from ..utility.metrics import (
 
 @dataclass(frozen=True)
 class AttributeCosts:
-    """One attribute's distinct original values: ``levels`` their code on every level (``code_<j>``, label
-    ``label_<j>``), ``counts`` the records per level-0 code, and ``table`` each cost kind at each level and when
-    suppressed, per level-0 code (``code``)."""
+    """One attribute's distinct original values that records hold: ``values`` their code and label on every level,
+    ``records`` each one's records (float64), and ``table`` each cost kind at each level and when suppressed, per
+    value, beside its level-0 code (``code``): columns of the values' rows."""
 
-    levels: pd.DataFrame
-    counts: pd.Series
-    table: pd.DataFrame
+    values: LevelValues
+    records: np.ndarray
+    table: dict[str, np.ndarray]
 
 
 class RecordCosts:
@@ -59,11 +58,9 @@ class RecordCosts:
         self.records, self.attributes = encoding.memo(f"record costs {self.kinds}",
                                                       lambda: _read(encoding, hierarchies, self.kinds))
         for i, (attribute, hierarchy) in enumerate(zip(self.attributes, hierarchies)):
-            weight = attribute.table["code"].map(attribute.counts).fillna(0).to_numpy(dtype=np.float64)
             for kind in self.kinds:
                 self.level_costs[kind].append(np.array(
-                    [weight @ attribute.table[cost_column(kind, i, j)].to_numpy(dtype=np.float64)
-                     for j in range(hierarchy.levels)]))
+                    [attribute.records @ attribute.table[cost_column(kind, i, j)] for j in range(hierarchy.levels)]))
         self.bottom = {s.name: self._bottom(s) for s in self.sums}
 
     def _bottom(self, cost_sum: CostSum) -> float:
@@ -73,7 +70,7 @@ class RecordCosts:
             return float(sum(costs[0] for costs in self._level_costs(cost_sum)))
         exponent = 0.0
         for i, name in enumerate(self.names):
-            original = self.attributes[i].table[cost_column(cost_sum.kind, i, 0)].to_numpy(dtype=np.float64)
+            original = self.attributes[i].table[cost_column(cost_sum.kind, i, 0)]
             if cost_sum.weights[name] and len(original):
                 if np.ptp(original) > 1e-12 * max(1.0, float(np.abs(original).max())):
                     raise ValueError(f"cost {cost_sum.kind!r} of {name!r} differs between original values")
@@ -111,23 +108,25 @@ def _read(encoding: Encoding, hierarchies: Sequence[Hierarchy], kinds: Sequence[
           ) -> tuple[int, list[AttributeCosts]]:
     """The records of an encoding and each attribute's costs of ``kinds``."""
     records, values = encoding.memo("attribute values", lambda: _values(encoding, len(hierarchies)))
-    return records, [AttributeCosts(levels, counts, cost_table(levels, counts, hierarchy, i, kinds, records))
-                     for i, (hierarchy, (levels, counts)) in enumerate(zip(hierarchies, values))]
+    return records, [AttributeCosts(held, counts, cost_table(held.codes, held.labels, counts, hierarchy, i, kinds,
+                                                            records))
+                     for i, (hierarchy, (held, counts)) in enumerate(zip(hierarchies, values))]
 
 
-def _values(encoding: Encoding, attributes: int) -> tuple[int, list[tuple[pd.DataFrame, pd.Series]]]:
-    """The records of an encoding and, per attribute, its values' codes on every level and records per value: read
-    once for every evaluator of the encoding, whatever costs it needs."""
+def _values(encoding: Encoding, attributes: int) -> tuple[int, list[tuple[LevelValues, np.ndarray]]]:
+    """The records of an encoding and, per attribute, the values records hold (their codes and labels on every level)
+    with each one's records: read once for every evaluator of the encoding, whatever costs it needs."""
     engine = encoding.engine
     records = int(engine.value(exp.select(exp.func("SUM", sb.col(COUNT))).from_(encoding.table)))
     values = []
     for i in range(attributes):
         code = sb.col(code_column(i, 0))
-        counts = pd.Series(dict(engine.rows(exp.select(code, exp.func("SUM", sb.col(COUNT)))
-                                            .from_(encoding.table).group_by(code.copy()))))
-        levels = encoding.level_frame(i)
+        counts = dict(engine.rows(exp.select(code, exp.func("SUM", sb.col(COUNT))).from_(encoding.table)
+                                  .group_by(code.copy())))
+        levels = encoding.level_values(i)
         # Values only a population table holds cost the data nothing (and have no frequency to cost by).
-        values.append((levels[levels["code_0"].isin(counts.index)].reset_index(drop=True), counts))
+        held = levels.kept(np.array([code in counts for code in levels.codes[0].tolist()], dtype=bool))
+        values.append((held, np.array([counts[code] for code in held.codes[0].tolist()], dtype=np.float64)))
     return records, values
 
 
@@ -156,10 +155,12 @@ def release_cost_metrics(encoding: Encoding, hierarchies: Sequence[Hierarchy], m
                 if not weight:
                     continue
                 table = costs.attributes[i].table
-                rows = pd.Index(table["code"]).get_indexer(codes[i])
-                by_level = np.column_stack([table[cost_column(cost_sum.kind, i, j)].to_numpy(dtype=np.float64)
+                row_of_code = np.zeros(int(table["code"].max()) + 1, dtype=np.int64)
+                row_of_code[table["code"]] = np.arange(len(table["code"]))
+                rows = row_of_code[codes[i]]
+                by_level = np.column_stack([table[cost_column(cost_sum.kind, i, j)]
                                             for j in range(hierarchies[i].levels)]
-                                           + [table[cost_column(cost_sum.kind, i, None)].to_numpy(dtype=np.float64)])
+                                           + [table[cost_column(cost_sum.kind, i, None)]])
                 total += weight * float(counts @ by_level[rows, cost_columns[:, i]])
         values[metric.name] = float(total / counts.sum() if metric.average else total)
     return values

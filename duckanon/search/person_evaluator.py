@@ -23,9 +23,9 @@ import math
 from collections.abc import Mapping, Sequence
 
 import numpy as np
-import pandas as pd
 from sqlglot import exp
 
+from ..deferred import pandas as pd
 from ..encode.encoding import code_column
 from ..privacy.cells import ClassCells
 from ..privacy.classes import information_losses

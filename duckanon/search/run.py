@@ -17,10 +17,10 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TypeVar
 
 import numpy as np
-import pandas as pd
 from sqlglot import exp
 
 from ..declare.policy import Policy
+from ..deferred import pandas as pd
 from ..encode.binding import BoundPolicy, EncodedSource, Workspace, bind, encoded_source
 from ..encode.encoding import Encoding
 from ..errors import PolicyError, PolicyNotSatisfied

@@ -25,11 +25,11 @@ import os
 import warnings
 
 import numpy as np
-import pandas as pd
 from sqlglot import exp
 
 from ..declare.budget import ledger_at, source_key
 from ..declare.policy import Policy
+from ..deferred import pandas as pd
 from ..encode.binding import BoundPolicy, Workspace, bind
 from ..encode.encoding import COUNT
 from ..errors import PolicyError, PolicyNotSatisfied

@@ -22,9 +22,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 from sqlglot import exp
 
+from ..deferred import pandas as pd
 from ..encode.encoding import COUNT, Encoding, code_column, level_price_column, price_column
 from ..engine import Engine, Prepared
 from ..hierarchy.hierarchy import Hierarchy
@@ -163,7 +163,7 @@ class SqlNodeEvaluator(NodeEvaluator):
                     exp.alias_(costs_table, f"c{i}", quoted=True),
                     on=sb.col(code_column(i, 0), f).eq(sb.col("code", f"c{i}")), join_type="LEFT",
                 ).select(*[(sb.col(COUNT, f) * sb.col(c, f"c{i}")).as_(c, quoted=True)
-                           for c in costs.columns if c != "code" and not c.endswith("_suppressed")])
+                           for c in costs if c != "code" and not c.endswith("_suppressed")])
             # A suppressed record's cost does not depend on the levels: one column per cost sum, summed up front.
             for cost_sum in self.costs.sums:
                 total = sb.lit(0)

@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import numpy as np
-import pandas as pd
 
+from ..deferred import pandas as pd
 from ..errors import PolicyError
 from .budget import ROUND, SearchBudget, SearchResult, SearchStrategy, better
 from .evaluator import NodeEvaluator, NodeResult

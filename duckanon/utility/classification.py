@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-import pandas as pd
 
+from ..deferred import pandas as pd
 from ..errors import MissingExtra
 
 MISSING = "<missing>"

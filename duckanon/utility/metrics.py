@@ -35,9 +35,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-import pandas as pd
 from sqlglot import exp
 
+from ..deferred import is_missing
 from ..errors import PolicyError
 from ..hierarchy.hierarchy import Hierarchy, IntervalHierarchy
 from ..hierarchy.shares import domain_share, log_domain_shares, row_share
@@ -878,7 +878,7 @@ def metric_names() -> list[str]:
 
 def record_cost(hierarchy: Hierarchy, level: int, label: str | None, leaves: Mapping[str | None, int]) -> tuple[float, float]:
     """(LM, NCP) of one generalized value; a missing one (NULL, which stays NULL on every level) costs nothing."""
-    if level == 0 or pd.isna(label):
+    if level == 0 or is_missing(label):
         return 0.0, 0.0
     if isinstance(hierarchy, IntervalHierarchy):
         if level == hierarchy.height:  # '*', the whole domain
@@ -894,42 +894,46 @@ def record_cost(hierarchy: Hierarchy, level: int, label: str | None, leaves: Map
     return lm, covered / total if covered > 1 else 0.0
 
 
-def cost_table(codes: pd.DataFrame, counts: pd.Series, hierarchy: Hierarchy, index: int, kinds: Sequence[str],
-               records: int) -> pd.DataFrame:
-    """Per original value (its level-0 code) of one attribute: each cost kind at each level and when suppressed.
-
-    ``codes`` has the attribute's level codes ``code_<j>`` and generalized values ``label_<j>``; ``counts`` the number
-    of records per level-0 code."""
-    # Columns gathered, then framed once: inserting them into a frame one by one took half of this function's time.
-    out = {"code": codes["code_0"].to_numpy()}
-    n_orig = codes["code_0"].map(counts).to_numpy(dtype=float)
+def cost_table(codes: Sequence[np.ndarray], labels: Sequence[Sequence[str | None]], records: np.ndarray,
+               hierarchy: Hierarchy, index: int, kinds: Sequence[str], total: int) -> dict[str, np.ndarray]:
+    """Per original value of one attribute (its code and generalized value on each level in ``codes`` and ``labels``;
+    its records in ``records``, of ``total`` in all): its level-0 code (``code``) and each cost kind at each level
+    and when suppressed, as columns."""
+    out = {"code": codes[0]}
     for level in range(hierarchy.levels):
-        labels = codes[f"label_{level}"].tolist()
+        labels_on_level = labels[level]
         if "lm" in kinds or "ncp" in kinds:
             leaves = hierarchy.leaves_under(level)
-            pairs = [record_cost(hierarchy, level, label, leaves) for label in labels]
+            pairs = [record_cost(hierarchy, level, label, leaves) for label in labels_on_level]
             if "lm" in kinds:
-                out[cost_column("lm", index, level)] = [p[0] for p in pairs]
+                out[cost_column("lm", index, level)] = np.array([p[0] for p in pairs], dtype=np.float64)
             if "ncp" in kinds:
-                out[cost_column("ncp", index, level)] = [p[1] for p in pairs]
+                out[cost_column("ncp", index, level)] = np.array([p[1] for p in pairs], dtype=np.float64)
         if "share" in kinds:
             leaves = hierarchy.leaves_under(level)
-            out[cost_column("share", index, level)] = [domain_share(hierarchy, level, label, leaves)
-                                                       for label in labels]
+            out[cost_column("share", index, level)] = np.array(
+                [domain_share(hierarchy, level, label, leaves) for label in labels_on_level], dtype=np.float64)
         if "log-share" in kinds:
-            out[cost_column("log-share", index, level)] = log_domain_shares(hierarchy, level, labels)
+            out[cost_column("log-share", index, level)] = np.asarray(
+                log_domain_shares(hierarchy, level, labels_on_level), dtype=np.float64)
         if "log-row-share" in kinds:
             leaves = hierarchy.leaves_under(level)
             out[cost_column("log-row-share", index, level)] = np.log10(
-                [row_share(hierarchy, level, label, leaves) for label in labels])
+                np.array([row_share(hierarchy, level, label, leaves) for label in labels_on_level], dtype=np.float64))
         if "entropy" in kinds:
-            per_code = pd.Series(n_orig, index=codes[f"code_{level}"]).groupby(level=0).sum()
-            n_general = codes[f"code_{level}"].map(per_code).to_numpy(dtype=float)
-            out[cost_column("entropy", index, level)] = [math.log2(g / o) for g, o in zip(n_general, n_orig)]
+            level_codes = codes[level]
+            # The records of each value's generalization.
+            general = np.bincount(level_codes, weights=records)[level_codes]
+            out[cost_column("entropy", index, level)] = _log2s(general / records)
     for kind in kinds:
-        out[cost_column(kind, index, None)] = (
-            [math.log2(records / o) for o in n_orig] if kind == "entropy" else SUPPRESSED_COST[kind])
-    return pd.DataFrame(out)
+        out[cost_column(kind, index, None)] = (_log2s(total / records) if kind == "entropy"
+                                               else np.full(len(records), float(SUPPRESSED_COST[kind])))
+    return out
+
+
+def _log2s(ratios: np.ndarray) -> np.ndarray:
+    # math.log2, as every other entropy here is taken: NumPy's may differ from it in the last bit.
+    return np.array([math.log2(r) for r in ratios.tolist()], dtype=np.float64)
 
 
 def cost_column(kind: str, index: int, level: int | None) -> str:

@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import duckdb
-import pandas as pd
 from sqlglot import exp
 
+from ..deferred import pandas as pd
 from ..engine import Engine, as_engine
 from ..errors import AnonymizationError, PolicyError
 from ..sqlgen import build as sb
