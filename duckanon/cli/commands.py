@@ -21,7 +21,7 @@ from ..declare.policy import Policy
 from ..deferred import pandas as pd
 from ..encode.tables import Tables
 from ..engine import DuckDBEngine
-from ..errors import AnonymizationError
+from ..errors import AnonymizationError, PolicyNotSatisfied
 from ..hierarchy.hierarchy import Hierarchy
 from ..perturb.perturbation import (
     AdditiveNoise,
@@ -29,6 +29,7 @@ from ..perturb.perturbation import (
     Pram,
     RandomizedResponse,
 )
+from ..privacy.checks import CheckReport
 from ..privacy.differential import differentially_private
 from ..release.files import (
     checked_table_name,
@@ -120,16 +121,26 @@ def _generalize(args: argparse.Namespace, console: Console, anon: Anonymizer, so
                 return NOT_MET
             levels = result.levels
         console.say(f"levels: {', '.join(f'{c}={v}' for c, v in levels.items())}")
-        report = anon.check(encoded, None, levels)
-        console.say(report.summary())
-        console.say(report.model_rows.text())
         if args.check_only:
+            report = anon.check(encoded, None, levels)
+            _say_check(console, report)
             return OK if report.within_limit else NOT_MET
-        release = anon.publish(encoded, None, levels, args.output, table=table, format=args.format,
-                               sign_with=args.sign_with)
+        try:  # the check is the publish's own: the records are checked once
+            release = anon.publish(encoded, None, levels, args.output, table=table, format=args.format,
+                                   sign_with=args.sign_with)
+        except PolicyNotSatisfied as unmet:
+            if unmet.report is not None:
+                _say_check(console, unmet.report)
+            raise
+    _say_check(console, release.check)
     console.say(release.summary())
     console.say(f"time: {console.seconds():.2f} s")
     return OK
+
+
+def _say_check(console: Console, report: CheckReport) -> None:
+    console.say(report.summary())
+    console.say(report.model_rows.text())
 
 
 def _release_privately(args: argparse.Namespace, console: Console, anon: Anonymizer, source: Source, policy: Policy,
