@@ -1,12 +1,4 @@
-"""duckanon's version, which releases record: the installed distribution's, or the source tree's."""
-
-from importlib import metadata
+"""duckanon's version, set here only: the built package takes it from this file (pyproject.toml), so the installed
+distribution, ``duckanon --version`` and every release's info agree without reading package metadata at run time."""
 
 __version__ = "0.1.0"
-
-
-def version() -> str:
-    try:
-        return metadata.version("duckanon")
-    except metadata.PackageNotFoundError:  # a source tree that was never installed
-        return __version__

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .._version import version
+from .._version import __version__
 from ..cluster.mdav import BLOCK_SIZE as MDAV_BLOCK_SIZE
 from ..cluster.semisupervised import BLOCK_SIZE as SEMI_BLOCK_SIZE
 from ..declare.policy import SUPPRESSION_MODES
@@ -409,7 +409,7 @@ def _hierarchy_command(commands, name: str, help_text: str) -> Parser:
 
 def build_parser() -> Parser:
     parser = Parser(prog="duckanon", description=DESCRIPTION, **_formatted())
-    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     common, bundled, policy, search, events = _common(), _source(bundled=True), _policy(), _search(), _events()
 

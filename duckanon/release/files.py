@@ -37,7 +37,7 @@ from pathlib import Path
 import duckdb
 from sqlglot import exp
 
-from .._version import version
+from .._version import __version__
 from ..engine import DuckDBEngine, Engine
 from ..engine.duckdb_engine import MERGES_EQUAL_VALUES, parquet_options
 from ..errors import AnonymizationError, DigestMismatch, NotARelease, ReleaseCheckFailed
@@ -445,7 +445,7 @@ def _info_row(engine: DuckDBEngine, released: exp.Expression, content: ReleaseCo
             classes, smallest = sample.classes, int(sample.sizes[0])
             highest, average = prosecutor.highest, prosecutor.average
     return {
-        "tool": "duckanon", "tool_version": version(),
+        "tool": "duckanon", "tool_version": __version__,
         "created": dt.datetime.now(dt.timezone.utc).replace(microsecond=0, tzinfo=None), "kind": info.kind,
         "released_table": content.table, "source_records": _count_or_null(info.source_records),
         "released_records": int(released_records), "suppressed_records": _count_or_null(info.suppressed_records),
