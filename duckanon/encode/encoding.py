@@ -166,7 +166,8 @@ class Encoding:
         distinct = functools.reduce(lambda a, b: exp.union(a, b, distinct=True), selects[1:],
                                     selects[0].distinct()).subquery("v")
         generalized, join = level_expressions(bound, levels, "v", "h")
-        values = exp.select(sb.col(attribute, "v"), *[g.as_(f"__g{level}", quoted=True)
+        # The level expressions are this query's own (a big CASE for an interval hierarchy): aliased, not copied.
+        values = exp.select(sb.col(attribute, "v"), *[g.as_(f"__g{level}", quoted=True, copy=False)
                                                       for level, g in zip(levels, generalized)]).from_(distinct)
         if join is not None:
             values = values.join(join)

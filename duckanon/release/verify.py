@@ -551,7 +551,7 @@ def verification_view(table: str, types: Mapping[str, str], quasi: Sequence[str]
                     exp.cast(exp.Null(), exp.DataType.build("BOOLEAN")).as_("holds", quoted=True)))
     union = rows[0]
     for other in rows[1:]:
-        union = exp.union(union, other, distinct=False)
+        union = exp.union(union, other, distinct=False, copy=False)  # the rows are this view's own
     query = exp.select(exp.Star()).from_(union.subquery("guarantees"))
     if quasi:
         counted = (compatible_classes(released, quasi, strata) if missing_matches_any
