@@ -44,6 +44,7 @@ from duckanon import (
     TCloseness,
 )
 from duckanon.encode.binding import bind
+from duckanon.recode.generalization import FullDomainGeneralization
 from duckanon.search import memory_evaluator
 from duckanon.search import run as search_run
 from duckanon.search.strategies import ExhaustiveSearch, OptimalSearch, SamaratiSearch
@@ -386,6 +387,40 @@ def test_adult_sampled_nodes_agree(adult):
             memory.evaluate_many(sample[start:start + 64])
         assert_no_differences(differences(sql, memory, sample, policy))
         assert {sql.evaluate(i).within_limit for i in sample} == {True, False}
+
+
+def test_a_lone_node_s_metrics_are_the_sql_evaluator_s_from_one_evaluator_that_keeps_no_snapshots(adult):
+    """The metrics a release records of its node (every metric, the entropy ones sharing their rows' sums) come from
+    one in-process evaluator without snapshots, where a search's evaluator needs room for them: the values the SQL
+    evaluator gives that node."""
+    anon, policy = adult
+    node = {"sex": 0, "age": 2, "race": 1, "marital-status": 1, "education": 2, "native-country": 1,
+            "workclass": 1, "occupation": 1, "salary-class": 0}
+    built = []
+    original = search_run.evaluator
+
+    @contextlib.contextmanager
+    def watched(*args, **kwargs):
+        with original(*args, **kwargs) as evaluator:
+            built.append(evaluator)
+            yield evaluator
+
+    names = search_run.metric_names()
+    lone = [name for name in names if name not in search_run.WEIGHTED]
+    with anon.encode("adult", policy) as encoded:
+        search_run.evaluator = watched
+        try:
+            values = search_run.node_metrics(anon.workspace, encoded, FullDomainGeneralization(node))
+        finally:
+            search_run.evaluator = original
+        assert len(built) == 1 and isinstance(built[0], memory_evaluator.MemoryNodeEvaluator)
+        assert not built[0].keeps_snapshots
+        with search_run.evaluator(anon.workspace, encoded.bound, lone, None, "sql",
+                                  encoding=encoded.encoding) as sql:
+            expected = sql.evaluate(sql.lattice.index(sql.lattice.node_of(encoded.bound.levels(node)))).values
+    assert set(values) == set(lone)
+    for name in lone:
+        assert same(float(values[name]), float(expected[name])), (name, values[name], expected[name])
 
 
 @pytest.mark.parametrize("metric", ["dm", "loss"])

@@ -77,12 +77,13 @@ def checked_evaluator(kind: str, memory_budget: int | None) -> int | None:
 
 @contextlib.contextmanager
 def evaluator(workspace: Workspace, bound: BoundPolicy, metrics: Sequence[Metric | str], label: str | None,
-              kind: str = "auto", memory_budget: int | None = None, encoding: Encoding | None = None
-              ) -> Iterator[NodeEvaluator]:
+              kind: str = "auto", memory_budget: int | None = None, encoding: Encoding | None = None,
+              snapshots: bool = True) -> Iterator[NodeEvaluator]:
     """The node evaluator of ``bound``'s source and policy under ``metrics``, over an encoding of its frequency
     table (``encoding``, when the source was encoded before; it is then left open): ``kind`` ``memory`` evaluates in
     process, ``sql`` in the engine, ``auto`` in process when its arrays fit ``memory_budget`` bytes (by default
-    ``DEFAULT_MEMORY_BUDGET``)."""
+    ``DEFAULT_MEMORY_BUDGET``).  Without ``snapshots`` an evaluator in process keeps none, and needs no room for
+    them: for evaluating one node."""
     memory_budget = checked_evaluator(kind, memory_budget)
     resolved = [resolve_metric(workspace, bound, m, label) for m in metrics]
     owned = encoding is None
@@ -120,9 +121,9 @@ def evaluator(workspace: Workspace, bound: BoundPolicy, metrics: Sequence[Metric
             built = PersonNodeEvaluator(*arguments, **settings, leaves=leaves, person=policy.person, k=policy.person_k,
                                         record_table=policy.record_table, lacking=bound.lacking)
         else:
-            kind, leaves = _chosen(workspace, encoding, bound, resolved, kind, memory_budget)
+            kind, leaves = _chosen(workspace, encoding, bound, resolved, kind, memory_budget, snapshots)
             chosen = EVALUATOR_CLASSES[kind]
-            layout = {"leaves": leaves} if kind == "memory" else {}
+            layout = {"leaves": leaves, "snapshots": snapshots} if kind == "memory" else {}
             if policy.strata:  # one evaluator per stratum, over its part, without progress: the strata report as one
                 built = StratifiedNodeEvaluator(*arguments[1:], **settings, build=lambda part, models: chosen(
                     workspace.engine, part, hierarchies, models, resolved, allowed, monotone, None,
@@ -138,11 +139,13 @@ def evaluator(workspace: Workspace, bound: BoundPolicy, metrics: Sequence[Metric
 
 
 def _chosen(workspace: Workspace, encoding: Encoding, bound: BoundPolicy, metrics: Sequence[Metric], kind: str,
-            memory_budget: int | None) -> tuple[str, bool]:
-    """``memory`` or ``sql``: ``kind``, or for ``auto`` whether the in-process arrays fit the budget; announced.  And,
-    in process, whether the arrays are the original values' codes alone (:func:`memory_plan`)."""
+            memory_budget: int | None, snapshots: bool) -> tuple[str, bool]:
+    """``memory`` or ``sql``: ``kind``, or for ``auto`` whether the in-process arrays (with room for ``snapshots``
+    or not) fit the budget; announced.  And, in process, whether the arrays are the original values' codes alone
+    (:func:`memory_plan`)."""
     budget = DEFAULT_MEMORY_BUDGET if memory_budget is None else memory_budget
-    needed, leaves = (0, False) if kind == "sql" else memory_plan(workspace.engine, encoding, metrics, budget)
+    needed, leaves = ((0, False) if kind == "sql"
+                      else memory_plan(workspace.engine, encoding, metrics, budget, snapshots))
     if kind != "auto":
         workspace.announce(f"evaluating nodes {_WHERE[kind]}, as asked")
         return kind, leaves
@@ -278,14 +281,14 @@ def node_metrics(workspace: Workspace, encoded: EncodedSource, generalization: F
                  ) -> dict[str, float]:
     """The node's value under every metric that needs no label (the weighted Loss forms do) and, under a policy with
     strata, is a sum over them.  The metrics are evaluated in process a group at a time, each group as many as fit
-    the memory budget together: all at once would fall back on SQL on a large table, where this one node takes the
-    time of hundreds of in-process checks."""
+    the memory budget together (with no room for snapshots: one node is evaluated): all at once would fall back on SQL
+    on a large table, where this one node takes the time of hundreds of in-process checks."""
     bound = encoded.bound
     names = [m for m in metric_names() if m not in WEIGHTED
              and (not bound.policy.strata or sums_over_strata(METRICS[m]()))]
     values = {}
     for group in _fitting_groups(workspace, encoded, names):
-        with evaluator(workspace, bound, group, None, encoding=encoded.encoding) as nodes:
+        with evaluator(workspace, bound, group, None, encoding=encoded.encoding, snapshots=False) as nodes:
             node = nodes.lattice.node_of(bound.levels(generalization.levels))
             values.update(nodes.evaluate(nodes.lattice.index(node)).values)
     return {name: values[name] for name in names}
@@ -300,7 +303,7 @@ def _fitting_groups(workspace: Workspace, encoded: EncodedSource, names: Sequenc
     for name in names:
         widened = [*groups[-1], name] if groups else None
         if widened is not None and memory_plan(workspace.engine, encoded.encoding, [METRICS[m]() for m in widened],
-                                               DEFAULT_MEMORY_BUDGET)[0] <= DEFAULT_MEMORY_BUDGET:
+                                               DEFAULT_MEMORY_BUDGET, snapshots=False)[0] <= DEFAULT_MEMORY_BUDGET:
             groups[-1] = widened
         else:
             groups.append([name])
