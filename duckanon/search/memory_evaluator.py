@@ -90,8 +90,9 @@ def _memory_estimates(engine: Engine, encoding: Encoding, metrics: Sequence[Metr
     rows = int(engine.value(exp.select(exp.func("COUNT", exp.Star())).from_(encoding.table)))
     hierarchies = [b.hierarchy for b in encoding.bound.values()]
     # one per attribute and entropy cost sum that weighs the attributes otherwise than another (sums alike share them)
-    offsets = len(hierarchies) * len({tuple(s.weights.values()) for m in metrics for s in m.cost_sums(encoding.attributes)
-                                      if s.kind == "entropy"})
+    entropy_weights = {tuple(s.weights.values()) for m in metrics for s in m.cost_sums(encoding.attributes)
+                       if s.kind == "entropy"}
+    offsets = len(hierarchies) * len(entropy_weights)
     every_level = sum(h.levels for h in hierarchies)
     population = 0
     if encoding.population_table is not None:  # its codes and counts, and grouping them with a node's rows
