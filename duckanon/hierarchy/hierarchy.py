@@ -137,8 +137,12 @@ class Hierarchy:
             raise HierarchyError(
                 f"level {level!r} for {attribute!r} is outside its hierarchy's levels 0..{self.height}")
 
+    def columns(self) -> dict[str, np.ndarray]:
+        """Each level's values (``level_<j>``), row by row, as NumPy object arrays."""
+        return {level_column(i): np.array([row[i] for row in self.rows], dtype=object) for i in range(self.levels)}
+
     def to_frame(self) -> pd.DataFrame:
-        return pd.DataFrame(self.rows, columns=[level_column(i) for i in range(self.levels)], dtype=object)
+        return pd.DataFrame(self.columns(), dtype=object)
 
     def generalize_sql(self, value: exp.Expression, level: int) -> exp.Expression | None:
         """A SQL expression generalizing ``value`` to ``level`` without a join, or None when a join is needed."""
@@ -196,8 +200,7 @@ class Hierarchy:
                    for i in range(self.levels)]
         engine.run(exp.Create(this=exp.Schema(this=target, expressions=columns), kind="TABLE", replace=True))
         # One INSERT … SELECT from the rows as columns: one statement, so one commit on a database file.
-        columns = {level_column(i): np.array([row[i] for row in self.rows], dtype=object) for i in range(self.levels)}
-        with engine.registered(columns) as rows:
+        with engine.registered(self.columns()) as rows:
             engine.run(exp.insert(exp.select(exp.Star()).from_(rows), target))
         return target
 

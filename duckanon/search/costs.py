@@ -121,12 +121,15 @@ def _values(encoding: Encoding, attributes: int) -> tuple[int, list[tuple[LevelV
     values = []
     for i in range(attributes):
         code = sb.col(code_column(i, 0))
-        counts = dict(engine.rows(exp.select(code, exp.func("SUM", sb.col(COUNT))).from_(encoding.table)
-                                  .group_by(code.copy())))
+        counted = engine.arrays(exp.select(code.as_("code"), exp.func("SUM", sb.col(COUNT)).as_("records"))
+                                .from_(encoding.table).group_by(code.copy()))
         levels = encoding.level_values(i)
-        # Values only a population table holds cost the data nothing (and have no frequency to cost by).
-        held = levels.kept(np.array([code in counts for code in levels.codes[0].tolist()], dtype=bool))
-        values.append((held, np.array([counts[code] for code in held.codes[0].tolist()], dtype=np.float64)))
+        # Per level-0 code (dense, from 1), its records; 0 for a value only a population table holds, which costs the
+        # data nothing (and has no frequency to cost by).
+        per_code = np.zeros(int(levels.codes[0].max(initial=0)) + 1)
+        per_code[np.asarray(counted["code"], dtype=np.int64)] = np.asarray(counted["records"], dtype=np.float64)
+        held = levels.kept(per_code[levels.codes[0]] > 0)
+        values.append((held, per_code[held.codes[0]]))
     return records, values
 
 
